@@ -1,0 +1,6 @@
+"""Exact, fast ranking metrics for PyTorch."""
+
+from ranking_plugins.functional import rank_metrics
+
+__all__ = ["rank_metrics"]
+__version__ = "0.1.0"
