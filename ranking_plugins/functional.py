@@ -1,0 +1,316 @@
+"""The functional API: one call ranks a batch and returns every metric asked for.
+
+>>> import torch
+>>> from ranking_plugins import rank_metrics
+>>> preds = torch.tensor([[4.0, 2.0, 3.0, 1.0], [1.0, 2.0, 3.0, 4.0]])
+>>> target = torch.tensor([[0, 0, 1, 1], [0, 0, 0, 1]])
+>>> rank_metrics(preds, target, ["mrr", "hit_rate"], top_k=[1, 2])
+{'mrr@1': tensor(0.5000, dtype=torch.float64), 'mrr@2': tensor(0.7500, dtype=torch.float64), \
+'hit_rate@1': tensor(0.5000, dtype=torch.float64), 'hit_rate@2': tensor(1., dtype=torch.float64)}
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from numbers import Real
+from typing import TypedDict
+
+import torch
+from torch import Tensor
+from typing_extensions import Unpack
+
+from ranking_plugins import _validation as V
+from ranking_plugins.kernel import TIES, GainRule, normalize_input
+from ranking_plugins.metrics import Options, evaluate, get_metrics, reduce_mean
+
+TopK = int | Sequence[int] | None
+
+__all__ = [
+    "auc",
+    "f1",
+    "fall_out",
+    "hit_rate",
+    "map",
+    "mean_rank",
+    "mrr",
+    "ndcg",
+    "precision",
+    "r_precision",
+    "rank_metrics",
+    "recall",
+]
+
+
+def rank_metrics(
+    preds: Tensor,
+    target: Tensor,
+    metrics: str | Sequence[str] = ("hit_rate", "mrr", "ndcg"),
+    top_k: TopK = 10,
+    *,
+    indexes: Tensor | None = None,
+    mask: Tensor | None = None,
+    target_format: str | None = None,
+    ties: str = "average",
+    relevance_threshold: float | None = None,
+    empty_target_action: str = "neg",
+    reduction: str = "mean",
+    validate_args: bool = True,
+    gain: str = "exponential",
+    ap_denominator: str = "relevant",
+    adaptive_k: bool = False,
+    weighted: bool = False,
+) -> dict[str, Tensor]:
+    """Rank a batch once and compute several metrics at several cutoffs.
+
+    Args:
+        preds: scores, higher ranks first: ``(Q, N)``, or ``(M,)`` with ``indexes``.
+        target: relevance: grades ``(Q, N)`` (dense), relevant item ids ``(Q,)`` or
+            ``(Q, T)`` padded with ``-1`` (item indices), or grades ``(M,)`` (grouped).
+        metrics: names from :data:`ranking_plugins.metrics.METRICS`.
+        top_k: a cutoff, a sequence of cutoffs, or None for the whole list.
+        indexes: query id of each item, for the grouped layout.
+        mask: ``False`` marks items that were not retrieved; they are never ranked
+            but a relevant one still counts in R and in the ideal DCG.
+        target_format: ``"dense"`` or ``"indices"`` when the shape is ambiguous.
+        ties: ``"average"``, ``"first"``, ``"pessimistic"`` or ``"optimistic"``.
+        relevance_threshold: grades at or above it are relevant (default: above 0).
+        empty_target_action: what a query without relevant items counts as:
+            ``"neg"``, ``"pos"``, ``"skip"`` or ``"error"``.
+        reduction: ``"mean"`` (0-d float64 per key) or ``"none"`` (per query ``(Q,)``,
+            NaN for skipped queries).
+        validate_args: also run the checks that read tensor values (NaN scores,
+            item ids out of range); they synchronise an accelerator.
+        gain: ``"exponential"`` (2^g - 1) or ``"linear"`` (g) for NDCG.
+        ap_denominator: ``"relevant"`` (R) or ``"min_k_relevant"`` (min(k, R)) for MAP.
+        adaptive_k: precision divides by min(k, number of ranked items).
+        weighted: weight each query by its number of relevant items in the mean.
+
+    Returns:
+        ``{"ndcg@10": tensor, ...}`` for @k metrics, bare names (``"auc"``,
+        ``"r_precision"``, ``"mean_rank"``, or any metric with ``top_k=None``).
+    """
+    metric_list = get_metrics(metrics)
+    ks = V.normalize_top_k(top_k)
+    V.check_choice("ties", ties, TIES)
+    V.check_choice("empty_target_action", empty_target_action, V.EMPTY_TARGET_ACTIONS)
+    V.check_choice("reduction", reduction, V.REDUCTIONS)
+    V.check_choice("gain", gain, V.GAINS)
+    V.check_choice("ap_denominator", ap_denominator, V.AP_DENOMINATORS)
+    if relevance_threshold is not None and (
+        isinstance(relevance_threshold, bool) or not isinstance(relevance_threshold, Real)
+    ):
+        raise TypeError(
+            f"`relevance_threshold` must be a number or None, got {relevance_threshold!r}"
+        )
+    data = normalize_input(
+        preds,
+        target,
+        indexes=indexes,
+        mask=mask,
+        target_format=target_format,
+        rule=GainRule(
+            None if relevance_threshold is None else float(relevance_threshold), gain
+        ),
+        validate_args=validate_args,
+    )
+    evaluation = evaluate(
+        data,
+        metric_list,
+        ks,
+        ties=ties,
+        empty_target_action=empty_target_action,
+        adaptive_k=adaptive_k,
+        options=Options(ap_denominator=ap_denominator),
+    )
+    if reduction == "none":
+        return {key: r.values for key, r in evaluation.results.items()}
+    weights = evaluation.relevant_count if weighted else None
+    return {key: reduce_mean(r, weights) for key, r in evaluation.results.items()}
+
+
+class RankOptions(TypedDict, total=False):
+    """The keywords of :func:`rank_metrics` that every single-metric function takes."""
+
+    indexes: Tensor | None
+    mask: Tensor | None
+    target_format: str | None
+    ties: str
+    relevance_threshold: float | None
+    empty_target_action: str
+    reduction: str
+    validate_args: bool
+    gain: str
+    ap_denominator: str
+    adaptive_k: bool
+    weighted: bool
+
+
+def _one_metric(
+    name: str, preds: Tensor, target: Tensor, top_k: TopK, options: RankOptions
+) -> Tensor:
+    """One metric over ``rank_metrics``: 0-d (or (Q,)) for one k, stacked along k for several."""
+    results = rank_metrics(preds, target, [name], top_k, **options)
+    values = list(results.values())
+    if top_k is None or isinstance(top_k, int) or not get_metrics(name)[0].at_k:
+        return values[0]
+    return torch.stack(values, dim=-1)
+
+
+def hit_rate(
+    preds: Tensor, target: Tensor, top_k: TopK = None, **options: Unpack[RankOptions]
+) -> Tensor:
+    """Hit rate@k: 1 if a relevant item is in the top k (trec_eval success_k).
+
+    See :func:`rank_metrics` for the inputs and options.
+
+    >>> import torch
+    >>> preds = torch.tensor([[4.0, 2.0, 3.0, 1.0], [1.0, 2.0, 3.0, 4.0]])
+    >>> target = torch.tensor([[0, 0, 1, 1], [0, 0, 0, 1]])
+    >>> hit_rate(preds, target, top_k=[1, 2, 3])
+    DOCTEST_hit_rate
+    """
+    return _one_metric("hit_rate", preds, target, top_k, options)
+
+def mrr(
+    preds: Tensor, target: Tensor, top_k: TopK = None, **options: Unpack[RankOptions]
+) -> Tensor:
+    """Mean reciprocal rank@k: 1 / rank of the first relevant item if it is within k.
+
+    See :func:`rank_metrics` for the inputs and options.
+
+    >>> import torch
+    >>> preds = torch.tensor([[4.0, 2.0, 3.0, 1.0], [1.0, 2.0, 3.0, 4.0]])
+    >>> target = torch.tensor([[0, 0, 1, 1], [0, 0, 0, 1]])
+    >>> mrr(preds, target, top_k=[1, 2, 3])
+    DOCTEST_mrr
+    """
+    return _one_metric("mrr", preds, target, top_k, options)
+
+def precision(
+    preds: Tensor, target: Tensor, top_k: TopK = None, **options: Unpack[RankOptions]
+) -> Tensor:
+    """Precision@k: relevant items in the top k, divided by k.
+
+    See :func:`rank_metrics` for the inputs and options.
+
+    >>> import torch
+    >>> preds = torch.tensor([[4.0, 2.0, 3.0, 1.0], [1.0, 2.0, 3.0, 4.0]])
+    >>> target = torch.tensor([[0, 0, 1, 1], [0, 0, 0, 1]])
+    >>> precision(preds, target, top_k=[1, 2, 3])
+    DOCTEST_precision
+    """
+    return _one_metric("precision", preds, target, top_k, options)
+
+def recall(
+    preds: Tensor, target: Tensor, top_k: TopK = None, **options: Unpack[RankOptions]
+) -> Tensor:
+    """Recall@k: relevant items in the top k, divided by R.
+
+    See :func:`rank_metrics` for the inputs and options.
+
+    >>> import torch
+    >>> preds = torch.tensor([[4.0, 2.0, 3.0, 1.0], [1.0, 2.0, 3.0, 4.0]])
+    >>> target = torch.tensor([[0, 0, 1, 1], [0, 0, 0, 1]])
+    >>> recall(preds, target, top_k=[1, 2, 3])
+    DOCTEST_recall
+    """
+    return _one_metric("recall", preds, target, top_k, options)
+
+def f1(
+    preds: Tensor, target: Tensor, top_k: TopK = None, **options: Unpack[RankOptions]
+) -> Tensor:
+    """F1@k: the harmonic mean of precision@k and recall@k, 2 hits / (k + R).
+
+    See :func:`rank_metrics` for the inputs and options.
+
+    >>> import torch
+    >>> preds = torch.tensor([[4.0, 2.0, 3.0, 1.0], [1.0, 2.0, 3.0, 4.0]])
+    >>> target = torch.tensor([[0, 0, 1, 1], [0, 0, 0, 1]])
+    >>> f1(preds, target, top_k=[1, 2, 3])
+    DOCTEST_f1
+    """
+    return _one_metric("f1", preds, target, top_k, options)
+
+def map(
+    preds: Tensor, target: Tensor, top_k: TopK = None, **options: Unpack[RankOptions]
+) -> Tensor:
+    """Mean average precision@k (trec_eval map_cut_k; map with ``top_k=None``).
+
+    See :func:`rank_metrics` for the inputs and options.
+
+    >>> import torch
+    >>> preds = torch.tensor([[4.0, 2.0, 3.0, 1.0], [1.0, 2.0, 3.0, 4.0]])
+    >>> target = torch.tensor([[0, 0, 1, 1], [0, 0, 0, 1]])
+    >>> map(preds, target, top_k=[1, 2, 3])
+    DOCTEST_map
+    """
+    return _one_metric("map", preds, target, top_k, options)
+
+def ndcg(
+    preds: Tensor, target: Tensor, top_k: TopK = None, **options: Unpack[RankOptions]
+) -> Tensor:
+    """Normalised discounted cumulative gain@k.
+
+    See :func:`rank_metrics` for the inputs and options.
+
+    >>> import torch
+    >>> preds = torch.tensor([[4.0, 2.0, 3.0, 1.0], [1.0, 2.0, 3.0, 4.0]])
+    >>> target = torch.tensor([[0, 0, 1, 1], [0, 0, 0, 1]])
+    >>> ndcg(preds, target, top_k=[1, 2, 3])
+    DOCTEST_ndcg
+    """
+    return _one_metric("ndcg", preds, target, top_k, options)
+
+def fall_out(
+    preds: Tensor, target: Tensor, top_k: TopK = None, **options: Unpack[RankOptions]
+) -> Tensor:
+    """Fall-out@k: non-relevant items in the top k over all non-relevant ranked items (lower is better).
+
+    See :func:`rank_metrics` for the inputs and options.
+
+    >>> import torch
+    >>> preds = torch.tensor([[4.0, 2.0, 3.0, 1.0], [1.0, 2.0, 3.0, 4.0]])
+    >>> target = torch.tensor([[0, 0, 1, 1], [0, 0, 0, 1]])
+    >>> fall_out(preds, target, top_k=[1, 2, 3])
+    DOCTEST_fall_out
+    """
+    return _one_metric("fall_out", preds, target, top_k, options)
+
+def r_precision(preds: Tensor, target: Tensor, **options: Unpack[RankOptions]) -> Tensor:
+    """R-precision: precision at R, the number of relevant items.
+
+    See :func:`rank_metrics` for the inputs and options.
+
+    >>> import torch
+    >>> preds = torch.tensor([[4.0, 2.0, 3.0, 1.0], [1.0, 2.0, 3.0, 4.0]])
+    >>> target = torch.tensor([[0, 0, 1, 1], [0, 0, 0, 1]])
+    >>> r_precision(preds, target)
+    DOCTEST_r_precision
+    """
+    return _one_metric("r_precision", preds, target, None, options)
+
+def mean_rank(preds: Tensor, target: Tensor, **options: Unpack[RankOptions]) -> Tensor:
+    """Mean rank of the relevant ranked items, 1 = best (lower is better).
+
+    See :func:`rank_metrics` for the inputs and options.
+
+    >>> import torch
+    >>> preds = torch.tensor([[4.0, 2.0, 3.0, 1.0], [1.0, 2.0, 3.0, 4.0]])
+    >>> target = torch.tensor([[0, 0, 1, 1], [0, 0, 0, 1]])
+    >>> mean_rank(preds, target)
+    DOCTEST_mean_rank
+    """
+    return _one_metric("mean_rank", preds, target, None, options)
+
+def auc(preds: Tensor, target: Tensor, **options: Unpack[RankOptions]) -> Tensor:
+    """Per-query AUC: the fraction of (relevant, non-relevant) pairs ordered right.
+
+    See :func:`rank_metrics` for the inputs and options.
+
+    >>> import torch
+    >>> preds = torch.tensor([[4.0, 2.0, 3.0, 1.0], [1.0, 2.0, 3.0, 4.0]])
+    >>> target = torch.tensor([[0, 0, 1, 1], [0, 0, 0, 1]])
+    >>> auc(preds, target)
+    DOCTEST_auc
+    """
+    return _one_metric("auc", preds, target, None, options)

@@ -1,0 +1,692 @@
+"""The rank kernel: the one place that ranks items.
+
+It reads top to bottom like SPEC.md:
+
+1. :func:`normalize_input` turns any of the three input layouts (dense, item
+   indices, grouped) into one shape: scores ``(Q, N)``, an optional ``ranked``
+   mask and a :class:`Relevance` that answers questions about the targets.
+2. :func:`rank` orders the items of every query under a ``ties`` policy and
+   describes the ranked list as *tie groups*: for each position its group's
+   start, size, relevant count and gain sum (SPEC section 3).
+3. :class:`RankStats` turns the groups into per-position expected values
+   (relevance, gain, AP term, probability of the first hit) whose cumulative
+   sums give hits@k, DCG@k, AP@k, RR@k, ... at any cutoff, exactly.
+
+Only the cutoffs that are asked for are looked at: when every metric is an @k
+metric the kernel takes a top-k selection instead of sorting whole rows.
+Metric formulas on top of these statistics live in :mod:`ranking_plugins.metrics`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Protocol
+
+import torch
+from torch import Tensor
+
+from ranking_plugins import _validation as V
+
+TIES = ("average", "first", "pessimistic", "optimistic")
+
+
+# ---------------------------------------------------------------------------
+# 1. Inputs
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class GainRule:
+    """Which grades are relevant and what gain a relevant grade earns."""
+
+    relevance_threshold: float | None
+    gain: str  # "exponential" | "linear"
+
+    def relevant(self, grades: Tensor) -> Tensor:
+        if self.relevance_threshold is None:
+            return grades > 0
+        return grades >= self.relevance_threshold
+
+    def gains(self, grades: Tensor, relevant: Tensor) -> Tensor:
+        """float64 gains; non-relevant and negative grades earn nothing."""
+        g = grades.to(torch.float64).clamp(min=0)
+        value = torch.exp2(g) - 1 if self.gain == "exponential" else g
+        return torch.where(relevant, value, 0.0)
+
+
+class Relevance(Protocol):
+    """What the kernel needs to know about the targets of a batch."""
+
+    binary: bool  # every relevant item has gain 1
+
+    def at(self, items: Tensor, rows: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        """(relevant, gain) of ``items`` (item indices per query) of all queries or ``rows``."""
+        ...
+
+    def rows(self, rows: Tensor) -> tuple[Tensor, Tensor]:
+        """(relevant, gain) of every item of the queries ``rows``, shape (len(rows), N)."""
+        ...
+
+    def relevant_count(self, within: Tensor | None = None) -> Tensor:
+        """R: relevant items per query, int64 (Q,); only those where ``within`` if given."""
+        ...
+
+    def ideal_gains(self, length: int) -> Tensor:
+        """The ``length`` largest gains of each query (all items), descending, float64."""
+        ...
+
+
+def count_true(flags: Tensor) -> Tensor:
+    """Number of True per row, int64.
+
+    Summing bools into int64 is several times slower than into a narrow type,
+    so count in int16 blocks (no block can overflow) and add the blocks up.
+    """
+    n = flags.shape[-1]
+    block = 32767
+    if n <= block:
+        return flags.sum(dim=-1, dtype=torch.int16).to(torch.int64)
+    return flags.sum(dim=-1, dtype=torch.int32).to(torch.int64)
+
+
+class DenseGrades:
+    """Targets given as a grade for every item: (Q, N) bool, int or float."""
+
+    def __init__(self, grades: Tensor, rule: GainRule) -> None:
+        self.grades = grades
+        self.rule = rule
+        self.binary = grades.dtype == torch.bool
+
+    def _relevant_and_gain(self, grades: Tensor) -> tuple[Tensor, Tensor]:
+        grades = grades.to(torch.float64) if grades.dtype == torch.bool else grades
+        relevant = self.rule.relevant(grades)
+        return relevant, self.rule.gains(grades, relevant)
+
+    def at(self, items: Tensor, rows: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        grades = self.grades if rows is None else self.grades[rows]
+        return self._relevant_and_gain(grades.gather(1, items))
+
+    def rows(self, rows: Tensor) -> tuple[Tensor, Tensor]:
+        return self._relevant_and_gain(self.grades[rows])
+
+    def relevant_count(self, within: Tensor | None = None) -> Tensor:
+        grades = self.grades
+        if grades.dtype == torch.bool:
+            # a bool grade is 1: relevant unless the threshold is above 1
+            threshold = self.rule.relevance_threshold
+            relevant = grades if threshold is None or threshold <= 1 else torch.zeros_like(grades)
+        else:
+            relevant = self.rule.relevant(grades)
+        return count_true(relevant if within is None else relevant & within)
+
+    def ideal_gains(self, length: int) -> Tensor:
+        if self.binary:
+            return binary_ideal_gains(self.relevant_count(), length)
+        # gains grow with grades, so the top grades give the top gains
+        top = torch.topk(self.grades, min(length, self.grades.shape[1]), dim=1).values
+        relevant, gains = self._relevant_and_gain(top)
+        return gains
+
+
+class ItemIds:
+    """Targets given as the ids of the relevant items: (Q, T) int, -1 = padding."""
+
+    binary = True
+
+    def __init__(self, item_ids: Tensor, num_items: int) -> None:
+        self.item_ids = item_ids
+        self.num_items = num_items
+
+    def at(self, items: Tensor, rows: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        ids = self.item_ids if rows is None else self.item_ids[rows]
+        relevant = (items.unsqueeze(-1) == ids.unsqueeze(1)).any(dim=-1)
+        return relevant, relevant.to(torch.float64)
+
+    def rows(self, rows: Tensor) -> tuple[Tensor, Tensor]:
+        ids = self.item_ids[rows]
+        relevant = torch.zeros(ids.shape[0], self.num_items + 1, dtype=torch.bool, device=ids.device)
+        # padding (-1) lands in the extra last column, which is dropped
+        relevant.scatter_(1, torch.where(ids < 0, self.num_items, ids), True)
+        relevant = relevant[:, : self.num_items]
+        return relevant, relevant.to(torch.float64)
+
+    def relevant_count(self, within: Tensor | None = None) -> Tensor:
+        ids = self.item_ids.sort(dim=1).values
+        counted = ids >= 0
+        counted[:, 1:] &= ids[:, 1:] != ids[:, :-1]  # a repeated id counts once
+        if within is not None:
+            counted &= within.gather(1, ids.clamp(min=0))
+        return counted.sum(dim=1)
+
+    def ideal_gains(self, length: int) -> Tensor:
+        return binary_ideal_gains(self.relevant_count(), length)
+
+
+def binary_ideal_gains(relevant_count: Tensor, length: int) -> Tensor:
+    positions = torch.arange(length, device=relevant_count.device)
+    return (positions < relevant_count.unsqueeze(1)).to(torch.float64)
+
+
+@dataclass(frozen=True)
+class RankingInput:
+    """Any layout, reduced to scores (Q, N) with an optional ``ranked`` mask."""
+
+    scores: Tensor
+    ranked: Tensor | None  # False: never enters the ranking (masked, or padding)
+    relevance: Relevance
+
+    @property
+    def num_queries(self) -> int:
+        return self.scores.shape[0]
+
+    @property
+    def num_items(self) -> int:
+        return self.scores.shape[1]
+
+
+def normalize_input(
+    preds: Tensor,
+    target: Tensor,
+    *,
+    indexes: Tensor | None,
+    mask: Tensor | None,
+    target_format: str | None,
+    rule: GainRule,
+    validate_args: bool,
+) -> RankingInput:
+    """Check the inputs and bring any layout to :class:`RankingInput` (SPEC section 2)."""
+    preds = V.check_tensor("preds", preds).detach()
+    target = V.check_tensor("target", target).detach()
+    if indexes is not None:
+        indexes = V.check_tensor("indexes", indexes).detach()
+    if mask is not None:
+        mask = V.check_tensor("mask", mask).detach()
+        if mask.dtype != torch.bool:
+            raise TypeError(f"`mask` must be a bool tensor, got dtype {mask.dtype}")
+        if mask.shape != preds.shape:
+            raise ValueError(
+                f"`mask` must have the shape of `preds` {tuple(preds.shape)}, "
+                f"got {tuple(mask.shape)}"
+            )
+    if target_format is not None:
+        V.check_choice("target_format", target_format, V.TARGET_FORMATS)
+    V.check_preds_dtype(preds)
+    if target.is_complex():
+        raise TypeError(f"`target` must hold real grades or integer item ids, got {target.dtype}")
+    V.check_same_device(preds=preds, target=target, indexes=indexes, mask=mask)
+
+    if preds.ndim == 1:
+        return _grouped(preds, target, indexes, mask, target_format, rule, validate_args)
+    if preds.ndim != 2:
+        raise ValueError(
+            "`preds` must be (Q, N) scores, or (M,) scores with `indexes` for the grouped "
+            f"layout, got shape {tuple(preds.shape)}"
+        )
+    if indexes is not None:
+        raise ValueError(
+            "`indexes` is only for the grouped layout, where `preds` is 1-D; "
+            f"got `preds` of shape {tuple(preds.shape)}"
+        )
+    if target_format is None:
+        target_format = "dense" if target.shape == preds.shape else "indices"
+    if target_format == "dense":
+        if target.shape != preds.shape:
+            raise ValueError(
+                f"dense `target` must have the shape of `preds` {tuple(preds.shape)}, "
+                f"got {tuple(target.shape)}"
+            )
+        if validate_args:
+            V.check_values(preds, target, None, preds.shape[1], None)
+        return RankingInput(preds, mask, DenseGrades(target, rule))
+
+    # item indices
+    if not V.is_integer_dtype(target.dtype):
+        raise TypeError(
+            "item-index `target` must be an integer tensor of item ids (Q,) or (Q, T) "
+            f"(or a dense `target` of shape {tuple(preds.shape)}), got dtype {target.dtype} "
+            f"and shape {tuple(target.shape)}"
+        )
+    if target.ndim == 1:
+        target = target.unsqueeze(1)
+    if target.ndim != 2 or target.shape[0] != preds.shape[0]:
+        raise ValueError(
+            f"item-index `target` must be (Q,) or (Q, T) with Q = {preds.shape[0]} rows of "
+            f"`preds`, got shape {tuple(target.shape)}"
+        )
+    if validate_args:
+        V.check_values(preds, None, target, preds.shape[1], None)
+    return RankingInput(preds, mask, ItemIds(target.to(torch.int64), preds.shape[1]))
+
+
+def _grouped(
+    preds: Tensor,
+    target: Tensor,
+    indexes: Tensor | None,
+    mask: Tensor | None,
+    target_format: str | None,
+    rule: GainRule,
+    validate_args: bool,
+) -> RankingInput:
+    """Flat (M,) triples with query ids -> padded (Q, L) rows, items in input order."""
+    if indexes is None:
+        raise ValueError(
+            "1-D `preds` is the grouped layout and needs `indexes` (M,) giving each "
+            "item's query id"
+        )
+    if not V.is_integer_dtype(indexes.dtype):
+        raise TypeError(f"`indexes` must be an integer tensor of query ids, got {indexes.dtype}")
+    if target_format == "indices":
+        raise ValueError("`target_format='indices'` needs 2-D `preds` (Q, N)")
+    if target.shape != preds.shape or indexes.shape != preds.shape:
+        raise ValueError(
+            "grouped layout: `preds`, `target` and `indexes` must all be (M,), got shapes "
+            f"{tuple(preds.shape)}, {tuple(target.shape)} and {tuple(indexes.shape)}"
+        )
+    if validate_args:
+        V.check_values(preds, target, None, 0, indexes)
+    queries, query_of_item, sizes = torch.unique(indexes, return_inverse=True, return_counts=True)
+    num_queries = queries.numel()
+    width = int(sizes.max()) if num_queries else 0
+    order = torch.argsort(query_of_item, stable=True)
+    row = query_of_item[order]
+    starts = torch.cumsum(sizes, 0) - sizes
+    column = torch.arange(preds.numel(), device=preds.device) - starts[row]
+
+    scores = torch.full((num_queries, width), lowest(preds.dtype), dtype=preds.dtype,
+                        device=preds.device)
+    scores[row, column] = preds[order]
+    grades = torch.zeros((num_queries, width), dtype=target.dtype, device=preds.device)
+    grades[row, column] = target[order]
+    ranked = torch.zeros((num_queries, width), dtype=torch.bool, device=preds.device)
+    ranked[row, column] = True if mask is None else mask[order]
+    return RankingInput(scores, ranked, DenseGrades(grades, rule))
+
+
+def lowest(dtype: torch.dtype) -> float | int:
+    """A score no ranked item can beat: where masked items are parked before selection."""
+    if dtype.is_floating_point:
+        return -math.inf
+    return int(torch.iinfo(dtype).min)
+
+
+# ---------------------------------------------------------------------------
+# 2. Ranking into tie groups
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RankedList:
+    """The first ``L`` positions of every query's ranked list, as tie groups.
+
+    Every field is (Q, L). Positions past the ranked items are padding
+    (``ranked`` False, never relevant). ``group_*`` describe the tie group the
+    position belongs to; under "average" a group is a set of equal scores,
+    under the other policies items are ordered within equal scores first, so
+    a group only holds items that no metric can tell apart.
+    """
+
+    ranked: Tensor
+    group_start: Tensor  # items ranked before the group (T_c)
+    group_size: Tensor  # t_c
+    group_relevant: Tensor  # r_c
+    group_gain: Tensor  # sum of the group's gains
+    relevant_before: Tensor  # relevant items ranked before the group (rho_c)
+
+
+def tie_key(ties: str, items: Tensor, relevant: Tensor, gain: Tensor) -> Tensor | None:
+    """Order inside a group of equal scores, higher first; None under "average"."""
+    if ties == "first":
+        return -items.to(torch.float64)
+    if ties == "pessimistic":
+        return torch.where(relevant, -gain, math.inf)
+    if ties == "optimistic":
+        return torch.where(relevant, gain, -1.0)
+    return None
+
+
+def lexsort_desc(keys: list[Tensor]) -> Tensor:
+    """Row-wise permutation sorting by ``keys`` descending, the first key most significant."""
+    order: Tensor | None = None
+    for key in reversed(keys):
+        current = key if order is None else key.gather(1, order)
+        step = torch.sort(current, dim=1, descending=True, stable=True).indices
+        order = step if order is None else order.gather(1, step)
+    assert order is not None
+    return order
+
+
+def rank(data: RankingInput, ties: str, depth: int | None) -> RankedList:
+    """Rank every query and describe its first ``depth`` positions (all when None).
+
+    With a finite ``depth`` only a top-(depth + 1) selection is taken. The
+    selection is exact about which scores are in the top ``depth``, but if the
+    tie group at position ``depth`` continues past it, which of its members
+    made the cut is arbitrary; such rows are completed from their whole row.
+    """
+    scores, ranked_mask, relevance = data.scores, data.ranked, data.relevance
+    num_queries, num_items = scores.shape
+    device = scores.device
+    selectable = scores if ranked_mask is None else scores.masked_fill(~ranked_mask, lowest(
+        scores.dtype))
+
+    if depth is None or depth >= num_items:
+        length = num_items
+        values = selectable
+        items = torch.arange(num_items, device=device).expand(num_queries, num_items)
+        cut_groups = None
+    else:
+        length = depth
+        values, items = torch.topk(selectable, depth + 1, dim=1)
+        # the group at the last kept position continues past it
+        cut_groups = values[:, depth] == values[:, depth - 1]
+        values, items = values[:, :depth], items[:, :depth]
+
+    ranked = (
+        torch.ones_like(values, dtype=torch.bool)
+        if ranked_mask is None
+        else ranked_mask.gather(1, items)
+    )
+    relevant, gain = relevance.at(items)
+    key = tie_key(ties, items, relevant, gain)
+
+    full_group = None
+    if cut_groups is not None:
+        rows = rows_to_complete(cut_groups)
+        if rows is not None:
+            boundary = values[rows, -1]
+            members = selectable[rows] == boundary.unsqueeze(1)
+            if ranked_mask is not None:
+                members &= ranked_mask[rows]
+            row_relevant, row_gain = relevance.rows(rows)
+            first_slot = count_true(values[rows] > boundary.unsqueeze(1))
+            # refill the boundary group's slots with its first members in tie order
+            row_items = torch.arange(num_items, device=device).expand(rows.numel(), num_items)
+            row_key = tie_key(ties, row_items, row_relevant, row_gain)
+            fill_key = torch.where(members, 0.0 if row_key is None else row_key, -math.inf)
+            best_key, best = torch.topk(fill_key, depth, dim=1)
+            slot = torch.arange(depth, device=device) - first_slot.unsqueeze(1)
+            take = slot >= 0
+            slot = slot.clamp(min=0)
+            new_items = torch.where(take, best.gather(1, slot), items[rows])
+            new_ranked = torch.where(take, best_key.gather(1, slot) > -math.inf, ranked[rows])
+            items[rows] = new_items
+            ranked[rows] = new_ranked
+            relevant[rows], gain[rows] = relevance.at(new_items, rows)
+            if key is not None:
+                key[rows] = tie_key(ties, new_items, relevant[rows], gain[rows])
+            full_group = (
+                rows,
+                boundary,
+                count_true(members),
+                count_true(members & row_relevant),
+                (row_gain * members).sum(dim=1),
+            )
+
+    relevant &= ranked
+    gain = torch.where(ranked, gain, 0.0)
+
+    # order: score, then ranked before padding, then the tie policy
+    sort_keys = [values]
+    if ranked_mask is not None:
+        sort_keys.append(ranked.to(torch.int8))
+    if key is not None:
+        sort_keys.append(key)
+    if len(sort_keys) > 1 or cut_groups is None:
+        order = lexsort_desc(sort_keys)
+        values, ranked, relevant, gain = (t.gather(1, order) for t in (values, ranked, relevant,
+                                                                         gain))
+        key = None if key is None else key.gather(1, order)
+
+    # tie groups: a new group wherever score, ranked flag or tie key changes
+    starts_group = torch.ones_like(ranked)
+    starts_group[:, 1:] = (values[:, 1:] != values[:, :-1]) | (ranked[:, 1:] != ranked[:, :-1])
+    if key is not None:
+        starts_group[:, 1:] |= key[:, 1:] != key[:, :-1]
+    group = torch.cumsum(starts_group, dim=1) - 1
+    position = torch.arange(length, device=device).expand(num_queries, length)
+
+    def per_group(values_: Tensor) -> Tensor:
+        totals = torch.zeros(values_.shape, dtype=values_.dtype, device=device)
+        totals.scatter_add_(1, group, values_)
+        return totals
+
+    size = per_group(torch.ones_like(gain))
+    relevant_f = relevant.to(torch.float64)
+    group_relevant = per_group(relevant_f)
+    group_gain = per_group(gain)
+    start = torch.full_like(group, length).scatter_reduce_(1, group, position, reduce="amin")
+
+    if full_group is not None and key is None:
+        # "average": the cut group's statistics come from the whole row
+        rows, boundary, total, total_relevant, total_gain = full_group
+        in_group = ranked[rows] & (values[rows] == boundary.unsqueeze(1))
+        cut = group[rows].gather(1, in_group.to(torch.int64).argmax(dim=1, keepdim=True))
+        # an empty cut group (only masked items at the boundary score) has no members
+        at_cut = (torch.arange(length, device=device) == cut) & (total > 0).unsqueeze(1)
+        size[rows] = torch.where(at_cut, total.unsqueeze(1).to(size.dtype), size[rows])
+        group_relevant[rows] = torch.where(
+            at_cut, total_relevant.unsqueeze(1).to(torch.float64), group_relevant[rows]
+        )
+        group_gain[rows] = torch.where(at_cut, total_gain.unsqueeze(1), group_gain[rows])
+
+    group_start = start.gather(1, group)
+    relevant_so_far = torch.cumsum(relevant_f, dim=1)
+    before = (group_start - 1).clamp(min=0)
+    relevant_before = torch.where(
+        group_start > 0, relevant_so_far.gather(1, before), torch.zeros_like(relevant_so_far)
+    )
+    return RankedList(
+        ranked=ranked,
+        group_start=group_start.to(torch.float64),
+        group_size=size.gather(1, group),
+        group_relevant=group_relevant.gather(1, group),
+        group_gain=group_gain.gather(1, group),
+        relevant_before=relevant_before,
+    )
+
+
+def rows_to_complete(cut_groups: Tensor) -> Tensor | None:
+    """Rows whose boundary tie group was cut by the selection.
+
+    On the CPU, reading the flags is free, so only those rows are completed.
+    Elsewhere every row is completed (correct for every row, and it keeps the
+    device from synchronising with the host).
+    """
+    if cut_groups.device.type == "cpu" and not COMPLETE_ALL_ROWS:
+        rows = cut_groups.nonzero().squeeze(1)
+        return rows if rows.numel() else None
+    return torch.arange(cut_groups.shape[0], device=cut_groups.device)
+
+
+COMPLETE_ALL_ROWS = False  # tests set it to check both paths agree
+
+
+# ---------------------------------------------------------------------------
+# 3. From tie groups to rank statistics
+# ---------------------------------------------------------------------------
+
+
+class RankStats:
+    """Expected per-position values of a ranked list, and their sums at any cutoff.
+
+    Under "average" every value is the expectation over all orders of each tie
+    group (SPEC section 3); under the other policies the groups hold
+    interchangeable items, so the same formulas give the deterministic value.
+    """
+
+    def __init__(
+        self,
+        ranked_list: RankedList,
+        relevant_count: Tensor,
+        relevant_ranked: Tensor,
+        ideal_gains: Tensor,
+        num_ranked: Tensor,
+    ) -> None:
+        self.list = ranked_list
+        self.relevant_count = relevant_count.to(torch.float64)
+        self.relevant_ranked = relevant_ranked.to(torch.float64)
+        self.num_ranked = num_ranked.to(torch.float64)
+        self.ideal_gains = ideal_gains
+        length = ranked_list.ranked.shape[1]
+        self.length = length
+        self.position = torch.arange(1, length + 1, dtype=torch.float64,
+                                     device=ranked_list.ranked.device)
+
+    # -- per-position expected values --------------------------------------
+
+    @cached_property
+    def relevance(self) -> Tensor:
+        """P(the item at this position is relevant) = r_c / t_c."""
+        g = self.list
+        return torch.where(g.ranked, g.group_relevant / g.group_size, 0.0)
+
+    @cached_property
+    def gain(self) -> Tensor:
+        g = self.list
+        return torch.where(g.ranked, g.group_gain / g.group_size, 0.0)
+
+    @cached_property
+    def ap_term(self) -> Tensor:
+        """E[rel_j * hits@j] / j: the closed form of SPEC section 3."""
+        g = self.list
+        r, t = g.group_relevant, g.group_size
+        slope = torch.where(t > 1, (r - 1) / (t - 1).clamp(min=1), 0.0)
+        expected_hits = g.relevant_before + 1 + (self.position - g.group_start - 1) * slope
+        return self.relevance * expected_hits / self.position
+
+    @cached_property
+    def first_hit(self) -> Tensor:
+        """P(the first relevant item is at this position)."""
+        g = self.list
+        r, t = g.group_relevant, g.group_size
+        first_group = g.ranked & (g.relevant_before == 0) & (r > 0)
+        i = self.position - g.group_start  # 1-based position inside the group
+        # p_1 = r/t and p_{i+1} = p_i (t - i - r + 1) / (t - i): C(t-i, r-1) / C(t, r)
+        step = ((t - i - r + 1).clamp(min=0) / (t - i).clamp(min=1))
+        step = torch.where(first_group & (t - i > 0), step, 1.0)
+        before = torch.cumprod(
+            torch.cat([torch.ones_like(step[:, :1]), step[:, :-1]], dim=1), dim=1
+        )
+        # positions before the first group contribute factor 1, so `before` restarts there
+        return torch.where(first_group, (r / t) * before, 0.0)
+
+    @cached_property
+    def discount(self) -> Tensor:
+        return 1.0 / torch.log2(self.position + 1)
+
+    # -- cumulative sums, with a leading zero column: index k is "top k" ---------
+
+    def _cumulative(self, values: Tensor) -> Tensor:
+        return torch.cat([torch.zeros_like(values[:, :1]), torch.cumsum(values, dim=1)], dim=1)
+
+    @cached_property
+    def cum_hits(self) -> Tensor:
+        return self._cumulative(self.relevance)
+
+    @cached_property
+    def cum_dcg(self) -> Tensor:
+        return self._cumulative(self.gain * self.discount)
+
+    @cached_property
+    def cum_idcg(self) -> Tensor:
+        ideal = self.ideal_gains
+        discount = self.discount[: ideal.shape[1]]
+        return self._cumulative(ideal * discount)
+
+    @cached_property
+    def cum_ap(self) -> Tensor:
+        return self._cumulative(self.ap_term)
+
+    @cached_property
+    def cum_rr(self) -> Tensor:
+        return self._cumulative(self.first_hit / self.position)
+
+    @cached_property
+    def cum_first_hit(self) -> Tensor:
+        return self._cumulative(self.first_hit)
+
+    def at(self, cutoff: Tensor, adaptive_k: bool, whole_list: bool = False) -> Cutoff:
+        """Statistics at a per-query cutoff (Q, K) (float64, may exceed the list).
+
+        ``whole_list``: the cutoff is the end of the list (``top_k=None``), so
+        the ideal DCG is not cut: it covers every relevant item, retrieved or not.
+        """
+        return Cutoff(self, cutoff, adaptive_k, whole_list)
+
+    # -- whole-list statistics ---------------------------------------------
+
+    @cached_property
+    def nonrelevant_ranked(self) -> Tensor:
+        return self.num_ranked - self.relevant_ranked
+
+    @cached_property
+    def rank_sum(self) -> Tensor:
+        """E[sum of the ranks of the relevant ranked items]."""
+        return (self.relevance * self.position).sum(dim=1)
+
+    @cached_property
+    def ordered_pairs(self) -> Tensor:
+        """E[(relevant, non-relevant) pairs with the relevant item first]; a tie counts 1/2."""
+        g = self.list
+        r, t = g.group_relevant, g.group_size
+        nonrelevant_up_to_group_end = (g.group_start + t) - (g.relevant_before + r)
+        below = self.nonrelevant_ranked.unsqueeze(1) - nonrelevant_up_to_group_end
+        return (self.relevance * (below + (t - r) / 2)).sum(dim=1)
+
+
+class Cutoff:
+    """Cumulative statistics read at one cutoff per query and k."""
+
+    def __init__(self, stats: RankStats, k: Tensor, adaptive_k: bool, whole_list: bool) -> None:
+        self.stats = stats
+        self.k = k
+        self._index = k.clamp(max=stats.length).to(torch.int64)
+        self.adaptive_k = adaptive_k
+        self.whole_list = whole_list
+
+    def _read(self, cumulative: Tensor, index: Tensor | None = None) -> Tensor:
+        index = (self._index if index is None else index).clamp(max=cumulative.shape[1] - 1)
+        return cumulative.gather(1, index)
+
+    @cached_property
+    def hits(self) -> Tensor:
+        return self._read(self.stats.cum_hits)
+
+    @cached_property
+    def dcg(self) -> Tensor:
+        return self._read(self.stats.cum_dcg)
+
+    @cached_property
+    def idcg(self) -> Tensor:
+        cumulative = self.stats.cum_idcg
+        if self.whole_list:
+            return cumulative[:, -1:].expand_as(self.k)
+        return self._read(cumulative)
+
+    @cached_property
+    def ap_sum(self) -> Tensor:
+        return self._read(self.stats.cum_ap)
+
+    @cached_property
+    def reciprocal_rank(self) -> Tensor:
+        return self._read(self.stats.cum_rr)
+
+    @cached_property
+    def hit_probability(self) -> Tensor:
+        return self._read(self.stats.cum_first_hit)
+
+    @cached_property
+    def retrieved(self) -> Tensor:
+        """Ranked items at or above the cutoff."""
+        return torch.minimum(self.k, self.stats.num_ranked.unsqueeze(1))
+
+    @cached_property
+    def list_size(self) -> Tensor:
+        """The k that precision divides by."""
+        return self.retrieved if self.adaptive_k else self.k
+
+    @property
+    def relevant_count(self) -> Tensor:
+        return self.stats.relevant_count.unsqueeze(1)

@@ -1,0 +1,254 @@
+"""Every metric, described once, as data (SPEC section 4).
+
+Each :class:`Metric` says whether it takes a cutoff k, which direction is
+better, and how its per-query value follows from the rank statistics at a
+cutoff (:class:`ranking_plugins.kernel.Cutoff`). The functional API and every
+adapter read :data:`METRICS`; adding a metric is adding one entry.
+
+:func:`evaluate` runs the kernel once for a set of metrics and ks and returns
+per-query values; :func:`reduce_mean` averages them in float64.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from ranking_plugins.kernel import Cutoff, RankingInput, RankStats, count_true, rank
+
+#: (value, defined): a query where ``defined`` is False is handled by ``empty_target_action``
+MetricValue = tuple[Tensor, Tensor]
+
+
+def _ratio(numerator: Tensor, denominator: Tensor) -> Tensor:
+    """numerator / denominator, 0 where the denominator is 0."""
+    return torch.where(denominator > 0, numerator / denominator.clamp(min=1e-300), 0.0)
+
+
+def _has_relevant(c: Cutoff) -> Tensor:
+    return (c.relevant_count > 0).expand_as(c.k)
+
+
+def _hit_rate(c: Cutoff, options: Options) -> MetricValue:
+    return c.hit_probability, _has_relevant(c)
+
+
+def _mrr(c: Cutoff, options: Options) -> MetricValue:
+    return c.reciprocal_rank, _has_relevant(c)
+
+
+def _precision(c: Cutoff, options: Options) -> MetricValue:
+    return _ratio(c.hits, c.list_size), _has_relevant(c)
+
+
+def _recall(c: Cutoff, options: Options) -> MetricValue:
+    return _ratio(c.hits, c.relevant_count), _has_relevant(c)
+
+
+def _f1(c: Cutoff, options: Options) -> MetricValue:
+    return _ratio(2 * c.hits, c.list_size + c.relevant_count), _has_relevant(c)
+
+
+def _map(c: Cutoff, options: Options) -> MetricValue:
+    denominator = c.relevant_count.expand_as(c.k)
+    if options.ap_denominator == "min_k_relevant":
+        denominator = torch.minimum(denominator, c.k)
+    return _ratio(c.ap_sum, denominator), _has_relevant(c)
+
+
+def _ndcg(c: Cutoff, options: Options) -> MetricValue:
+    return _ratio(c.dcg, c.idcg), _has_relevant(c) & (c.idcg > 0)
+
+
+def _fall_out(c: Cutoff, options: Options) -> MetricValue:
+    nonrelevant = c.stats.nonrelevant_ranked.unsqueeze(1)
+    return _ratio(c.retrieved - c.hits, nonrelevant), _has_relevant(c)
+
+
+def _r_precision(c: Cutoff, options: Options) -> MetricValue:
+    return _ratio(c.hits, c.relevant_count), _has_relevant(c)
+
+
+def _mean_rank(c: Cutoff, options: Options) -> MetricValue:
+    s = c.stats
+    found = s.relevant_ranked.unsqueeze(1)
+    return _ratio(s.rank_sum.unsqueeze(1), found), _has_relevant(c) & (found > 0)
+
+
+def _auc(c: Cutoff, options: Options) -> MetricValue:
+    s = c.stats
+    pairs = (s.relevant_ranked * s.nonrelevant_ranked).unsqueeze(1)
+    return _ratio(s.ordered_pairs.unsqueeze(1), pairs), _has_relevant(c) & (pairs > 0)
+
+
+@dataclass(frozen=True)
+class Options:
+    """Metric options that change a formula rather than the ranking."""
+
+    ap_denominator: str = "relevant"
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str
+    at_k: bool  # takes a cutoff k; otherwise reads the whole list
+    higher_is_better: bool
+    value: Callable[[Cutoff, Options], MetricValue]
+    #: where the metric is read: at each k, at R (r_precision), or the whole list
+    cutoff: str = "k"
+    #: value of an empty query under empty_target_action="neg" (its worst value)
+    empty_neg: float = 0.0
+    lower_bound: float = 0.0
+    upper_bound: float | None = 1.0
+
+
+METRICS: dict[str, Metric] = {
+    m.name: m
+    for m in (
+        Metric("hit_rate", True, True, _hit_rate),
+        Metric("mrr", True, True, _mrr),
+        Metric("precision", True, True, _precision),
+        Metric("recall", True, True, _recall),
+        Metric("f1", True, True, _f1),
+        Metric("map", True, True, _map),
+        Metric("ndcg", True, True, _ndcg),
+        Metric("fall_out", True, False, _fall_out, empty_neg=1.0),
+        Metric("r_precision", False, True, _r_precision, cutoff="relevant_count"),
+        Metric("mean_rank", False, False, _mean_rank, cutoff="whole_list", lower_bound=1.0,
+               upper_bound=None),
+        Metric("auc", False, True, _auc, cutoff="whole_list"),
+    )
+}
+
+
+def get_metrics(metrics: str | Sequence[str]) -> list[Metric]:
+    """Look metric names up in :data:`METRICS`, keeping order and dropping repeats."""
+    names = [metrics] if isinstance(metrics, str) else metrics
+    if isinstance(names, Sequence) and not isinstance(names, str):
+        names = list(names)
+    else:
+        raise TypeError(f"`metrics` must be a metric name or a sequence of names, got {names!r}")
+    if not names:
+        raise ValueError(f"`metrics` must name at least one of {list(METRICS)}")
+    found: list[Metric] = []
+    for name in names:
+        if not isinstance(name, str) or name not in METRICS:
+            raise ValueError(f"`metrics`: unknown metric {name!r}; expected one of {list(METRICS)}")
+        if METRICS[name] not in found:
+            found.append(METRICS[name])
+    return found
+
+
+def result_key(metric: Metric, k: int | None) -> str:
+    return metric.name if k is None or not metric.at_k else f"{metric.name}@{k}"
+
+
+@dataclass(frozen=True)
+class PerQuery:
+    """Per-query values of one metric at one k; ``counted`` is False for skipped queries."""
+
+    values: Tensor  # (Q,) float64, NaN where not counted
+    counted: Tensor  # (Q,) bool
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    results: dict[str, PerQuery]
+    relevant_count: Tensor  # (Q,) float64: R, the weight of ``weighted=True``
+
+
+def evaluate(
+    data: RankingInput,
+    metrics: Sequence[Metric],
+    ks: tuple[int, ...] | None,
+    *,
+    ties: str,
+    empty_target_action: str,
+    adaptive_k: bool = False,
+    options: Options = Options(),
+) -> Evaluation:
+    """Rank once and compute every metric at every k, per query.
+
+    ``ks=None`` reads @k metrics at the end of each query's list.
+    """
+    whole_list = ks is None or any(not m.at_k for m in metrics)
+    ranked_list = rank(data, ties, None if whole_list else max(ks or (1,)))
+    relevance = data.relevance
+    num_ranked = (
+        torch.full((data.num_queries,), data.num_items, device=data.scores.device)
+        if data.ranked is None
+        else count_true(data.ranked)
+    )
+    relevant_count = relevance.relevant_count()
+    stats = RankStats(
+        ranked_list,
+        relevant_count,
+        relevant_count if data.ranked is None else relevance.relevant_count(data.ranked),
+        relevance.ideal_gains(ranked_list.ranked.shape[1]),
+        num_ranked,
+    )
+    device = data.scores.device
+    list_end = stats.num_ranked.unsqueeze(1)
+    at_k = (
+        stats.at(list_end, adaptive_k, whole_list=True)
+        if ks is None
+        else stats.at(
+            torch.tensor(ks, dtype=torch.float64, device=device).expand(data.num_queries, len(ks)),
+            adaptive_k,
+        )
+    )
+    cutoffs = {
+        "k": at_k,
+        "relevant_count": stats.at(stats.relevant_count.unsqueeze(1), adaptive_k),
+        "whole_list": stats.at(list_end, adaptive_k, whole_list=True),
+    }
+    results: dict[str, PerQuery] = {}
+    for metric in metrics:
+        value, defined = metric.value(cutoffs[metric.cutoff], options)
+        value, counted = _apply_empty_action(metric, value, defined, empty_target_action)
+        column_ks: Sequence[int | None] = ks if (metric.at_k and ks is not None) else [None]
+        for column, k in enumerate(column_ks):
+            results[result_key(metric, k)] = PerQuery(value[:, column], counted[:, column])
+    return Evaluation(results, stats.relevant_count)
+
+
+def _apply_empty_action(
+    metric: Metric, value: Tensor, defined: Tensor, action: str
+) -> tuple[Tensor, Tensor]:
+    if action == "error":
+        if not bool(defined.all()):
+            query = int((~defined).any(dim=1).nonzero()[0, 0])
+            raise ValueError(
+                f"`empty_target_action='error'`: query {query} has no relevant item "
+                f"(or none ranked), so {metric.name} is undefined for it"
+            )
+        return value, defined
+    if action == "skip":
+        return torch.where(defined, value, torch.nan), defined
+    fill = metric.empty_neg if action == "neg" else 1.0
+    return torch.where(defined, value, fill), torch.ones_like(defined)
+
+
+def reduce_mean(per_query: PerQuery, weights: Tensor | None = None) -> Tensor:
+    """Mean over counted queries in float64 (weighted by ``weights`` if given); NaN if none."""
+    counted = per_query.counted.to(torch.float64)
+    if weights is not None:
+        counted = counted * weights
+    total = (torch.nan_to_num(per_query.values, nan=0.0) * counted).sum()
+    return total / counted.sum()
+
+
+__all__ = [
+    "METRICS",
+    "Evaluation",
+    "Metric",
+    "Options",
+    "PerQuery",
+    "evaluate",
+    "get_metrics",
+    "reduce_mean",
+    "result_key",
+]
