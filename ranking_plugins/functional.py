@@ -167,7 +167,7 @@ def hit_rate(
     >>> preds = torch.tensor([[4.0, 2.0, 3.0, 1.0], [1.0, 2.0, 3.0, 4.0]])
     >>> target = torch.tensor([[0, 0, 1, 1], [0, 0, 0, 1]])
     >>> hit_rate(preds, target, top_k=[1, 2, 3])
-    DOCTEST_hit_rate
+    tensor([0.5000, 1.0000, 1.0000], dtype=torch.float64)
     """
     return _one_metric("hit_rate", preds, target, top_k, options)
 
@@ -182,7 +182,7 @@ def mrr(
     >>> preds = torch.tensor([[4.0, 2.0, 3.0, 1.0], [1.0, 2.0, 3.0, 4.0]])
     >>> target = torch.tensor([[0, 0, 1, 1], [0, 0, 0, 1]])
     >>> mrr(preds, target, top_k=[1, 2, 3])
-    DOCTEST_mrr
+    tensor([0.5000, 0.7500, 0.7500], dtype=torch.float64)
     """
     return _one_metric("mrr", preds, target, top_k, options)
 
@@ -197,7 +197,7 @@ def precision(
     >>> preds = torch.tensor([[4.0, 2.0, 3.0, 1.0], [1.0, 2.0, 3.0, 4.0]])
     >>> target = torch.tensor([[0, 0, 1, 1], [0, 0, 0, 1]])
     >>> precision(preds, target, top_k=[1, 2, 3])
-    DOCTEST_precision
+    tensor([0.5000, 0.5000, 0.3333], dtype=torch.float64)
     """
     return _one_metric("precision", preds, target, top_k, options)
 
@@ -212,7 +212,7 @@ def recall(
     >>> preds = torch.tensor([[4.0, 2.0, 3.0, 1.0], [1.0, 2.0, 3.0, 4.0]])
     >>> target = torch.tensor([[0, 0, 1, 1], [0, 0, 0, 1]])
     >>> recall(preds, target, top_k=[1, 2, 3])
-    DOCTEST_recall
+    tensor([0.5000, 0.7500, 0.7500], dtype=torch.float64)
     """
     return _one_metric("recall", preds, target, top_k, options)
 
@@ -227,7 +227,7 @@ def f1(
     >>> preds = torch.tensor([[4.0, 2.0, 3.0, 1.0], [1.0, 2.0, 3.0, 4.0]])
     >>> target = torch.tensor([[0, 0, 1, 1], [0, 0, 0, 1]])
     >>> f1(preds, target, top_k=[1, 2, 3])
-    DOCTEST_f1
+    tensor([0.5000, 0.5833, 0.4500], dtype=torch.float64)
     """
     return _one_metric("f1", preds, target, top_k, options)
 
@@ -242,7 +242,7 @@ def map(
     >>> preds = torch.tensor([[4.0, 2.0, 3.0, 1.0], [1.0, 2.0, 3.0, 4.0]])
     >>> target = torch.tensor([[0, 0, 1, 1], [0, 0, 0, 1]])
     >>> map(preds, target, top_k=[1, 2, 3])
-    DOCTEST_map
+    tensor([0.5000, 0.6250, 0.6250], dtype=torch.float64)
     """
     return _one_metric("map", preds, target, top_k, options)
 
@@ -257,7 +257,7 @@ def ndcg(
     >>> preds = torch.tensor([[4.0, 2.0, 3.0, 1.0], [1.0, 2.0, 3.0, 4.0]])
     >>> target = torch.tensor([[0, 0, 1, 1], [0, 0, 0, 1]])
     >>> ndcg(preds, target, top_k=[1, 2, 3])
-    DOCTEST_ndcg
+    tensor([0.5000, 0.6934, 0.6934], dtype=torch.float64)
     """
     return _one_metric("ndcg", preds, target, top_k, options)
 
@@ -272,7 +272,7 @@ def fall_out(
     >>> preds = torch.tensor([[4.0, 2.0, 3.0, 1.0], [1.0, 2.0, 3.0, 4.0]])
     >>> target = torch.tensor([[0, 0, 1, 1], [0, 0, 0, 1]])
     >>> fall_out(preds, target, top_k=[1, 2, 3])
-    DOCTEST_fall_out
+    tensor([0.2500, 0.4167, 0.8333], dtype=torch.float64)
     """
     return _one_metric("fall_out", preds, target, top_k, options)
 
@@ -285,7 +285,7 @@ def r_precision(preds: Tensor, target: Tensor, **options: Unpack[RankOptions]) -
     >>> preds = torch.tensor([[4.0, 2.0, 3.0, 1.0], [1.0, 2.0, 3.0, 4.0]])
     >>> target = torch.tensor([[0, 0, 1, 1], [0, 0, 0, 1]])
     >>> r_precision(preds, target)
-    DOCTEST_r_precision
+    tensor(0.7500, dtype=torch.float64)
     """
     return _one_metric("r_precision", preds, target, None, options)
 
@@ -298,7 +298,7 @@ def mean_rank(preds: Tensor, target: Tensor, **options: Unpack[RankOptions]) -> 
     >>> preds = torch.tensor([[4.0, 2.0, 3.0, 1.0], [1.0, 2.0, 3.0, 4.0]])
     >>> target = torch.tensor([[0, 0, 1, 1], [0, 0, 0, 1]])
     >>> mean_rank(preds, target)
-    DOCTEST_mean_rank
+    tensor(2., dtype=torch.float64)
     """
     return _one_metric("mean_rank", preds, target, None, options)
 
@@ -311,6 +311,6 @@ def auc(preds: Tensor, target: Tensor, **options: Unpack[RankOptions]) -> Tensor
     >>> preds = torch.tensor([[4.0, 2.0, 3.0, 1.0], [1.0, 2.0, 3.0, 4.0]])
     >>> target = torch.tensor([[0, 0, 1, 1], [0, 0, 0, 1]])
     >>> auc(preds, target)
-    DOCTEST_auc
+    tensor(0.6250, dtype=torch.float64)
     """
     return _one_metric("auc", preds, target, None, options)

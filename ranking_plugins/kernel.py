@@ -73,22 +73,22 @@ class Relevance(Protocol):
         """R: relevant items per query, int64 (Q,); only those where ``within`` if given."""
         ...
 
-    def ideal_gains(self, length: int) -> Tensor:
+    def ideal_gains(self, length: int, relevant_count: Tensor) -> Tensor:
         """The ``length`` largest gains of each query (all items), descending, float64."""
         ...
 
 
 def count_true(flags: Tensor) -> Tensor:
-    """Number of True per row, int64.
+    """Number of True per row, int64 (Q,).
 
-    Summing bools into int64 is several times slower than into a narrow type,
-    so count in int16 blocks (no block can overflow) and add the blocks up.
+    A plain ``sum`` widens every bool to int64 first, several times slower than
+    the pass itself; blocks of 255 bytes summed in uint8 cannot overflow.
     """
-    n = flags.shape[-1]
-    block = 32767
-    if n <= block:
-        return flags.sum(dim=-1, dtype=torch.int16).to(torch.int64)
-    return flags.sum(dim=-1, dtype=torch.int32).to(torch.int64)
+    block = 255
+    as_bytes = flags.view(torch.uint8)
+    whole = as_bytes.shape[-1] // block * block
+    blocks = as_bytes[:, :whole].unflatten(1, (whole // block, block))
+    return blocks.sum(dim=2, dtype=torch.uint8).sum(dim=1) + as_bytes[:, whole:].sum(dim=1)
 
 
 class DenseGrades:
@@ -121,9 +121,9 @@ class DenseGrades:
             relevant = self.rule.relevant(grades)
         return count_true(relevant if within is None else relevant & within)
 
-    def ideal_gains(self, length: int) -> Tensor:
+    def ideal_gains(self, length: int, relevant_count: Tensor) -> Tensor:
         if self.binary:
-            return binary_ideal_gains(self.relevant_count(), length)
+            return binary_ideal_gains(relevant_count, length)
         # gains grow with grades, so the top grades give the top gains
         top = torch.topk(self.grades, min(length, self.grades.shape[1]), dim=1).values
         relevant, gains = self._relevant_and_gain(top)
@@ -160,8 +160,8 @@ class ItemIds:
             counted &= within.gather(1, ids.clamp(min=0))
         return counted.sum(dim=1)
 
-    def ideal_gains(self, length: int) -> Tensor:
-        return binary_ideal_gains(self.relevant_count(), length)
+    def ideal_gains(self, length: int, relevant_count: Tensor) -> Tensor:
+        return binary_ideal_gains(relevant_count, length)
 
 
 def binary_ideal_gains(relevant_count: Tensor, length: int) -> Tensor:
@@ -239,7 +239,7 @@ def normalize_input(
             )
         if validate_args:
             V.check_values(preds, target, None, preds.shape[1], None)
-        return RankingInput(preds, mask, DenseGrades(target, rule))
+        return _at_least_one_item(RankingInput(preds, mask, DenseGrades(target, rule)))
 
     # item indices
     if not V.is_integer_dtype(target.dtype):
@@ -257,7 +257,8 @@ def normalize_input(
         )
     if validate_args:
         V.check_values(preds, None, target, preds.shape[1], None)
-    return RankingInput(preds, mask, ItemIds(target.to(torch.int64), preds.shape[1]))
+    ids = ItemIds(target.to(torch.int64), preds.shape[1])
+    return _at_least_one_item(RankingInput(preds, mask, ids))
 
 
 def _grouped(
@@ -301,7 +302,22 @@ def _grouped(
     grades[row, column] = target[order]
     ranked = torch.zeros((num_queries, width), dtype=torch.bool, device=preds.device)
     ranked[row, column] = True if mask is None else mask[order]
-    return RankingInput(scores, ranked, DenseGrades(grades, rule))
+    return _at_least_one_item(RankingInput(scores, ranked, DenseGrades(grades, rule)))
+
+
+def _at_least_one_item(data: RankingInput) -> RankingInput:
+    """Lists with no items at all get one padding item, so that every row has a position."""
+    if data.num_items > 0:
+        return data
+    scores = torch.full((data.num_queries, 1), lowest(data.scores.dtype),
+                        dtype=data.scores.dtype, device=data.scores.device)
+    ranked = torch.zeros_like(scores, dtype=torch.bool)
+    relevance = data.relevance
+    if isinstance(relevance, DenseGrades):
+        grades = torch.zeros_like(scores, dtype=relevance.grades.dtype)
+        return RankingInput(scores, ranked, DenseGrades(grades, relevance.rule))
+    assert isinstance(relevance, ItemIds)  # only padding ids pass validation
+    return RankingInput(scores, ranked, ItemIds(relevance.item_ids, 1))
 
 
 def lowest(dtype: torch.dtype) -> float | int:

@@ -187,7 +187,7 @@ def evaluate(
         ranked_list,
         relevant_count,
         relevant_count if data.ranked is None else relevance.relevant_count(data.ranked),
-        relevance.ideal_gains(ranked_list.ranked.shape[1]),
+        relevance.ideal_gains(ranked_list.ranked.shape[1], relevant_count),
         num_ranked,
     )
     device = data.scores.device
