@@ -49,6 +49,11 @@ class GainRule:
             return grades > 0
         return grades >= self.relevance_threshold
 
+    @property
+    def grade_one_is_relevant(self) -> bool:
+        """Whether a bool ``True`` or a listed item id (both grade 1) is relevant."""
+        return self.relevance_threshold is None or self.relevance_threshold <= 1
+
     def gains(self, grades: Tensor, relevant: Tensor) -> Tensor:
         """float64 gains; non-relevant and negative grades earn nothing."""
         g = grades.to(torch.float64).clamp(min=0)
@@ -114,9 +119,7 @@ class DenseGrades:
     def relevant_count(self, within: Tensor | None = None) -> Tensor:
         grades = self.grades
         if grades.dtype == torch.bool:
-            # a bool grade is 1: relevant unless the threshold is above 1
-            threshold = self.rule.relevance_threshold
-            relevant = grades if threshold is None or threshold <= 1 else torch.zeros_like(grades)
+            relevant = grades if self.rule.grade_one_is_relevant else torch.zeros_like(grades)
         else:
             relevant = self.rule.relevant(grades)
         return count_true(relevant if within is None else relevant & within)
@@ -131,13 +134,19 @@ class DenseGrades:
 
 
 class ItemIds:
-    """Targets given as the ids of the relevant items: (Q, T) int, -1 = padding."""
+    """Targets given as the ids of the relevant items: (Q, T) int, -1 = padding.
+
+    A listed item has grade 1 (gain 1 under both gains); unless the relevance
+    threshold is above 1, which leaves nothing relevant.
+    """
 
     binary = True
 
-    def __init__(self, item_ids: Tensor, num_items: int) -> None:
-        self.item_ids = item_ids
+    def __init__(self, item_ids: Tensor, num_items: int, rule: GainRule) -> None:
+        self.rule = rule
         self.num_items = num_items
+        # with nothing relevant, no id is listed
+        self.item_ids = item_ids if rule.grade_one_is_relevant else torch.full_like(item_ids, -1)
 
     def at(self, items: Tensor, rows: Tensor | None = None) -> tuple[Tensor, Tensor]:
         ids = self.item_ids if rows is None else self.item_ids[rows]
@@ -257,7 +266,7 @@ def normalize_input(
         )
     if validate_args:
         V.check_values(preds, None, target, preds.shape[1], None)
-    ids = ItemIds(target.to(torch.int64), preds.shape[1])
+    ids = ItemIds(target.to(torch.int64), preds.shape[1], rule)
     return _at_least_one_item(RankingInput(preds, mask, ids))
 
 
@@ -317,7 +326,7 @@ def _at_least_one_item(data: RankingInput) -> RankingInput:
         grades = torch.zeros_like(scores, dtype=relevance.grades.dtype)
         return RankingInput(scores, ranked, DenseGrades(grades, relevance.rule))
     assert isinstance(relevance, ItemIds)  # only padding ids pass validation
-    return RankingInput(scores, ranked, ItemIds(relevance.item_ids, 1))
+    return RankingInput(scores, ranked, ItemIds(relevance.item_ids, 1, relevance.rule))
 
 
 def lowest(dtype: torch.dtype) -> float | int:
@@ -336,11 +345,12 @@ def lowest(dtype: torch.dtype) -> float | int:
 class RankedList:
     """The first ``L`` positions of every query's ranked list, as tie groups.
 
-    Every field is (Q, L). Positions past the ranked items are padding
-    (``ranked`` False, never relevant). ``group_*`` describe the tie group the
-    position belongs to; under "average" a group is a set of equal scores,
-    under the other policies items are ordered within equal scores first, so
-    a group only holds items that no metric can tell apart.
+    Every field is (Q, L) float64, except ``ranked`` (bool). Positions past the
+    ranked items are padding (``ranked`` False, never relevant). The ``group_*``
+    fields describe the tie group of the position. Under "average" a group is
+    a run of equal scores; under the other policies items are first ordered
+    inside equal scores, so a group only holds items no metric can tell apart
+    and the same formulas give the deterministic value.
     """
 
     ranked: Tensor
@@ -362,6 +372,119 @@ def tie_key(ties: str, items: Tensor, relevant: Tensor, gain: Tensor) -> Tensor 
     return None
 
 
+@dataclass
+class Candidates:
+    """The items that can reach the evaluated positions, (Q, L) each, in score order."""
+
+    values: Tensor  # scores, masked items at ``lowest``
+    items: Tensor  # item index within the query
+    ranked: Tensor
+    relevant: Tensor
+    gain: Tensor
+    key: Tensor | None  # tie_key
+
+
+@dataclass(frozen=True)
+class CutGroup:
+    """Whole-row statistics of the tie group that the selection cut, for ``rows``."""
+
+    rows: Tensor
+    score: Tensor
+    size: Tensor
+    relevant: Tensor
+    gain: Tensor
+
+
+def rank(data: RankingInput, ties: str, depth: int | None) -> RankedList:
+    """Rank every query and describe its first ``depth`` positions (all when None).
+
+    With a finite ``depth`` only a top-(depth + 1) selection is taken. It is
+    exact about which scores reach the top ``depth``; but when the tie group at
+    position ``depth`` continues past it, which of its members made the cut is
+    arbitrary, so those rows are completed from their whole row.
+    """
+    scores, mask = data.scores, data.ranked
+    selectable = scores if mask is None else scores.masked_fill(~mask, lowest(scores.dtype))
+    num_queries, num_items = scores.shape
+    cut_group = None
+    if depth is None or depth >= num_items:
+        items = torch.arange(num_items, device=scores.device).expand(num_queries, num_items)
+        candidates = _describe(data, ties, selectable, items)
+        _sort_within_ties(candidates, by_ranked=mask is not None)
+    else:
+        values, items = torch.topk(selectable, depth + 1, dim=1)
+        is_cut = values[:, depth] == values[:, depth - 1]
+        candidates = _describe(data, ties, values[:, :depth], items[:, :depth])
+        cut_group = _complete_cut_groups(data, ties, selectable, candidates, is_cut)
+        # topk returns scores in order, but not ties in tie order nor masked items last
+        if mask is not None or candidates.key is not None:
+            _sort_within_ties(candidates, by_ranked=mask is not None)
+    return _tie_groups(candidates, None if candidates.key is not None else cut_group)
+
+
+def _describe(data: RankingInput, ties: str, values: Tensor, items: Tensor) -> Candidates:
+    ranked = (
+        torch.ones_like(values, dtype=torch.bool)
+        if data.ranked is None
+        else data.ranked.gather(1, items)
+    )
+    relevant, gain = data.relevance.at(items)
+    return Candidates(values, items, ranked, relevant, gain, tie_key(ties, items, relevant, gain))
+
+
+def _complete_cut_groups(
+    data: RankingInput, ties: str, selectable: Tensor, c: Candidates, is_cut: Tensor
+) -> CutGroup | None:
+    """Refill the slots of each cut tie group with its first members in tie order."""
+    rows = rows_to_complete(is_cut)
+    if rows is None:
+        return None
+    depth = c.values.shape[1]
+    score = c.values[rows, -1].unsqueeze(1)
+    members = selectable[rows] == score
+    if data.ranked is not None:
+        members &= data.ranked[rows]
+    row_relevant, row_gain = data.relevance.rows(rows)
+    row_items = torch.arange(data.num_items, device=score.device).expand_as(members)
+    row_key = tie_key(ties, row_items, row_relevant, row_gain)
+    fill_key = torch.where(members, 0.0 if row_key is None else row_key, -math.inf)
+    best_key, best = torch.topk(fill_key, depth, dim=1)
+
+    first_slot = count_true(c.values[rows] > score).unsqueeze(1)
+    slot = torch.arange(depth, device=score.device) - first_slot
+    take = slot >= 0
+    slot = slot.clamp(min=0)
+    items = torch.where(take, best.gather(1, slot), c.items[rows])
+    c.items[rows] = items
+    c.ranked[rows] = torch.where(take, best_key.gather(1, slot) > -math.inf, c.ranked[rows])
+    relevant, gain = data.relevance.at(items, rows)
+    c.relevant[rows], c.gain[rows] = relevant, gain
+    if c.key is not None:
+        c.key[rows] = tie_key(ties, items, relevant, gain)  # type: ignore[assignment]
+    return CutGroup(
+        rows,
+        score.squeeze(1),
+        count_true(members),
+        count_true(members & row_relevant),
+        (row_gain * members).sum(dim=1),
+    )
+
+
+def _sort_within_ties(c: Candidates, by_ranked: bool) -> None:
+    """Order by score, then ranked before masked, then the tie policy (all descending)."""
+    keys = [c.values]
+    if by_ranked:
+        keys.append(c.ranked.to(torch.int8))
+    if c.key is not None:
+        keys.append(c.key)
+    order = lexsort_desc(keys)
+    c.values, c.items, c.ranked, c.relevant, c.gain = (
+        t.gather(1, order) for t in (c.values, c.items, c.ranked, c.relevant, c.gain)
+    )
+    if c.key is not None:
+        c.key = c.key.gather(1, order)
+
+
 def lexsort_desc(keys: list[Tensor]) -> Tensor:
     """Row-wise permutation sorting by ``keys`` descending, the first key most significant."""
     order: Tensor | None = None
@@ -373,125 +496,48 @@ def lexsort_desc(keys: list[Tensor]) -> Tensor:
     return order
 
 
-def rank(data: RankingInput, ties: str, depth: int | None) -> RankedList:
-    """Rank every query and describe its first ``depth`` positions (all when None).
+def _tie_groups(c: Candidates, cut_group: CutGroup | None) -> RankedList:
+    """Per-position statistics of each position's tie group."""
+    ranked = c.ranked
+    relevant = (c.relevant & ranked).to(torch.float64)
+    gain = torch.where(ranked, c.gain, 0.0)
+    num_queries, length = ranked.shape
+    device = ranked.device
 
-    With a finite ``depth`` only a top-(depth + 1) selection is taken. The
-    selection is exact about which scores are in the top ``depth``, but if the
-    tie group at position ``depth`` continues past it, which of its members
-    made the cut is arbitrary; such rows are completed from their whole row.
-    """
-    scores, ranked_mask, relevance = data.scores, data.ranked, data.relevance
-    num_queries, num_items = scores.shape
-    device = scores.device
-    selectable = scores if ranked_mask is None else scores.masked_fill(~ranked_mask, lowest(
-        scores.dtype))
+    # a new group wherever the score, the ranked flag or the tie key changes
+    starts = torch.ones_like(ranked)
+    starts[:, 1:] = (c.values[:, 1:] != c.values[:, :-1]) | (ranked[:, 1:] != ranked[:, :-1])
+    if c.key is not None:
+        starts[:, 1:] |= c.key[:, 1:] != c.key[:, :-1]
+    group = torch.cumsum(starts, dim=1) - 1
 
-    if depth is None or depth >= num_items:
-        length = num_items
-        values = selectable
-        items = torch.arange(num_items, device=device).expand(num_queries, num_items)
-        cut_groups = None
-    else:
-        length = depth
-        values, items = torch.topk(selectable, depth + 1, dim=1)
-        # the group at the last kept position continues past it
-        cut_groups = values[:, depth] == values[:, depth - 1]
-        values, items = values[:, :depth], items[:, :depth]
+    def total(values: Tensor) -> Tensor:
+        return torch.zeros_like(values).scatter_add_(1, group, values)
 
-    ranked = (
-        torch.ones_like(values, dtype=torch.bool)
-        if ranked_mask is None
-        else ranked_mask.gather(1, items)
-    )
-    relevant, gain = relevance.at(items)
-    key = tie_key(ties, items, relevant, gain)
-
-    full_group = None
-    if cut_groups is not None:
-        rows = rows_to_complete(cut_groups)
-        if rows is not None:
-            boundary = values[rows, -1]
-            members = selectable[rows] == boundary.unsqueeze(1)
-            if ranked_mask is not None:
-                members &= ranked_mask[rows]
-            row_relevant, row_gain = relevance.rows(rows)
-            first_slot = count_true(values[rows] > boundary.unsqueeze(1))
-            # refill the boundary group's slots with its first members in tie order
-            row_items = torch.arange(num_items, device=device).expand(rows.numel(), num_items)
-            row_key = tie_key(ties, row_items, row_relevant, row_gain)
-            fill_key = torch.where(members, 0.0 if row_key is None else row_key, -math.inf)
-            best_key, best = torch.topk(fill_key, depth, dim=1)
-            slot = torch.arange(depth, device=device) - first_slot.unsqueeze(1)
-            take = slot >= 0
-            slot = slot.clamp(min=0)
-            new_items = torch.where(take, best.gather(1, slot), items[rows])
-            new_ranked = torch.where(take, best_key.gather(1, slot) > -math.inf, ranked[rows])
-            items[rows] = new_items
-            ranked[rows] = new_ranked
-            relevant[rows], gain[rows] = relevance.at(new_items, rows)
-            if key is not None:
-                key[rows] = tie_key(ties, new_items, relevant[rows], gain[rows])
-            full_group = (
-                rows,
-                boundary,
-                count_true(members),
-                count_true(members & row_relevant),
-                (row_gain * members).sum(dim=1),
-            )
-
-    relevant &= ranked
-    gain = torch.where(ranked, gain, 0.0)
-
-    # order: score, then ranked before padding, then the tie policy
-    sort_keys = [values]
-    if ranked_mask is not None:
-        sort_keys.append(ranked.to(torch.int8))
-    if key is not None:
-        sort_keys.append(key)
-    if len(sort_keys) > 1 or cut_groups is None:
-        order = lexsort_desc(sort_keys)
-        values, ranked, relevant, gain = (t.gather(1, order) for t in (values, ranked, relevant,
-                                                                         gain))
-        key = None if key is None else key.gather(1, order)
-
-    # tie groups: a new group wherever score, ranked flag or tie key changes
-    starts_group = torch.ones_like(ranked)
-    starts_group[:, 1:] = (values[:, 1:] != values[:, :-1]) | (ranked[:, 1:] != ranked[:, :-1])
-    if key is not None:
-        starts_group[:, 1:] |= key[:, 1:] != key[:, :-1]
-    group = torch.cumsum(starts_group, dim=1) - 1
+    size, group_relevant, group_gain = total(torch.ones_like(gain)), total(relevant), total(gain)
     position = torch.arange(length, device=device).expand(num_queries, length)
-
-    def per_group(values_: Tensor) -> Tensor:
-        totals = torch.zeros(values_.shape, dtype=values_.dtype, device=device)
-        totals.scatter_add_(1, group, values_)
-        return totals
-
-    size = per_group(torch.ones_like(gain))
-    relevant_f = relevant.to(torch.float64)
-    group_relevant = per_group(relevant_f)
-    group_gain = per_group(gain)
     start = torch.full_like(group, length).scatter_reduce_(1, group, position, reduce="amin")
 
-    if full_group is not None and key is None:
-        # "average": the cut group's statistics come from the whole row
-        rows, boundary, total, total_relevant, total_gain = full_group
-        in_group = ranked[rows] & (values[rows] == boundary.unsqueeze(1))
-        cut = group[rows].gather(1, in_group.to(torch.int64).argmax(dim=1, keepdim=True))
-        # an empty cut group (only masked items at the boundary score) has no members
-        at_cut = (torch.arange(length, device=device) == cut) & (total > 0).unsqueeze(1)
-        size[rows] = torch.where(at_cut, total.unsqueeze(1).to(size.dtype), size[rows])
-        group_relevant[rows] = torch.where(
-            at_cut, total_relevant.unsqueeze(1).to(torch.float64), group_relevant[rows]
-        )
-        group_gain[rows] = torch.where(at_cut, total_gain.unsqueeze(1), group_gain[rows])
+    if cut_group is not None:
+        # "average": the cut group's totals come from its whole row
+        rows = cut_group.rows
+        in_group = ranked[rows] & (c.values[rows] == cut_group.score.unsqueeze(1))
+        cut = group[rows].gather(1, in_group.to(torch.int8).argmax(dim=1, keepdim=True))
+        # no ranked member at all (only masked items at that score): nothing to replace
+        at_cut = (torch.arange(length, device=device) == cut) & (cut_group.size > 0).unsqueeze(1)
+        for totals, whole_row in (
+            (size, cut_group.size),
+            (group_relevant, cut_group.relevant),
+            (group_gain, cut_group.gain),
+        ):
+            totals[rows] = torch.where(at_cut, whole_row.unsqueeze(1).to(totals.dtype), totals[rows])
 
     group_start = start.gather(1, group)
-    relevant_so_far = torch.cumsum(relevant_f, dim=1)
-    before = (group_start - 1).clamp(min=0)
+    relevant_so_far = torch.cumsum(relevant, dim=1)
     relevant_before = torch.where(
-        group_start > 0, relevant_so_far.gather(1, before), torch.zeros_like(relevant_so_far)
+        group_start > 0,
+        relevant_so_far.gather(1, (group_start - 1).clamp(min=0)),
+        0.0,
     )
     return RankedList(
         ranked=ranked,
@@ -503,17 +549,17 @@ def rank(data: RankingInput, ties: str, depth: int | None) -> RankedList:
     )
 
 
-def rows_to_complete(cut_groups: Tensor) -> Tensor | None:
+def rows_to_complete(is_cut: Tensor) -> Tensor | None:
     """Rows whose boundary tie group was cut by the selection.
 
     On the CPU, reading the flags is free, so only those rows are completed.
     Elsewhere every row is completed (correct for every row, and it keeps the
     device from synchronising with the host).
     """
-    if cut_groups.device.type == "cpu" and not COMPLETE_ALL_ROWS:
-        rows = cut_groups.nonzero().squeeze(1)
+    if is_cut.device.type == "cpu" and not COMPLETE_ALL_ROWS:
+        rows = is_cut.nonzero().squeeze(1)
         return rows if rows.numel() else None
-    return torch.arange(cut_groups.shape[0], device=cut_groups.device)
+    return torch.arange(is_cut.shape[0], device=is_cut.device)
 
 
 COMPLETE_ALL_ROWS = False  # tests set it to check both paths agree

@@ -1,0 +1,404 @@
+"""Brute-force reference implementation of the ranking metrics (SPEC sections 2-5).
+
+Deliberately slow and obvious: one query at a time, plain Python numbers, and
+the ``"average"`` tie policy computed by literally enumerating every order of
+every tie group and averaging the deterministic metric over all of them.
+Torch is used only to read the input tensors and to build the output tensors.
+
+Per-query semantics (the package's decisions where SPEC is silent):
+
+* items with ``ranked=False`` (masked out) never enter the ranking, but when
+  relevant they still count in R and in the ideal DCG;
+* relevant: ``grade > 0``, or ``grade >= relevance_threshold`` when given;
+* ``k=None`` means k = number of ranked items of the query, except that the
+  ideal DCG of ``ndcg`` is then not cut (trec_eval's plain ``ndcg``);
+* a k larger than the list reads it as padded with non-relevant items;
+* a query with R = 0 is empty (``None``) for every metric; ``ndcg`` with
+  IDCG@k = 0, ``mean_rank`` with no ranked relevant item and ``auc`` with no
+  (relevant, non-relevant) pair of ranked items are undefined (``None``).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Iterable, Sequence
+
+K_METRICS = ("hit_rate", "mrr", "precision", "recall", "f1", "map", "ndcg", "fall_out")
+NO_K_METRICS = ("auc", "r_precision", "mean_rank")
+ALL_METRICS = K_METRICS + NO_K_METRICS
+TIES = ("average", "first", "pessimistic", "optimistic")
+EMPTY_ACTIONS = ("neg", "pos", "skip", "error")
+
+
+# --------------------------------------------------------------------------- #
+# relevance and gain
+# --------------------------------------------------------------------------- #
+def is_relevant(grade: float, relevance_threshold: float | None) -> bool:
+    if relevance_threshold is None:
+        return grade > 0
+    return grade >= relevance_threshold
+
+
+def gain_of(grade: float, relevance_threshold: float | None, gain: str) -> float:
+    if not is_relevant(grade, relevance_threshold):
+        return 0.0
+    g = max(grade, 0.0)
+    if gain == "exponential":
+        return 2.0**g - 1.0
+    if gain == "linear":
+        return float(g)
+    raise ValueError(f"unknown gain {gain!r}")
+
+
+# --------------------------------------------------------------------------- #
+# orders
+# --------------------------------------------------------------------------- #
+def tie_groups(scores: Sequence[float], ranked: Sequence[bool]) -> list[list[int]]:
+    """Ranked item indices grouped by equal score, best score first; each
+    group in ascending item index."""
+    items = [i for i in range(len(scores)) if ranked[i]]
+    distinct = sorted({float(scores[i]) for i in items}, reverse=True)
+    return [[i for i in items if float(scores[i]) == s] for s in distinct]
+
+
+def all_orders(
+    scores: Sequence[float],
+    grades: Sequence[float],
+    ranked: Sequence[bool],
+    ties: str,
+    relevance_threshold: float | None,
+) -> list[list[int]]:
+    """The full rankings (lists of item indices, rank 1 first) the tie policy
+    stands for; for ``"average"`` every one of them is equally likely."""
+    groups = tie_groups(scores, ranked)
+
+    def rel(i: int) -> bool:
+        return is_relevant(grades[i], relevance_threshold)
+
+    if ties == "average":
+        per_group = [list(itertools.permutations(g)) for g in groups]
+        return [[i for part in combo for i in part] for combo in itertools.product(*per_group)]
+    if ties == "first":
+        return [[i for g in groups for i in g]]
+    if ties == "pessimistic":
+        order: list[int] = []
+        for g in groups:
+            order += [i for i in g if not rel(i)]
+            order += sorted((i for i in g if rel(i)), key=lambda i: (grades[i], i))
+        return [order]
+    if ties == "optimistic":
+        order = []
+        for g in groups:
+            order += sorted((i for i in g if rel(i)), key=lambda i: (-grades[i], i))
+            order += [i for i in g if not rel(i)]
+        return [order]
+    raise ValueError(f"unknown ties {ties!r}")
+
+
+# --------------------------------------------------------------------------- #
+# one deterministic order
+# --------------------------------------------------------------------------- #
+def _metric_for_order(
+    order: list[int],
+    grades: Sequence[float],
+    metric: str,
+    k: int | None,
+    *,
+    relevance_threshold: float | None,
+    gain: str,
+    ap_denominator: str,
+    adaptive_k: bool,
+) -> float | None:
+    rel_all = [is_relevant(g, relevance_threshold) for g in grades]
+    R = sum(rel_all)
+    if R == 0:
+        return None
+    n = len(order)
+    rels = [rel_all[i] for i in order]  # rel at rank position 0..n-1
+
+    def hits(m: int) -> int:  # hits@m, list padded with non-relevant items
+        return sum(rels[:m])
+
+    if metric in NO_K_METRICS:
+        if metric == "r_precision":
+            return hits(R) / R
+        if metric == "mean_rank":
+            ranks = [pos + 1 for pos in range(n) if rels[pos]]
+            if not ranks:
+                return None
+            return sum(ranks) / len(ranks)
+        if metric == "auc":
+            n_rel = sum(rels)
+            n_non = n - n_rel
+            if n_rel == 0 or n_non == 0:
+                return None
+            good = 0
+            for p in range(n):
+                if rels[p]:
+                    good += sum(1 for q in range(p + 1, n) if not rels[q])
+            return good / (n_rel * n_non)
+        raise AssertionError(metric)
+
+    kk = n if k is None else k
+    kp = min(kk, n) if adaptive_k else kk
+    h = hits(kk)
+    if metric == "hit_rate":
+        return 1.0 if h > 0 else 0.0
+    if metric == "mrr":
+        for pos in range(min(kk, n)):
+            if rels[pos]:
+                return 1.0 / (pos + 1)
+        return 0.0
+    if metric == "precision":
+        return 0.0 if kp == 0 else h / kp
+    if metric == "recall":
+        return h / R
+    if metric == "f1":
+        return 2.0 * h / (kp + R)
+    if metric == "map":
+        if ap_denominator == "relevant":
+            D = R
+        elif ap_denominator == "min_k_relevant":
+            D = min(kk, R)
+        else:
+            raise ValueError(f"unknown ap_denominator {ap_denominator!r}")
+        total = 0.0
+        for pos in range(min(kk, n)):
+            if rels[pos]:
+                total += hits(pos + 1) / (pos + 1)
+        return total / D
+    if metric == "ndcg":
+        gains_all = [gain_of(g, relevance_threshold, gain) for g in grades]
+        # top_k=None is trec_eval's plain ndcg: the ideal list is not cut at n
+        ideal = sorted(gains_all, reverse=True)[: (len(gains_all) if k is None else kk)]
+        idcg = sum(gv / math.log2(pos + 2) for pos, gv in enumerate(ideal))
+        if idcg == 0:
+            return None
+        dcg = sum(gains_all[order[pos]] / math.log2(pos + 2) for pos in range(min(kk, n)))
+        return dcg / idcg
+    if metric == "fall_out":
+        n_non = sum(1 for r in rels if not r)
+        if n_non == 0:
+            return 0.0
+        top_non = sum(1 for r in rels[:kk] if not r)
+        return top_non / n_non
+    raise ValueError(f"unknown metric {metric!r}")
+
+
+# --------------------------------------------------------------------------- #
+# one query
+# --------------------------------------------------------------------------- #
+def reference_query(
+    scores: Sequence[float],
+    grades: Sequence[float],
+    ranked: Sequence[bool],
+    specs: Iterable[tuple[str, int | None]],
+    *,
+    ties: str,
+    relevance_threshold: float | None = None,
+    gain: str = "exponential",
+    ap_denominator: str = "relevant",
+    adaptive_k: bool = False,
+) -> dict[tuple[str, int | None], float | None]:
+    """Values of several (metric, k) pairs for one query, enumerating the
+    orders only once."""
+    specs = list(specs)
+    assert len(scores) == len(grades) == len(ranked)
+    grades = [float(g) for g in grades]
+    scores = [float(s) for s in scores]
+    for s in scores:
+        assert not math.isnan(s)
+    orders = all_orders(scores, grades, ranked, ties, relevance_threshold)
+    out: dict[tuple[str, int | None], float | None] = {}
+    for metric, k in specs:
+        vals = [
+            _metric_for_order(
+                order,
+                grades,
+                metric,
+                k,
+                relevance_threshold=relevance_threshold,
+                gain=gain,
+                ap_denominator=ap_denominator,
+                adaptive_k=adaptive_k,
+            )
+            for order in orders
+        ]
+        if any(v is None for v in vals):
+            # undefinedness never depends on the order within tie groups
+            assert all(v is None for v in vals), (metric, k, vals)
+            out[(metric, k)] = None
+        else:
+            out[(metric, k)] = math.fsum(vals) / len(vals)
+    return out
+
+
+def reference_metric(
+    scores: list[float],
+    grades: list[float],
+    ranked: list[bool],
+    metric: str,
+    k: int | None,
+    *,
+    ties: str,
+    relevance_threshold: float | None = None,
+    gain: str = "exponential",
+    ap_denominator: str = "relevant",
+    adaptive_k: bool = False,
+) -> float | None:
+    """Per-query value of one metric, or None where the query is empty or the
+    metric undefined for it."""
+    if metric in NO_K_METRICS:
+        k = None
+    return reference_query(
+        scores,
+        grades,
+        ranked,
+        [(metric, k)],
+        ties=ties,
+        relevance_threshold=relevance_threshold,
+        gain=gain,
+        ap_denominator=ap_denominator,
+        adaptive_k=adaptive_k,
+    )[(metric, k)]
+
+
+# --------------------------------------------------------------------------- #
+# whole batches, mirroring ranking_plugins.rank_metrics
+# --------------------------------------------------------------------------- #
+def _tolist(x):
+    return x.detach().cpu().tolist()
+
+
+def split_queries(preds, target, *, indexes=None, mask=None, target_format=None):
+    """Turn the three layouts into a list of (scores, grades, ranked, R-grades)
+    per query: scores/grades/ranked are parallel per-item lists."""
+    queries = []
+    if indexes is not None:
+        p = [float(v) for v in _tolist(preds.reshape(-1))]
+        t = [float(v) for v in _tolist(target.reshape(-1))]
+        ids = [int(v) for v in _tolist(indexes.reshape(-1))]
+        m = [bool(v) for v in _tolist(mask.reshape(-1))] if mask is not None else [True] * len(p)
+        for qid in sorted(set(ids)):
+            pos = [j for j, q in enumerate(ids) if q == qid]
+            queries.append(([p[j] for j in pos], [t[j] for j in pos], [m[j] for j in pos]))
+        return queries
+
+    P = [[float(v) for v in row] for row in _tolist(preds)]
+    Q = len(P)
+    N = len(P[0]) if Q else 0
+    M = [[bool(v) for v in row] for row in _tolist(mask)] if mask is not None else [[True] * N for _ in range(Q)]
+    if target_format is None:
+        target_format = "dense" if tuple(target.shape) == tuple(preds.shape) else "indices"
+    if target_format == "dense":
+        G = [[float(v) for v in row] for row in _tolist(target)]
+    elif target_format == "indices":
+        T = _tolist(target)
+        if target.dim() == 1:
+            T = [[v] for v in T]
+        G = []
+        for row in T:
+            listed = {int(v) for v in row if int(v) != -1}
+            assert all(0 <= v < N for v in listed)
+            G.append([1.0 if j in listed else 0.0 for j in range(N)])
+    else:
+        raise ValueError(target_format)
+    for q in range(Q):
+        queries.append((P[q], G[q], M[q]))
+    return queries
+
+
+def result_keys(metrics, top_k):
+    """(key, metric, k) in output order."""
+    if top_k is None:
+        ks = [None]
+    elif isinstance(top_k, int):
+        ks = [top_k]
+    else:
+        ks = sorted(set(int(k) for k in top_k))
+    out = []
+    for metric in metrics:
+        if metric in NO_K_METRICS:
+            out.append((metric, metric, None))
+        else:
+            for k in ks:
+                out.append((metric if k is None else f"{metric}@{k}", metric, k))
+    return out
+
+
+def reference_rank_metrics(
+    preds,
+    target,
+    metrics=("hit_rate", "mrr", "ndcg"),
+    top_k=10,
+    *,
+    indexes=None,
+    mask=None,
+    target_format=None,
+    ties="average",
+    relevance_threshold=None,
+    empty_target_action="neg",
+    reduction="mean",
+    gain="exponential",
+    ap_denominator="relevant",
+    adaptive_k=False,
+    weighted=False,
+):
+    """Mirror of ``ranking_plugins.rank_metrics``; returns a dict of float64
+    tensors (0-d for reduction="mean", (Q,) for reduction="none")."""
+    import torch
+
+    if isinstance(metrics, str):
+        metrics = (metrics,)
+    keys = result_keys(metrics, top_k)
+    queries = split_queries(preds, target, indexes=indexes, mask=mask, target_format=target_format)
+    per_query = []
+    Rs = []
+    for scores, grades, ranked in queries:
+        per_query.append(
+            reference_query(
+                scores,
+                grades,
+                ranked,
+                [(metric, k) for _, metric, k in keys],
+                ties=ties,
+                relevance_threshold=relevance_threshold,
+                gain=gain,
+                ap_denominator=ap_denominator,
+                adaptive_k=adaptive_k,
+            )
+        )
+        Rs.append(sum(is_relevant(float(g), relevance_threshold) for g in grades))
+
+    result = {}
+    for key, metric, k in keys:
+        values = []
+        counted = []
+        for vals in per_query:
+            v = vals[(metric, k)]
+            if v is None:
+                if empty_target_action == "error":
+                    raise ValueError(f"query without relevant items / undefined {key}")
+                if empty_target_action == "neg":
+                    v, c = (1.0 if metric == "fall_out" else 0.0), True
+                elif empty_target_action == "pos":
+                    v, c = 1.0, True
+                elif empty_target_action == "skip":
+                    v, c = math.nan, False
+                else:
+                    raise ValueError(empty_target_action)
+            else:
+                c = True
+            values.append(v)
+            counted.append(c)
+        if reduction == "none":
+            result[key] = torch.tensor(values, dtype=torch.float64)
+        elif reduction == "mean":
+            w = [(float(R) if weighted else 1.0) for R in Rs]
+            num = math.fsum(wi * v for wi, v, c in zip(w, values, counted) if c)
+            den = math.fsum(wi for wi, c in zip(w, counted) if c)
+            result[key] = torch.tensor(num / den if den > 0 else math.nan, dtype=torch.float64)
+        else:
+            raise ValueError(reduction)
+    return result

@@ -1,0 +1,60 @@
+"""The kernel's shortcuts give the same numbers as its slow paths.
+
+For @k metrics the kernel takes a top-k selection and completes only the rows
+whose boundary tie group was cut (on the CPU); elsewhere it completes every
+row, and with a whole-list metric it sorts whole rows. All three must agree.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import ranking_plugins.kernel as kernel
+from ranking_plugins import rank_metrics
+
+AT_K = ["hit_rate", "mrr", "precision", "recall", "f1", "map", "ndcg", "fall_out"]
+
+
+@pytest.mark.parametrize("ties", kernel.TIES)
+@pytest.mark.parametrize("seed", range(4))
+def test_selection_paths_agree(ties: str, seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    generator = torch.Generator().manual_seed(seed)
+    for trial in range(40):
+        q = int(torch.randint(1, 6, (), generator=generator))
+        n = int(torch.randint(1, 12, (), generator=generator))
+        # few distinct scores: ties everywhere, often across the cutoff
+        preds = torch.randint(0, 3, (q, n), generator=generator).float()
+        if trial % 3 == 0:
+            preds[torch.rand(q, n, generator=generator) < 0.2] = float("-inf")
+        target = torch.randint(-1, 3, (q, n), generator=generator)
+        mask = torch.rand(q, n, generator=generator) < 0.7 if trial % 2 else None
+        ks = sorted(set(torch.randint(1, n + 3, (3,), generator=generator).tolist()))
+        options = {"mask": mask, "ties": ties, "reduction": "none"}
+
+        monkeypatch.setattr(kernel, "COMPLETE_ALL_ROWS", False)
+        cut_rows_only = rank_metrics(preds, target, AT_K, ks, **options)
+        monkeypatch.setattr(kernel, "COMPLETE_ALL_ROWS", True)
+        every_row = rank_metrics(preds, target, AT_K, ks, **options)
+        whole_rows = rank_metrics(preds, target, [*AT_K, "auc"], ks, **options)
+        for key, values in cut_rows_only.items():
+            torch.testing.assert_close(values, every_row[key], rtol=0, atol=1e-12)
+            torch.testing.assert_close(values, whole_rows[key], rtol=0, atol=1e-12)
+
+
+def test_cut_tie_group_is_completed_from_the_whole_row() -> None:
+    # 6 items tie; only 2 fit in the top 2. The relevant one has the highest index.
+    preds = torch.zeros(1, 6)
+    target = torch.tensor([[0, 0, 0, 0, 0, 1]])
+    first = rank_metrics(preds, target, ["hit_rate"], 2, ties="first")
+    optimistic = rank_metrics(preds, target, ["hit_rate"], 2, ties="optimistic")
+    average = rank_metrics(preds, target, ["hit_rate"], 2, ties="average")
+    assert first["hit_rate@2"].item() == 0.0
+    assert optimistic["hit_rate@2"].item() == 1.0
+    assert average["hit_rate@2"].item() == pytest.approx(2 / 6)
+
+
+def test_count_true_counts_every_row() -> None:
+    flags = torch.rand(7, 1000) < 0.5
+    assert torch.equal(kernel.count_true(flags), flags.sum(dim=1))
+    assert torch.equal(kernel.count_true(flags[:, :3]), flags[:, :3].sum(dim=1))

@@ -1,0 +1,86 @@
+"""A small reader for TREC qrels, runs and trec_eval output, for the tests.
+
+Formats (whitespace separated):
+  qrels:  qid iter docno grade
+  run:    qid Q0 docno rank score runid   (rank is ignored; order is by score)
+  trec_eval -q output: measure qid value
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+Qrels = dict[str, dict[str, int]]
+Run = dict[str, dict[str, float]]
+
+
+def read_qrels(path: str | Path) -> Qrels:
+    qrels: Qrels = {}
+    for line in Path(path).read_text().splitlines():
+        if not line.strip():
+            continue
+        qid, _iter, docno, grade = line.split()
+        docs = qrels.setdefault(qid, {})
+        if docno in docs:
+            raise ValueError(f"duplicate qrels entry {qid} {docno}")
+        docs[docno] = int(grade)
+    return qrels
+
+
+def read_run(path: str | Path) -> Run:
+    run: Run = {}
+    for line in Path(path).read_text().splitlines():
+        if not line.strip():
+            continue
+        qid, _q0, docno, _rank, score, _runid = line.split()
+        docs = run.setdefault(qid, {})
+        if docno in docs:
+            raise ValueError(f"duplicate run entry {qid} {docno}")
+        docs[docno] = float(score)  # trec_eval parses scores as double
+    return run
+
+
+def read_trec_eval_output(path: str | Path) -> dict[str, dict[str, str]]:
+    """``{qid or "all": {measure: value string}}`` from ``trec_eval -q`` output."""
+    out: dict[str, dict[str, str]] = {}
+    for line in Path(path).read_text().splitlines():
+        if not line.strip():
+            continue
+        measure, qid, value = line.split("\t")
+        out.setdefault(qid, {})[measure.strip()] = value.strip()
+    return out
+
+
+def to_tensors(
+    qrels: Qrels, run: Run, qids: list[str] | None = None
+) -> tuple[list[str], torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Dense ``(qids, preds, target, mask)`` for the queries of ``qids``.
+
+    Columns of a query are the union of its judged and retrieved docs, in
+    docno DESCENDING string order, so that ``ties="first"`` (lower column
+    first) reproduces trec_eval's tie break (docno descending first).
+    ``preds`` is the run score (float64, 0 where not retrieved), ``mask`` is
+    True where retrieved, ``target`` is the qrels grade (0 if unjudged).
+    Queries are padded to a common width with masked, grade-0 columns.
+    """
+    if qids is None:
+        qids = sorted(run)
+    columns = []
+    for qid in qids:
+        docnos = set(qrels.get(qid, {})) | set(run.get(qid, {}))
+        columns.append(sorted(docnos, reverse=True))
+    n = max(len(c) for c in columns)
+    preds = torch.zeros(len(qids), n, dtype=torch.float64)
+    target = torch.zeros(len(qids), n, dtype=torch.int64)
+    mask = torch.zeros(len(qids), n, dtype=torch.bool)
+    for q, (qid, docnos) in enumerate(zip(qids, columns)):
+        judged = qrels.get(qid, {})
+        scores = run.get(qid, {})
+        for j, docno in enumerate(docnos):
+            target[q, j] = judged.get(docno, 0)
+            if docno in scores:
+                preds[q, j] = scores[docno]
+                mask[q, j] = True
+    return qids, preds, target, mask
