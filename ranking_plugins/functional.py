@@ -108,9 +108,7 @@ def rank_metrics(
         indexes=indexes,
         mask=mask,
         target_format=target_format,
-        rule=GainRule(
-            None if relevance_threshold is None else float(relevance_threshold), gain
-        ),
+        rule=GainRule(None if relevance_threshold is None else float(relevance_threshold), gain),
         validate_args=validate_args,
     )
     evaluation = evaluate(
@@ -171,6 +169,7 @@ def hit_rate(
     """
     return _one_metric("hit_rate", preds, target, top_k, options)
 
+
 def mrr(
     preds: Tensor, target: Tensor, top_k: TopK = None, **options: Unpack[RankOptions]
 ) -> Tensor:
@@ -185,6 +184,7 @@ def mrr(
     tensor([0.5000, 0.7500, 0.7500], dtype=torch.float64)
     """
     return _one_metric("mrr", preds, target, top_k, options)
+
 
 def precision(
     preds: Tensor, target: Tensor, top_k: TopK = None, **options: Unpack[RankOptions]
@@ -201,6 +201,7 @@ def precision(
     """
     return _one_metric("precision", preds, target, top_k, options)
 
+
 def recall(
     preds: Tensor, target: Tensor, top_k: TopK = None, **options: Unpack[RankOptions]
 ) -> Tensor:
@@ -216,9 +217,8 @@ def recall(
     """
     return _one_metric("recall", preds, target, top_k, options)
 
-def f1(
-    preds: Tensor, target: Tensor, top_k: TopK = None, **options: Unpack[RankOptions]
-) -> Tensor:
+
+def f1(preds: Tensor, target: Tensor, top_k: TopK = None, **options: Unpack[RankOptions]) -> Tensor:
     """F1@k: the harmonic mean of precision@k and recall@k, 2 hits / (k + R).
 
     See :func:`rank_metrics` for the inputs and options.
@@ -230,6 +230,7 @@ def f1(
     tensor([0.5000, 0.5833, 0.4500], dtype=torch.float64)
     """
     return _one_metric("f1", preds, target, top_k, options)
+
 
 def map(
     preds: Tensor, target: Tensor, top_k: TopK = None, **options: Unpack[RankOptions]
@@ -246,6 +247,7 @@ def map(
     """
     return _one_metric("map", preds, target, top_k, options)
 
+
 def ndcg(
     preds: Tensor, target: Tensor, top_k: TopK = None, **options: Unpack[RankOptions]
 ) -> Tensor:
@@ -261,10 +263,13 @@ def ndcg(
     """
     return _one_metric("ndcg", preds, target, top_k, options)
 
+
 def fall_out(
     preds: Tensor, target: Tensor, top_k: TopK = None, **options: Unpack[RankOptions]
 ) -> Tensor:
-    """Fall-out@k: non-relevant items in the top k over all non-relevant ranked items (lower is better).
+    """Fall-out@k: non-relevant items in the top k over the non-relevant ranked items.
+
+    Lower is better.
 
     See :func:`rank_metrics` for the inputs and options.
 
@@ -275,6 +280,7 @@ def fall_out(
     tensor([0.2500, 0.4167, 0.8333], dtype=torch.float64)
     """
     return _one_metric("fall_out", preds, target, top_k, options)
+
 
 def r_precision(preds: Tensor, target: Tensor, **options: Unpack[RankOptions]) -> Tensor:
     """R-precision: precision at R, the number of relevant items.
@@ -289,6 +295,7 @@ def r_precision(preds: Tensor, target: Tensor, **options: Unpack[RankOptions]) -
     """
     return _one_metric("r_precision", preds, target, None, options)
 
+
 def mean_rank(preds: Tensor, target: Tensor, **options: Unpack[RankOptions]) -> Tensor:
     """Mean rank of the relevant ranked items, 1 = best (lower is better).
 
@@ -301,6 +308,7 @@ def mean_rank(preds: Tensor, target: Tensor, **options: Unpack[RankOptions]) -> 
     tensor(2., dtype=torch.float64)
     """
     return _one_metric("mean_rank", preds, target, None, options)
+
 
 def auc(preds: Tensor, target: Tensor, **options: Unpack[RankOptions]) -> Tensor:
     """Per-query AUC: the fraction of (relevant, non-relevant) pairs ordered right.

@@ -129,8 +129,7 @@ class DenseGrades:
             return binary_ideal_gains(relevant_count, length)
         # gains grow with grades, so the top grades give the top gains
         top = torch.topk(self.grades, min(length, self.grades.shape[1]), dim=1).values
-        relevant, gains = self._relevant_and_gain(top)
-        return gains
+        return self._relevant_and_gain(top)[1]
 
 
 class ItemIds:
@@ -155,7 +154,9 @@ class ItemIds:
 
     def rows(self, rows: Tensor) -> tuple[Tensor, Tensor]:
         ids = self.item_ids[rows]
-        relevant = torch.zeros(ids.shape[0], self.num_items + 1, dtype=torch.bool, device=ids.device)
+        relevant = torch.zeros(
+            ids.shape[0], self.num_items + 1, dtype=torch.bool, device=ids.device
+        )
         # padding (-1) lands in the extra last column, which is dropped
         relevant.scatter_(1, torch.where(ids < 0, self.num_items, ids), True)
         relevant = relevant[:, : self.num_items]
@@ -282,8 +283,7 @@ def _grouped(
     """Flat (M,) triples with query ids -> padded (Q, L) rows, items in input order."""
     if indexes is None:
         raise ValueError(
-            "1-D `preds` is the grouped layout and needs `indexes` (M,) giving each "
-            "item's query id"
+            "1-D `preds` is the grouped layout and needs `indexes` (M,) giving each item's query id"
         )
     if not V.is_integer_dtype(indexes.dtype):
         raise TypeError(f"`indexes` must be an integer tensor of query ids, got {indexes.dtype}")
@@ -304,8 +304,9 @@ def _grouped(
     starts = torch.cumsum(sizes, 0) - sizes
     column = torch.arange(preds.numel(), device=preds.device) - starts[row]
 
-    scores = torch.full((num_queries, width), lowest(preds.dtype), dtype=preds.dtype,
-                        device=preds.device)
+    scores = torch.full(
+        (num_queries, width), lowest(preds.dtype), dtype=preds.dtype, device=preds.device
+    )
     scores[row, column] = preds[order]
     grades = torch.zeros((num_queries, width), dtype=target.dtype, device=preds.device)
     grades[row, column] = target[order]
@@ -318,8 +319,12 @@ def _at_least_one_item(data: RankingInput) -> RankingInput:
     """Lists with no items at all get one padding item, so that every row has a position."""
     if data.num_items > 0:
         return data
-    scores = torch.full((data.num_queries, 1), lowest(data.scores.dtype),
-                        dtype=data.scores.dtype, device=data.scores.device)
+    scores = torch.full(
+        (data.num_queries, 1),
+        lowest(data.scores.dtype),
+        dtype=data.scores.dtype,
+        device=data.scores.device,
+    )
     ranked = torch.zeros_like(scores, dtype=torch.bool)
     relevance = data.relevance
     if isinstance(relevance, DenseGrades):
@@ -530,7 +535,9 @@ def _tie_groups(c: Candidates, cut_group: CutGroup | None) -> RankedList:
             (group_relevant, cut_group.relevant),
             (group_gain, cut_group.gain),
         ):
-            totals[rows] = torch.where(at_cut, whole_row.unsqueeze(1).to(totals.dtype), totals[rows])
+            totals[rows] = torch.where(
+                at_cut, whole_row.unsqueeze(1).to(totals.dtype), totals[rows]
+            )
 
     group_start = start.gather(1, group)
     relevant_so_far = torch.cumsum(relevant, dim=1)
@@ -583,18 +590,20 @@ class RankStats:
         ranked_list: RankedList,
         relevant_count: Tensor,
         relevant_ranked: Tensor,
-        ideal_gains: Tensor,
+        relevance: Relevance,
         num_ranked: Tensor,
     ) -> None:
         self.list = ranked_list
         self.relevant_count = relevant_count.to(torch.float64)
         self.relevant_ranked = relevant_ranked.to(torch.float64)
         self.num_ranked = num_ranked.to(torch.float64)
-        self.ideal_gains = ideal_gains
+        self._relevance = relevance
+        self._relevant_count_int = relevant_count
         length = ranked_list.ranked.shape[1]
         self.length = length
-        self.position = torch.arange(1, length + 1, dtype=torch.float64,
-                                     device=ranked_list.ranked.device)
+        self.position = torch.arange(
+            1, length + 1, dtype=torch.float64, device=ranked_list.ranked.device
+        )
 
     # -- per-position expected values --------------------------------------
 
@@ -626,7 +635,7 @@ class RankStats:
         first_group = g.ranked & (g.relevant_before == 0) & (r > 0)
         i = self.position - g.group_start  # 1-based position inside the group
         # p_1 = r/t and p_{i+1} = p_i (t - i - r + 1) / (t - i): C(t-i, r-1) / C(t, r)
-        step = ((t - i - r + 1).clamp(min=0) / (t - i).clamp(min=1))
+        step = (t - i - r + 1).clamp(min=0) / (t - i).clamp(min=1)
         step = torch.where(first_group & (t - i > 0), step, 1.0)
         before = torch.cumprod(
             torch.cat([torch.ones_like(step[:, :1]), step[:, :-1]], dim=1), dim=1
@@ -653,7 +662,8 @@ class RankStats:
 
     @cached_property
     def cum_idcg(self) -> Tensor:
-        ideal = self.ideal_gains
+        # the ideal list needs its own selection over the targets: only for ndcg
+        ideal = self._relevance.ideal_gains(self.length, self._relevant_count_int)
         discount = self.discount[: ideal.shape[1]]
         return self._cumulative(ideal * discount)
 

@@ -117,8 +117,15 @@ METRICS: dict[str, Metric] = {
         Metric("ndcg", True, True, _ndcg),
         Metric("fall_out", True, False, _fall_out, empty_neg=1.0),
         Metric("r_precision", False, True, _r_precision, cutoff="relevant_count"),
-        Metric("mean_rank", False, False, _mean_rank, cutoff="whole_list", lower_bound=1.0,
-               upper_bound=None),
+        Metric(
+            "mean_rank",
+            False,
+            False,
+            _mean_rank,
+            cutoff="whole_list",
+            lower_bound=1.0,
+            upper_bound=None,
+        ),
         Metric("auc", False, True, _auc, cutoff="whole_list"),
     )
 }
@@ -187,7 +194,7 @@ def evaluate(
         ranked_list,
         relevant_count,
         relevant_count if data.ranked is None else relevance.relevant_count(data.ranked),
-        relevance.ideal_gains(ranked_list.ranked.shape[1], relevant_count),
+        relevance,
         num_ranked,
     )
     device = data.scores.device

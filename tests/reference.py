@@ -288,7 +288,11 @@ def split_queries(preds, target, *, indexes=None, mask=None, target_format=None)
     P = [[float(v) for v in row] for row in _tolist(preds)]
     Q = len(P)
     N = len(P[0]) if Q else 0
-    M = [[bool(v) for v in row] for row in _tolist(mask)] if mask is not None else [[True] * N for _ in range(Q)]
+    M = (
+        [[bool(v) for v in row] for row in _tolist(mask)]
+        if mask is not None
+        else [[True] * N for _ in range(Q)]
+    )
     if target_format is None:
         target_format = "dense" if tuple(target.shape) == tuple(preds.shape) else "indices"
     if target_format == "dense":

@@ -5,7 +5,6 @@ plus a few closed-form and worked-example checks."""
 from __future__ import annotations
 
 import math
-from itertools import permutations
 
 import pytest
 import torch
@@ -14,8 +13,6 @@ from hypothesis import strategies as st
 from reference import (
     ALL_METRICS,
     EMPTY_ACTIONS,
-    K_METRICS,
-    NO_K_METRICS,
     TIES,
     reference_metric,
     reference_rank_metrics,
@@ -24,7 +21,9 @@ from reference import (
 import ranking_plugins
 
 INF = float("inf")
-SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+SETTINGS = dict(
+    deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+)
 
 
 # --------------------------------------------------------------------------- #
@@ -65,8 +64,12 @@ def _grades_tensor(draw, flat, shape, kind):
     if kind == "bool":
         return torch.tensor(flat, dtype=torch.bool).reshape(shape)
     if kind == "int":
-        return torch.tensor(flat, dtype=draw(st.sampled_from([torch.int64, torch.int32]))).reshape(shape)
-    return torch.tensor(flat, dtype=draw(st.sampled_from([torch.float32, torch.float64]))).reshape(shape)
+        return torch.tensor(flat, dtype=draw(st.sampled_from([torch.int64, torch.int32]))).reshape(
+            shape
+        )
+    return torch.tensor(flat, dtype=draw(st.sampled_from([torch.float32, torch.float64]))).reshape(
+        shape
+    )
 
 
 def _mask_rows(draw, sizes):
@@ -81,8 +84,13 @@ def _mask_rows(draw, sizes):
 
 
 @st.composite
-def batches(draw, layouts=("dense", "indices", "grouped"), score_modes=("small", "small_inf", "binary", "distinct"),
-            max_q=3, max_n=6):
+def batches(
+    draw,
+    layouts=("dense", "indices", "grouped"),
+    score_modes=("small", "small_inf", "binary", "distinct"),
+    max_q=3,
+    max_n=6,
+):
     """Inputs for rank_metrics: a dict with preds, target and optionally
     indexes, mask, target_format."""
     layout = draw(st.sampled_from(layouts))
@@ -105,7 +113,9 @@ def batches(draw, layouts=("dense", "indices", "grouped"), score_modes=("small",
             T = 1 if one_d else draw(st.integers(1, 4))
             ids = draw(st.lists(st.integers(-1, N - 1), min_size=Q * T, max_size=Q * T))
             if one_d:
-                ids = [i if i >= 0 else draw(st.integers(0, N - 1)) for i in ids]  # (Q,) has no padding
+                ids = [
+                    i if i >= 0 else draw(st.integers(0, N - 1)) for i in ids
+                ]  # (Q,) has no padding
             t = torch.tensor(ids, dtype=draw(st.sampled_from([torch.int64, torch.int32])))
             out["target"] = t if one_d else t.reshape(Q, T)
             if (not one_d and T == N) or draw(st.booleans()):
@@ -134,7 +144,9 @@ def batches(draw, layouts=("dense", "indices", "grouped"), score_modes=("small",
         M = len(flat)
         out["preds"] = _preds_tensor(draw, [f[1] for f in flat], (M,))
         out["target"] = _grades_tensor(draw, [f[2] for f in flat], (M,), kind)
-        out["indexes"] = torch.tensor([f[0] for f in flat], dtype=draw(st.sampled_from([torch.int64, torch.int32])))
+        out["indexes"] = torch.tensor(
+            [f[0] for f in flat], dtype=draw(st.sampled_from([torch.int64, torch.int32]))
+        )
         if with_mask:
             out["mask"] = torch.tensor([f[3] for f in flat], dtype=torch.bool)
     return out
@@ -191,7 +203,11 @@ def check_against_reference(batch, opts):
         assert g.dtype == torch.float64, (key, g.dtype)
         assert g.shape == exp.shape, (key, g.shape, exp.shape)
         torch.testing.assert_close(
-            g, exp, rtol=1e-9, atol=1e-9, equal_nan=True,
+            g,
+            exp,
+            rtol=1e-9,
+            atol=1e-9,
+            equal_nan=True,
             msg=lambda m, key=key: f"{key}: {m}\n{_describe(batch, opts)}",
         )
 
@@ -206,7 +222,10 @@ def test_matches_reference(batch, opts):
 
 
 @settings(max_examples=150, **SETTINGS)
-@given(batch=batches(layouts=("dense",), score_modes=("binary", "small")), opts=options(ties=("average",)))
+@given(
+    batch=batches(layouts=("dense",), score_modes=("binary", "small")),
+    opts=options(ties=("average",)),
+)
 def test_average_ties_heavy(batch, opts):
     """Many ties, the "average" policy only: the brute force is the spec."""
     check_against_reference(batch, opts)
@@ -226,7 +245,10 @@ def test_policies_bracket_average(batch, opts):
     """pessimistic <= average <= optimistic for higher-is-better metrics
     (reversed for fall_out and mean_rank), per query."""
     opts = dict(opts, reduction="none")
-    res = {t: ranking_plugins.rank_metrics(**batch, **dict(opts, ties=t)) for t in ("pessimistic", "average", "optimistic")}
+    res = {
+        t: ranking_plugins.rank_metrics(**batch, **dict(opts, ties=t))
+        for t in ("pessimistic", "average", "optimistic")
+    }
     for key in res["average"]:
         lo, mid, hi = res["pessimistic"][key], res["average"][key], res["optimistic"][key]
         if key.split("@")[0] in ("fall_out", "mean_rank"):
@@ -238,13 +260,19 @@ def test_policies_bracket_average(batch, opts):
 @settings(max_examples=100, **SETTINGS)
 @given(batch=batches(score_modes=("distinct",)), opts=options(ties=("average",)))
 def test_policies_agree_without_ties(batch, opts):
-    base = ranking_plugins.rank_metrics(**batch, **opts) if opts["empty_target_action"] != "error" else None
+    base = (
+        ranking_plugins.rank_metrics(**batch, **opts)
+        if opts["empty_target_action"] != "error"
+        else None
+    )
     for t in TIES:
         if base is None:
             break
         other = ranking_plugins.rank_metrics(**batch, **dict(opts, ties=t))
         for key in base:
-            torch.testing.assert_close(other[key], base[key], rtol=1e-12, atol=1e-12, equal_nan=True)
+            torch.testing.assert_close(
+                other[key], base[key], rtol=1e-12, atol=1e-12, equal_nan=True
+            )
 
 
 # --------------------------------------------------------------------------- #
@@ -308,7 +336,9 @@ def test_constant_scores_equal_random_expectation(N, R):
     grades = [1.0] * R + [0.0] * (N - R)
     preds = torch.zeros(1, N)
     target = torch.tensor([grades])
-    got = ranking_plugins.rank_metrics(preds, target, ALL_METRICS, ks, ties="average", reduction="mean")
+    got = ranking_plugins.rank_metrics(
+        preds, target, ALL_METRICS, ks, ties="average", reduction="mean"
+    )
     expected = {}
     for k in ks:
         kk = min(k, N)
@@ -316,7 +346,9 @@ def test_constant_scores_equal_random_expectation(N, R):
         expected[f"recall@{k}"] = kk / N
         expected[f"hit_rate@{k}"] = 1 - math.comb(N - R, kk) / math.comb(N, kk)
         # P(first relevant at rank i) = C(N-i, R-1) / C(N, R)
-        expected[f"mrr@{k}"] = sum(math.comb(N - i, R - 1) / math.comb(N, R) / i for i in range(1, kk + 1))
+        expected[f"mrr@{k}"] = sum(
+            math.comb(N - i, R - 1) / math.comb(N, R) / i for i in range(1, kk + 1)
+        )
         expected[f"fall_out@{k}"] = kk / N if R < N else 0.0
         expected[f"f1@{k}"] = 2 * kk * R / N / (k + R)
         dcg = sum(1 / math.log2(i + 1) for i in range(1, kk + 1)) * R / N
@@ -330,7 +362,9 @@ def test_constant_scores_equal_random_expectation(N, R):
             continue  # undefined -> "neg" -> 0.0
         # the reference agrees with the closed form ...
         metric, _, k = key.partition("@")
-        ref = reference_metric([0.0] * N, grades, [True] * N, metric, int(k) if k else None, ties="average")
+        ref = reference_metric(
+            [0.0] * N, grades, [True] * N, metric, int(k) if k else None, ties="average"
+        )
         assert ref == pytest.approx(val, abs=1e-12), key
         # ... and so does the package
         assert got[key].item() == pytest.approx(val, abs=1e-9), key
@@ -355,14 +389,22 @@ def test_spec_worked_examples(impl):
     r = f(Y_PRED, y, ("hit_rate",), [1, 2, 3, 4], empty_target_action="neg")
     assert [r[f"hit_rate@{k}"].item() for k in (1, 2, 3, 4)] == pytest.approx([0.0, 0.5, 0.5, 0.5])
 
-    r = f(torch.tensor([[0.1, 0.9, 0.8], [0.05, 0.95, 0.0]]), torch.tensor([[0, 0, 1], [0, 1, 0]]),
-          ("mrr", "mean_rank"), None)
+    r = f(
+        torch.tensor([[0.1, 0.9, 0.8], [0.05, 0.95, 0.0]]),
+        torch.tensor([[0, 0, 1], [0, 1, 0]]),
+        ("mrr", "mean_rank"),
+        None,
+    )
     assert r["mrr"].item() == pytest.approx(0.75)
     assert r["mean_rank"].item() == pytest.approx(1.5)
 
-    r = f(torch.tensor([0.2, 0.3, 0.5, 0.1, 0.3, 0.5, 0.2]),
-          torch.tensor([False, False, True, False, True, False, True]),
-          ("map",), None, indexes=torch.tensor([0, 0, 0, 1, 1, 1, 1]))
+    r = f(
+        torch.tensor([0.2, 0.3, 0.5, 0.1, 0.3, 0.5, 0.2]),
+        torch.tensor([False, False, True, False, True, False, True]),
+        ("map",),
+        None,
+        indexes=torch.tensor([0, 0, 0, 1, 1, 1, 1]),
+    )
     assert r["map"].item() == pytest.approx(0.7917, abs=1e-4)
 
 
@@ -388,8 +430,16 @@ def test_small_hand_checked_cases(impl):
     assert r["auc"].item() == pytest.approx(0.5 / 4)
     # masked relevant item still counts in R and IDCG
     mask = torch.tensor([[True, True, True, False]])
-    r = f(preds, target, ("recall", "ndcg", "mean_rank"), None, mask=mask, ties="first", gain="linear",
-          reduction="none")
+    r = f(
+        preds,
+        target,
+        ("recall", "ndcg", "mean_rank"),
+        None,
+        mask=mask,
+        ties="first",
+        gain="linear",
+        reduction="none",
+    )
     assert r["recall"].item() == pytest.approx(0.5)
     assert r["ndcg"].item() == pytest.approx((1 / math.log2(3)) / (2 + 1 / math.log2(3)))
     assert r["mean_rank"].item() == pytest.approx(2.0)
@@ -407,13 +457,25 @@ def test_error_action_raises_on_empty_query():
 # --------------------------------------------------------------------------- #
 # trec_eval's own test collection (SPEC section 7): reference and package
 # --------------------------------------------------------------------------- #
-TREC_DIR = __import__("pathlib").Path(__file__).resolve().parents[2] / "shared" / "data" / "trec_eval"
+TREC_DIR = (
+    __import__("pathlib").Path(__file__).resolve().parents[2] / "shared" / "data" / "trec_eval"
+)
 TREC_MEASURES = {  # trec_eval name -> (metric, k)
-    "map": ("map", None), "map_cut_10": ("map", 10), "P_5": ("precision", 5), "P_10": ("precision", 10),
-    "P_1000": ("precision", 1000), "recip_rank": ("mrr", None), "Rprec": ("r_precision", None),
-    "recall_10": ("recall", 10), "recall_100": ("recall", 100), "recall_1000": ("recall", 1000),
-    "success_1": ("hit_rate", 1), "success_10": ("hit_rate", 10),
-    "ndcg": ("ndcg", None), "ndcg_cut_10": ("ndcg", 10), "ndcg_cut_1000": ("ndcg", 1000),
+    "map": ("map", None),
+    "map_cut_10": ("map", 10),
+    "P_5": ("precision", 5),
+    "P_10": ("precision", 10),
+    "P_1000": ("precision", 1000),
+    "recip_rank": ("mrr", None),
+    "Rprec": ("r_precision", None),
+    "recall_10": ("recall", 10),
+    "recall_100": ("recall", 100),
+    "recall_1000": ("recall", 1000),
+    "success_1": ("hit_rate", 1),
+    "success_10": ("hit_rate", 10),
+    "ndcg": ("ndcg", None),
+    "ndcg_cut_10": ("ndcg", 10),
+    "ndcg_cut_1000": ("ndcg", 1000),
 }
 
 
@@ -429,8 +491,14 @@ def _trec_queries(qrels_file):
     for q in sorted(run):
         # trec_eval breaks ties by docno descending: list the docs so, use ties="first"
         docs = sorted(set(run[q]) | set(qrels[q]), reverse=True)
-        out.append((q, [run[q].get(d, 0.0) for d in docs], [qrels[q].get(d, 0.0) for d in docs],
-                    [d in run[q] for d in docs]))
+        out.append(
+            (
+                q,
+                [run[q].get(d, 0.0) for d in docs],
+                [qrels[q].get(d, 0.0) for d in docs],
+                [d in run[q] for d in docs],
+            )
+        )
     return out
 
 
@@ -445,17 +513,31 @@ def _trec_expected(out_file):
 
 @pytest.mark.skipif(not TREC_DIR.is_dir(), reason="trec_eval test data not present")
 @pytest.mark.parametrize("impl", ["reference", "package"])
-@pytest.mark.parametrize("qrels_file,out_file,threshold", [("qrels.test", "out.test.aq", None),
-                                                           ("qrels.rel_level", "out.test.aql", 2.0)])
+@pytest.mark.parametrize(
+    "qrels_file,out_file,threshold",
+    [("qrels.test", "out.test.aq", None), ("qrels.rel_level", "out.test.aql", 2.0)],
+)
 def test_trec_eval_collection(impl, qrels_file, out_file, threshold):
     expected = _trec_expected(out_file)
     queries = _trec_queries(qrels_file)
-    measures = {m: s for m, s in TREC_MEASURES.items() if threshold is None or not m.startswith("ndcg")}
+    measures = {
+        m: s for m, s in TREC_MEASURES.items() if threshold is None or not m.startswith("ndcg")
+    }
     if impl == "reference":
         for q, scores, grades, ranked in queries:
-            vals = {m: reference_metric(scores, grades, ranked, metric, k, ties="first",
-                                        relevance_threshold=threshold, gain="linear")
-                    for m, (metric, k) in measures.items()}
+            vals = {
+                m: reference_metric(
+                    scores,
+                    grades,
+                    ranked,
+                    metric,
+                    k,
+                    ties="first",
+                    relevance_threshold=threshold,
+                    gain="linear",
+                )
+                for m, (metric, k) in measures.items()
+            }
             for m, v in vals.items():
                 assert v == pytest.approx(expected[(m, q)], abs=5e-5), (q, m)
         return
@@ -463,8 +545,14 @@ def test_trec_eval_collection(impl, qrels_file, out_file, threshold):
     target = torch.tensor([g for q in queries for g in q[2]])
     mask = torch.tensor([r for q in queries for r in q[3]])
     indexes = torch.tensor([i for i, q in enumerate(queries) for _ in q[1]])
-    common = dict(indexes=indexes, mask=mask, ties="first", relevance_threshold=threshold, gain="linear",
-                  reduction="none")
+    common = dict(
+        indexes=indexes,
+        mask=mask,
+        ties="first",
+        relevance_threshold=threshold,
+        gain="linear",
+        reduction="none",
+    )
     metrics = sorted({metric for metric, _ in measures.values()})
     at_k = ranking_plugins.rank_metrics(preds, target, metrics, [1, 5, 10, 100, 1000], **common)
     whole = ranking_plugins.rank_metrics(preds, target, metrics, None, **common)
