@@ -1,0 +1,70 @@
+"""README.md opens with the two commands that CI runs, and its examples run."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+CI_RUN = ROOT / ".ci" / "run"
+
+
+def fenced_blocks(text: str, language: str) -> list[str]:
+    return re.findall(rf"^```{language}[ \t]*\n(.*?)^```", text, flags=re.M | re.S)
+
+
+def readme_commands() -> list[str]:
+    text = README.read_text(encoding="utf-8")
+    blocks = fenced_blocks(text, "bash")
+    assert blocks, "README.md has no ```bash block"
+    return [line for line in blocks[0].splitlines() if line.strip()]
+
+
+def test_readme_opens_with_title_sentence_and_commands() -> None:
+    lines = README.read_text(encoding="utf-8").splitlines()
+    non_blank = [line for line in lines if line.strip()]
+    assert non_blank[0].startswith("# "), "the README starts with a one-line title"
+    assert not non_blank[1].startswith(("#", "```")), "then a one-sentence description"
+    assert non_blank[2] == "```bash", "then the fenced block of commands"
+
+
+def test_readme_has_exactly_two_commands() -> None:
+    quickstart, tests = readme_commands()  # exactly two
+    for command in (quickstart, tests):
+        assert "python3 -m venv .venv" in command
+        torch_at = command.index("pip install torch==2.13.0")
+        package_at = command.index("pip install", torch_at + 1)
+        assert torch_at < package_at, "torch==2.13.0 is installed before the package"
+    assert quickstart.endswith("examples/quickstart.py")
+    assert (ROOT / "examples" / "quickstart.py").is_file()
+    assert '".[dev]"' in tests
+    assert tests.endswith("python -m pytest")
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+def test_ci_runs_the_readme_commands() -> None:
+    """.ci/run reads its two commands out of the README, not a copy of them."""
+    printed = subprocess.run(
+        ["bash", str(CI_RUN), "--print-readme-commands"],
+        check=True,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    ).stdout.splitlines()
+    assert printed == readme_commands()
+    script = CI_RUN.read_text(encoding="utf-8")
+    assert 'bash -c "$quickstart_cmd"' in script
+    assert 'bash -c "$test_cmd"' in script
+
+
+def test_readme_python_examples_run() -> None:
+    text = README.read_text(encoding="utf-8")
+    blocks = fenced_blocks(text, "python")
+    assert blocks, "README.md shows a Python example"
+    for block in blocks:
+        exec(compile(block, str(README), "exec"), {"__name__": "readme_example"})
