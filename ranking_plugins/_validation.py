@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from numbers import Integral
-from typing import Any
 
 import torch
 from torch import Tensor
@@ -86,12 +85,11 @@ def check_values(
     grades: Tensor | None,
     item_ids: Tensor | None,
     num_items: int,
-    indexes: Tensor | None,
 ) -> None:
     """Checks that read tensor values (and so synchronise an accelerator)."""
-    if preds.is_floating_point() and bool(torch.isnan(preds).any()):
+    if _has_nan(preds):
         raise ValueError("`preds` must not contain NaN")
-    if grades is not None and grades.is_floating_point() and bool(torch.isnan(grades).any()):
+    if grades is not None and _has_nan(grades):
         raise ValueError("`target` must not contain NaN grades")
     if item_ids is not None and item_ids.numel() > 0:
         low, high = int(item_ids.min()), int(item_ids.max())
@@ -100,10 +98,8 @@ def check_values(
                 f"`target` item indices must lie in [0, {num_items}) (or be -1 for padding), "
                 f"got values in [{low}, {high}]"
             )
-    del indexes  # any integer query id is valid
 
 
-def describe(value: Any) -> str:
-    if isinstance(value, Tensor):
-        return f"a tensor of shape {tuple(value.shape)} and dtype {value.dtype}"
-    return repr(value)
+def _has_nan(values: Tensor) -> bool:
+    # max propagates NaN: one reduction, no (Q, N) temporary as isnan() would make
+    return values.is_floating_point() and values.numel() > 0 and bool(values.amax().isnan())

@@ -248,7 +248,7 @@ def normalize_input(
                 f"got {tuple(target.shape)}"
             )
         if validate_args:
-            V.check_values(preds, target, None, preds.shape[1], None)
+            V.check_values(preds, target, None, preds.shape[1])
         return _at_least_one_item(RankingInput(preds, mask, DenseGrades(target, rule)))
 
     # item indices
@@ -266,7 +266,7 @@ def normalize_input(
             f"`preds`, got shape {tuple(target.shape)}"
         )
     if validate_args:
-        V.check_values(preds, None, target, preds.shape[1], None)
+        V.check_values(preds, None, target, preds.shape[1])
     ids = ItemIds(target.to(torch.int64), preds.shape[1], rule)
     return _at_least_one_item(RankingInput(preds, mask, ids))
 
@@ -295,7 +295,7 @@ def _grouped(
             f"{tuple(preds.shape)}, {tuple(target.shape)} and {tuple(indexes.shape)}"
         )
     if validate_args:
-        V.check_values(preds, target, None, 0, indexes)
+        V.check_values(preds, target, None, 0)
     queries, query_of_item, sizes = torch.unique(indexes, return_inverse=True, return_counts=True)
     num_queries = queries.numel()
     width = int(sizes.max()) if num_queries else 0
@@ -414,12 +414,12 @@ def rank(data: RankingInput, ties: str, depth: int | None) -> RankedList:
     cut_group = None
     if depth is None or depth >= num_items:
         items = torch.arange(num_items, device=scores.device).expand(num_queries, num_items)
-        candidates = _describe(data, ties, selectable, items)
+        candidates = _candidates(data, ties, selectable, items)
         _sort_within_ties(candidates, by_ranked=mask is not None)
     else:
         values, items = torch.topk(selectable, depth + 1, dim=1)
         is_cut = values[:, depth] == values[:, depth - 1]
-        candidates = _describe(data, ties, values[:, :depth], items[:, :depth])
+        candidates = _candidates(data, ties, values[:, :depth], items[:, :depth])
         cut_group = _complete_cut_groups(data, ties, selectable, candidates, is_cut)
         # topk returns scores in order, but not ties in tie order nor masked items last
         if mask is not None or candidates.key is not None:
@@ -427,7 +427,7 @@ def rank(data: RankingInput, ties: str, depth: int | None) -> RankedList:
     return _tie_groups(candidates, None if candidates.key is not None else cut_group)
 
 
-def _describe(data: RankingInput, ties: str, values: Tensor, items: Tensor) -> Candidates:
+def _candidates(data: RankingInput, ties: str, values: Tensor, items: Tensor) -> Candidates:
     ranked = (
         torch.ones_like(values, dtype=torch.bool)
         if data.ranked is None
