@@ -718,9 +718,8 @@ class Cutoff:
         self.adaptive_k = adaptive_k
         self.whole_list = whole_list
 
-    def _read(self, cumulative: Tensor, index: Tensor | None = None) -> Tensor:
-        index = (self._index if index is None else index).clamp(max=cumulative.shape[1] - 1)
-        return cumulative.gather(1, index)
+    def _read(self, cumulative: Tensor) -> Tensor:
+        return cumulative.gather(1, self._index.clamp(max=cumulative.shape[1] - 1))
 
     @cached_property
     def hits(self) -> Tensor:

@@ -8,6 +8,7 @@ import math
 
 import pytest
 import torch
+import trec_files
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from reference import (
@@ -457,9 +458,6 @@ def test_error_action_raises_on_empty_query():
 # --------------------------------------------------------------------------- #
 # trec_eval's own test collection (SPEC section 7): reference and package
 # --------------------------------------------------------------------------- #
-TREC_DIR = (
-    __import__("pathlib").Path(__file__).resolve().parents[2] / "shared" / "data" / "trec_eval"
-)
 TREC_MEASURES = {  # trec_eval name -> (metric, k)
     "map": ("map", None),
     "map_cut_10": ("map", 10),
@@ -479,47 +477,38 @@ TREC_MEASURES = {  # trec_eval name -> (metric, k)
 }
 
 
-def _trec_queries(qrels_file):
-    qrels, run = {}, {}
-    for line in (TREC_DIR / qrels_file).read_text().splitlines():
-        q, _, doc, g = line.split()
-        qrels.setdefault(q, {})[doc] = float(g)
-    for line in (TREC_DIR / "results.test").read_text().splitlines():
-        q, _, doc, _, s, _ = line.split()
-        run.setdefault(q, {})[doc] = float(s)
-    out = []
-    for q in sorted(run):
-        # trec_eval breaks ties by docno descending: list the docs so, use ties="first"
-        docs = sorted(set(run[q]) | set(qrels[q]), reverse=True)
-        out.append(
-            (
-                q,
-                [run[q].get(d, 0.0) for d in docs],
-                [qrels[q].get(d, 0.0) for d in docs],
-                [d in run[q] for d in docs],
-            )
-        )
-    return out
+def _trec_queries(trec_eval_dir, qrels_file):
+    """Per query: (qid, scores, grades, retrieved) over its judged and retrieved docs.
+
+    The docs are listed as ``trec_files.to_tensors`` lists them (docno descending,
+    so ``ties="first"`` is trec_eval's order), without the padding.
+    """
+    qrels = trec_files.read_qrels(trec_eval_dir / qrels_file)
+    run = trec_files.read_run(trec_eval_dir / "results.test")
+    qids, preds, target, mask = trec_files.to_tensors(qrels, run)
+    width = [len(set(qrels.get(q, {})) | set(run[q])) for q in qids]
+    return [
+        (q, preds[i, :n].tolist(), target[i, :n].tolist(), mask[i, :n].tolist())
+        for i, (q, n) in enumerate(zip(qids, width))
+    ]
 
 
-def _trec_expected(out_file):
-    exp = {}
-    for line in (TREC_DIR / out_file).read_text().splitlines():
-        m, q, v = line.split()
-        if m in TREC_MEASURES:
-            exp[(m, q)] = float(v)
-    return exp
+def _trec_expected(trec_eval_dir, out_file):
+    printed = trec_files.read_trec_eval_output(trec_eval_dir / out_file)
+    return {
+        (m, q): float(v) for q, row in printed.items() for m, v in row.items() if m in TREC_MEASURES
+    }
 
 
-@pytest.mark.skipif(not TREC_DIR.is_dir(), reason="trec_eval test data not present")
 @pytest.mark.parametrize("impl", ["reference", "package"])
 @pytest.mark.parametrize(
     "qrels_file,out_file,threshold",
     [("qrels.test", "out.test.aq", None), ("qrels.rel_level", "out.test.aql", 2.0)],
 )
-def test_trec_eval_collection(impl, qrels_file, out_file, threshold):
-    expected = _trec_expected(out_file)
-    queries = _trec_queries(qrels_file)
+def test_trec_eval_collection(trec_eval_dir, impl, qrels_file, out_file, threshold):
+    """The reference itself reproduces trec_eval; the package too, in the grouped layout."""
+    expected = _trec_expected(trec_eval_dir, out_file)
+    queries = _trec_queries(trec_eval_dir, qrels_file)
     measures = {
         m: s for m, s in TREC_MEASURES.items() if threshold is None or not m.startswith("ndcg")
     }
