@@ -203,7 +203,10 @@ def evaluate(
         stats.at(list_end, adaptive_k, whole_list=True)
         if ks is None
         else stats.at(
-            torch.tensor(ks, dtype=torch.float64, device=device).expand(data.num_queries, len(ks)),
+            # built on the host and copied without waiting on the device
+            torch.tensor(ks, dtype=torch.float64)
+            .to(device, non_blocking=True)
+            .expand(data.num_queries, len(ks)),
             adaptive_k,
         )
     )
