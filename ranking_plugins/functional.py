@@ -12,7 +12,6 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from numbers import Real
 from typing import TypedDict
 
 import torch
@@ -20,10 +19,9 @@ from torch import Tensor
 from typing_extensions import Unpack
 
 from ranking_plugins import _validation as V
-from ranking_plugins.kernel import TIES, GainRule, normalize_input
-from ranking_plugins.metrics import Options, evaluate, get_metrics, reduce_mean
-
-TopK = int | Sequence[int] | None
+from ranking_plugins.metrics import get_metrics
+from ranking_plugins.request import RankingRequest, TopK
+from ranking_plugins.totals import Totals
 
 __all__ = [
     "auc",
@@ -89,41 +87,25 @@ def rank_metrics(
         ``{"ndcg@10": tensor, ...}`` for @k metrics, bare names (``"auc"``,
         ``"r_precision"``, ``"mean_rank"``, or any metric with ``top_k=None``).
     """
-    metric_list = get_metrics(metrics)
-    ks = V.normalize_top_k(top_k)
-    V.check_choice("ties", ties, TIES)
-    V.check_choice("empty_target_action", empty_target_action, V.EMPTY_TARGET_ACTIONS)
     V.check_choice("reduction", reduction, V.REDUCTIONS)
-    V.check_choice("gain", gain, V.GAINS)
-    V.check_choice("ap_denominator", ap_denominator, V.AP_DENOMINATORS)
-    if relevance_threshold is not None and (
-        isinstance(relevance_threshold, bool) or not isinstance(relevance_threshold, Real)
-    ):
-        raise TypeError(
-            f"`relevance_threshold` must be a number or None, got {relevance_threshold!r}"
-        )
-    data = normalize_input(
-        preds,
-        target,
-        indexes=indexes,
-        mask=mask,
+    request = RankingRequest.create(
+        metrics,
+        top_k,
+        ties=ties,
+        relevance_threshold=relevance_threshold,
+        empty_target_action=empty_target_action,
+        gain=gain,
+        ap_denominator=ap_denominator,
+        adaptive_k=adaptive_k,
+        weighted=weighted,
         target_format=target_format,
-        rule=GainRule(None if relevance_threshold is None else float(relevance_threshold), gain),
         validate_args=validate_args,
     )
-    evaluation = evaluate(
-        data,
-        metric_list,
-        ks,
-        ties=ties,
-        empty_target_action=empty_target_action,
-        adaptive_k=adaptive_k,
-        options=Options(ap_denominator=ap_denominator),
-    )
+    evaluation = request.evaluate(preds, target, indexes=indexes, mask=mask)
     if reduction == "none":
         return {key: r.values for key, r in evaluation.results.items()}
-    weights = evaluation.relevant_count if weighted else None
-    return {key: reduce_mean(r, weights) for key, r in evaluation.results.items()}
+    totals = Totals.of(evaluation, request.keys, weighted)
+    return totals.as_dict(totals.mean())
 
 
 class RankOptions(TypedDict, total=False):

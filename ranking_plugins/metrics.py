@@ -6,7 +6,8 @@ cutoff (:class:`ranking_plugins.kernel.Cutoff`). The functional API and every
 adapter read :data:`METRICS`; adding a metric is adding one entry.
 
 :func:`evaluate` runs the kernel once for a set of metrics and ks and returns
-per-query values; :func:`reduce_mean` averages them in float64.
+per-query values (:func:`rank_stats` then :func:`read_metrics`, which an
+adapter may call apart to reuse one ranking for several metric objects).
 """
 
 from __future__ import annotations
@@ -167,6 +168,32 @@ class Evaluation:
     relevant_count: Tensor  # (Q,) float64: R, the weight of ``weighted=True``
 
 
+def rank_depth(metrics: Sequence[Metric], ks: tuple[int, ...] | None) -> int | None:
+    """How deep the ranked list must go: the largest k, or None for the whole list."""
+    if ks is None or any(not m.at_k for m in metrics):
+        return None
+    return max(ks)
+
+
+def rank_stats(data: RankingInput, ties: str, depth: int | None) -> RankStats:
+    """Rank once (down to ``depth``, all when None) and describe the list."""
+    ranked_list = rank(data, ties, depth)
+    relevance = data.relevance
+    num_ranked = (
+        torch.full((data.num_queries,), data.num_items, device=data.scores.device)
+        if data.ranked is None
+        else count_true(data.ranked)
+    )
+    relevant_count = relevance.relevant_count()
+    return RankStats(
+        ranked_list,
+        relevant_count,
+        relevant_count if data.ranked is None else relevance.relevant_count(data.ranked),
+        relevance,
+        num_ranked,
+    )
+
+
 def evaluate(
     data: RankingInput,
     metrics: Sequence[Metric],
@@ -181,23 +208,29 @@ def evaluate(
 
     ``ks=None`` reads @k metrics at the end of each query's list.
     """
-    whole_list = ks is None or any(not m.at_k for m in metrics)
-    ranked_list = rank(data, ties, None if whole_list else max(ks or (1,)))
-    relevance = data.relevance
-    num_ranked = (
-        torch.full((data.num_queries,), data.num_items, device=data.scores.device)
-        if data.ranked is None
-        else count_true(data.ranked)
+    stats = rank_stats(data, ties, rank_depth(metrics, ks))
+    return read_metrics(
+        stats,
+        metrics,
+        ks,
+        empty_target_action=empty_target_action,
+        adaptive_k=adaptive_k,
+        options=options,
     )
-    relevant_count = relevance.relevant_count()
-    stats = RankStats(
-        ranked_list,
-        relevant_count,
-        relevant_count if data.ranked is None else relevance.relevant_count(data.ranked),
-        relevance,
-        num_ranked,
-    )
-    device = data.scores.device
+
+
+def read_metrics(
+    stats: RankStats,
+    metrics: Sequence[Metric],
+    ks: tuple[int, ...] | None,
+    *,
+    empty_target_action: str,
+    adaptive_k: bool = False,
+    options: Options = Options(),
+) -> Evaluation:
+    """Every metric at every k from rank statistics at least ``rank_depth(metrics, ks)`` deep."""
+    num_queries = stats.num_ranked.shape[0]
+    device = stats.num_ranked.device
     list_end = stats.num_ranked.unsqueeze(1)
     at_k = (
         stats.at(list_end, adaptive_k, whole_list=True)
@@ -206,7 +239,7 @@ def evaluate(
             # built on the host and copied without waiting on the device
             torch.tensor(ks, dtype=torch.float64)
             .to(device, non_blocking=True)
-            .expand(data.num_queries, len(ks)),
+            .expand(num_queries, len(ks)),
             adaptive_k,
         )
     )
@@ -242,15 +275,6 @@ def _apply_empty_action(
     return torch.where(defined, value, fill), torch.ones_like(defined)
 
 
-def reduce_mean(per_query: PerQuery, weights: Tensor | None = None) -> Tensor:
-    """Mean over counted queries in float64 (weighted by ``weights`` if given); NaN if none."""
-    counted = per_query.counted.to(torch.float64)
-    if weights is not None:
-        counted = counted * weights
-    total = (torch.nan_to_num(per_query.values, nan=0.0) * counted).sum()
-    return total / counted.sum()
-
-
 __all__ = [
     "METRICS",
     "Evaluation",
@@ -259,6 +283,8 @@ __all__ = [
     "PerQuery",
     "evaluate",
     "get_metrics",
-    "reduce_mean",
+    "rank_depth",
+    "rank_stats",
+    "read_metrics",
     "result_key",
 ]

@@ -1,0 +1,208 @@
+"""What to compute, validated once: the object every entry point builds first.
+
+A :class:`RankingRequest` holds the metrics, the cutoffs and every option,
+checked when it is made (so an adapter fails in its constructor, not at the
+first batch). :meth:`RankingRequest.evaluate` runs the kernel on one batch.
+
+Several metric objects that see the same batch (a TorchMetrics
+``MetricCollection`` of MRR, NDCG and HitRate, or three Ignite metrics
+attached to one engine) should not rank it three times. Ranking does not
+depend on the metric, so the rank statistics of the last batch are kept
+(one entry per thread) and reused when the same tensors, unchanged, come
+again with the same ranking options and a depth that is deep enough.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from numbers import Real
+
+import torch
+from torch import Tensor
+
+from ranking_plugins import _validation as V
+from ranking_plugins.kernel import TIES, GainRule, RankStats, normalize_input
+from ranking_plugins.metrics import (
+    Evaluation,
+    Metric,
+    Options,
+    get_metrics,
+    rank_depth,
+    rank_stats,
+    read_metrics,
+    result_key,
+)
+
+TopK = int | Sequence[int] | None
+
+
+@dataclass(frozen=True)
+class RankingRequest:
+    """Metrics, cutoffs and options, validated; build it with :meth:`create`."""
+
+    metrics: tuple[Metric, ...]
+    ks: tuple[int, ...] | None
+    ties: str = "average"
+    empty_target_action: str = "neg"
+    rule: GainRule = field(default_factory=lambda: GainRule(None, "exponential"))
+    options: Options = field(default_factory=Options)
+    adaptive_k: bool = False
+    weighted: bool = False
+    target_format: str | None = None
+    validate_args: bool = True
+
+    @classmethod
+    def create(
+        cls,
+        metrics: str | Sequence[str],
+        top_k: TopK,
+        *,
+        ties: str = "average",
+        relevance_threshold: float | None = None,
+        empty_target_action: str = "neg",
+        gain: str = "exponential",
+        ap_denominator: str = "relevant",
+        adaptive_k: bool = False,
+        weighted: bool = False,
+        target_format: str | None = None,
+        validate_args: bool = True,
+    ) -> RankingRequest:
+        """Check every argument (naming it in the error) and build the request."""
+        metric_list = get_metrics(metrics)
+        ks = V.normalize_top_k(top_k)
+        V.check_choice("ties", ties, TIES)
+        V.check_choice("empty_target_action", empty_target_action, V.EMPTY_TARGET_ACTIONS)
+        V.check_choice("gain", gain, V.GAINS)
+        V.check_choice("ap_denominator", ap_denominator, V.AP_DENOMINATORS)
+        if target_format is not None:
+            V.check_choice("target_format", target_format, V.TARGET_FORMATS)
+        if relevance_threshold is not None and (
+            isinstance(relevance_threshold, bool) or not isinstance(relevance_threshold, Real)
+        ):
+            raise TypeError(
+                f"`relevance_threshold` must be a number or None, got {relevance_threshold!r}"
+            )
+        for name, flag in (
+            ("adaptive_k", adaptive_k),
+            ("weighted", weighted),
+            ("validate_args", validate_args),
+        ):
+            if not isinstance(flag, bool):
+                raise TypeError(f"`{name}` must be a bool, got {flag!r}")
+        threshold = None if relevance_threshold is None else float(relevance_threshold)
+        return cls(
+            metrics=tuple(metric_list),
+            ks=ks,
+            ties=ties,
+            empty_target_action=empty_target_action,
+            rule=GainRule(threshold, gain),
+            options=Options(ap_denominator=ap_denominator),
+            adaptive_k=adaptive_k,
+            weighted=weighted,
+            target_format=target_format,
+            validate_args=validate_args,
+        )
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        """Result keys in output order: metric by metric, each in ascending k."""
+        keys: list[str] = []
+        for metric in self.metrics:
+            column_ks: Sequence[int | None] = (
+                self.ks if metric.at_k and self.ks is not None else [None]
+            )
+            keys.extend(result_key(metric, k) for k in column_ks)
+        return tuple(keys)
+
+    def evaluate(
+        self,
+        preds: Tensor,
+        target: Tensor,
+        *,
+        indexes: Tensor | None = None,
+        mask: Tensor | None = None,
+    ) -> Evaluation:
+        """Per-query values of every metric at every k for one batch (no gradient)."""
+        depth = rank_depth(self.metrics, self.ks)
+        inputs = (preds, target, indexes, mask)
+        ranking = (self.target_format, self.rule, self.ties, self.validate_args)
+        stats = _last_batch.lookup(inputs, ranking, depth)
+        if stats is None:
+            with torch.no_grad():
+                data = normalize_input(
+                    V.check_tensor("preds", preds).detach(),
+                    V.check_tensor("target", target).detach(),
+                    indexes=indexes,
+                    mask=mask,
+                    target_format=self.target_format,
+                    rule=self.rule,
+                    validate_args=self.validate_args,
+                )
+                stats = rank_stats(data, self.ties, depth)
+            _last_batch.store(inputs, ranking, depth, stats)
+        with torch.no_grad():
+            return read_metrics(
+                stats,
+                self.metrics,
+                self.ks,
+                empty_target_action=self.empty_target_action,
+                adaptive_k=self.adaptive_k,
+                options=self.options,
+            )
+
+
+class _LastBatch(threading.local):
+    """The rank statistics of the last batch seen by this thread.
+
+    A hit needs the very same tensor objects, unmodified since (their
+    ``_version`` counter), the same ranking options, and a list ranked at
+    least as deep as now asked. Tensors are held weakly: a freed batch is
+    never matched again, and nothing but the (small) statistics is kept alive.
+    """
+
+    def __init__(self) -> None:
+        self.inputs: tuple[tuple[weakref.ref[Tensor], int] | None, ...] = ()
+        self.ranking: tuple[object, ...] = ()
+        self.depth: int | None = 0
+        self.stats: RankStats | None = None
+
+    def lookup(
+        self, inputs: tuple[Tensor | None, ...], ranking: tuple[object, ...], depth: int | None
+    ) -> RankStats | None:
+        if self.stats is None or ranking != self.ranking or len(inputs) != len(self.inputs):
+            return None
+        if self.depth is not None and (depth is None or depth > self.depth):
+            return None
+        for tensor, held in zip(inputs, self.inputs, strict=True):
+            if (tensor is None) != (held is None):
+                return None
+            if tensor is not None and held is not None:
+                ref, version = held
+                if ref() is not tensor or tensor._version != version:
+                    return None
+        return self.stats
+
+    def store(
+        self,
+        inputs: tuple[Tensor | None, ...],
+        ranking: tuple[object, ...],
+        depth: int | None,
+        stats: RankStats,
+    ) -> None:
+        if not all(t is None or isinstance(t, Tensor) for t in inputs):
+            return
+        self.inputs = tuple(None if t is None else (weakref.ref(t), t._version) for t in inputs)
+        self.ranking = ranking
+        self.depth = depth
+        self.stats = stats
+
+    def clear(self) -> None:
+        self.__init__()  # type: ignore[misc]
+
+
+_last_batch = _LastBatch()
+
+__all__ = ["RankingRequest", "TopK"]

@@ -1,0 +1,80 @@
+"""Running totals of per-query values: the state every adapter keeps.
+
+A :class:`Totals` is a small immutable record, one column per result key
+(``"ndcg@10"``, ...), four float64 rows: Σw, Σw·x, Σw·x², Σw² over the
+queries that count (w = 1, or R with ``weighted=True``). Every row is a plain
+sum, so merging two totals, or all-reducing them across processes, is one
+addition, and the order of batches and processes cannot change the result
+beyond float64 rounding.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from ranking_plugins.metrics import Evaluation
+
+#: rows of :attr:`Totals.sums`
+WEIGHT, WEIGHTED_VALUE, WEIGHTED_SQUARE, SQUARED_WEIGHT = range(4)
+
+
+@dataclass(frozen=True)
+class Totals:
+    """Σw, Σw·x, Σw·x², Σw² per result key, as one (4, K) float64 tensor."""
+
+    keys: tuple[str, ...]
+    sums: Tensor
+
+    @classmethod
+    def zeros(cls, keys: tuple[str, ...], device: torch.device | str | None = None) -> Totals:
+        return cls(keys, torch.zeros(4, len(keys), dtype=torch.float64, device=device))
+
+    @classmethod
+    def of(cls, evaluation: Evaluation, keys: tuple[str, ...], weighted: bool) -> Totals:
+        """The totals of one batch; only device ops, nothing is read back to the host."""
+        values = torch.stack([evaluation.results[key].values for key in keys], dim=1)
+        counted = torch.stack([evaluation.results[key].counted for key in keys], dim=1)
+        weight = counted.to(torch.float64)
+        if weighted:
+            weight = weight * evaluation.relevant_count.unsqueeze(1)
+        x = torch.nan_to_num(values, nan=0.0)
+        wx = weight * x
+        sums = torch.stack(
+            [weight.sum(0), wx.sum(0), (wx * x).sum(0), (weight * weight).sum(0)], dim=0
+        )
+        return cls(keys, sums)
+
+    def merge(self, other: Totals) -> Totals:
+        if other.keys != self.keys:
+            raise ValueError(f"cannot merge totals of {other.keys} into totals of {self.keys}")
+        return Totals(self.keys, self.sums + other.sums.to(self.sums.device))
+
+    @property
+    def weight(self) -> Tensor:
+        """Σw per key: the number of counted queries (their total R when weighted)."""
+        return self.sums[WEIGHT]
+
+    def mean(self) -> Tensor:
+        """The (weighted) mean per key; NaN where no query counted."""
+        return self.sums[WEIGHTED_VALUE] / self.sums[WEIGHT]
+
+    def standard_error(self) -> Tensor:
+        """Standard error of the mean per key: sample standard deviation / √n.
+
+        With weights, the variance uses reliability weights and n is the
+        effective sample size (Σw)² / Σw²; with w = 1 both reduce to the
+        textbook formulas. NaN with fewer than two counted queries.
+        """
+        w, wx, wx2, w2 = self.sums
+        n_effective = w * w / w2
+        variance = (wx2 - wx * wx / w) / (w - w2 / w)
+        return torch.sqrt(variance.clamp(min=0) / n_effective)
+
+    def as_dict(self, values: Tensor) -> dict[str, Tensor]:
+        return dict(zip(self.keys, values.unbind(0), strict=True))
+
+
+__all__ = ["Totals"]
