@@ -1,0 +1,223 @@
+"""RankingRequest (validated options, rank reuse across metric objects) and Totals."""
+
+from __future__ import annotations
+
+import math
+import statistics
+
+import pytest
+import torch
+
+import ranking_plugins.request as request_module
+from ranking_plugins import rank_metrics
+from ranking_plugins.request import RankingRequest
+from ranking_plugins.totals import Totals
+
+
+@pytest.fixture
+def rank_calls(monkeypatch: pytest.MonkeyPatch) -> list[int | None]:
+    """Depths of every kernel ranking pass made through a RankingRequest."""
+    calls: list[int | None] = []
+    real = request_module.rank_stats
+
+    def counting(data, ties, depth):  # type: ignore[no-untyped-def]
+        calls.append(depth)
+        return real(data, ties, depth)
+
+    monkeypatch.setattr(request_module, "rank_stats", counting)
+    request_module._last_batch.clear()
+    return calls
+
+
+def _batch(seed: int = 0, q: int = 6, n: int = 30) -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    preds = torch.randint(0, 8, (q, n), generator=g).float()  # ties on purpose
+    target = torch.randint(0, 3, (q, n), generator=g)
+    return preds, target
+
+
+def _means(request: RankingRequest, preds: torch.Tensor, target: torch.Tensor) -> dict:
+    totals = Totals.of(request.evaluate(preds, target), request.keys, request.weighted)
+    return totals.as_dict(totals.mean())
+
+
+def test_same_batch_is_ranked_once_for_several_metric_objects(rank_calls: list) -> None:
+    preds, target = _batch()
+    results = {}
+    for name in ("mrr", "ndcg", "hit_rate"):
+        results.update(_means(RankingRequest.create(name, [1, 5]), preds, target))
+    assert rank_calls == [5]
+    expected = rank_metrics(preds, target, ["mrr", "ndcg", "hit_rate"], [1, 5])
+    assert results.keys() == expected.keys()
+    for key, value in expected.items():
+        torch.testing.assert_close(results[key], value, rtol=0, atol=1e-12)
+
+
+def test_deeper_request_ranks_again_and_shallower_one_reuses(rank_calls: list) -> None:
+    preds, target = _batch()
+    _means(RankingRequest.create("ndcg", 3), preds, target)
+    _means(RankingRequest.create("ndcg", 10), preds, target)  # deeper: new pass
+    shallow = _means(RankingRequest.create("ndcg", 2), preds, target)  # reuses depth 10
+    _means(RankingRequest.create("auc", None), preds, target)  # whole list: new pass
+    assert rank_calls == [3, 10, None]
+    torch.testing.assert_close(shallow["ndcg@2"], rank_metrics(preds, target, "ndcg", 2)["ndcg@2"])
+
+
+@pytest.mark.parametrize(
+    "change",
+    ["in_place_preds", "in_place_target", "new_tensor", "ties", "threshold", "mask"],
+)
+def test_anything_that_changes_the_ranking_is_not_reused(rank_calls: list, change: str) -> None:
+    preds, target = _batch()
+    first = RankingRequest.create("mrr", 5)
+    first.evaluate(preds, target)
+    second = first
+    mask = None
+    if change == "in_place_preds":
+        preds.mul_(-1)
+    elif change == "in_place_target":
+        target[0].zero_()
+    elif change == "new_tensor":
+        preds = preds.clone()
+    elif change == "ties":
+        second = RankingRequest.create("mrr", 5, ties="pessimistic")
+    elif change == "threshold":
+        second = RankingRequest.create("mrr", 5, relevance_threshold=2)
+    else:
+        mask = torch.ones_like(preds, dtype=torch.bool)
+    result = second.evaluate(preds, target, mask=mask).results["mrr@5"].values
+    assert len(rank_calls) == 2
+    expected = rank_metrics(
+        preds,
+        target,
+        "mrr",
+        5,
+        mask=mask,
+        ties=second.ties,
+        relevance_threshold=second.rule.relevance_threshold,
+        reduction="none",
+    )["mrr@5"]
+    torch.testing.assert_close(result, expected)
+
+
+def test_options_that_only_read_the_ranking_reuse_it(rank_calls: list) -> None:
+    preds, target = _batch()
+    a = _means(RankingRequest.create("map", 4, empty_target_action="skip"), preds, target)
+    b = _means(RankingRequest.create("map", 4, ap_denominator="min_k_relevant"), preds, target)
+    assert rank_calls == [4]
+    assert a["map@4"] == rank_metrics(preds, target, "map", 4, empty_target_action="skip")["map@4"]
+    assert (
+        b["map@4"]
+        == rank_metrics(preds, target, "map", 4, ap_denominator="min_k_relevant")["map@4"]
+    )
+
+
+def test_a_freed_batch_is_not_matched_by_a_new_tensor_at_the_same_address(
+    rank_calls: list,
+) -> None:
+    request = RankingRequest.create("mrr", 3)
+    for seed in range(5):
+        preds, target = _batch(seed)
+        got = request.evaluate(preds, target).results["mrr@3"].values
+        want = rank_metrics(preds, target, "mrr", 3, reduction="none")["mrr@3"]
+        torch.testing.assert_close(got, want)
+        del preds, target
+    assert len(rank_calls) == 5
+
+
+def test_gradients_are_not_tracked() -> None:
+    preds = torch.randn(3, 7, requires_grad=True)
+    target = torch.randint(0, 2, (3, 7))
+    evaluation = RankingRequest.create("ndcg", 3).evaluate(preds, target)
+    assert not evaluation.results["ndcg@3"].values.requires_grad
+
+
+def test_request_keys_follow_metric_then_ascending_k() -> None:
+    request = RankingRequest.create(["ndcg", "auc", "mrr"], [10, 1, 5, 5])
+    assert request.keys == ("ndcg@1", "ndcg@5", "ndcg@10", "auc", "mrr@1", "mrr@5", "mrr@10")
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "argument"),
+    [
+        ({"ties": "random"}, ValueError, "ties"),
+        ({"gain": "exp_rank"}, ValueError, "gain"),
+        ({"target_format": "grouped"}, ValueError, "target_format"),
+        ({"weighted": 1}, TypeError, "weighted"),
+        ({"adaptive_k": "yes"}, TypeError, "adaptive_k"),
+        ({"validate_args": None}, TypeError, "validate_args"),
+        ({"relevance_threshold": "2"}, TypeError, "relevance_threshold"),
+    ],
+)
+def test_bad_options_fail_when_the_request_is_made(
+    kwargs: dict, error: type, argument: str
+) -> None:
+    with pytest.raises(error, match=f"`{argument}`"):
+        RankingRequest.create("mrr", 5, **kwargs)
+
+
+# ------------------------------------------------------------------ Totals
+
+
+def _per_query(
+    seed: int, weighted: bool = False, q: int = 50
+) -> tuple[RankingRequest, torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    preds = torch.randn(q, 40, generator=g)
+    target = (torch.rand(q, 40, generator=g) < 0.1).long() * torch.randint(1, 4, (q, 40))
+    return (
+        RankingRequest.create(["ndcg", "mrr"], [3, 10], empty_target_action="skip"),
+        preds,
+        target,
+    )
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_merged_totals_equal_the_totals_of_all_queries(weighted: bool) -> None:
+    request, preds, target = _per_query(1, weighted)
+    parts = [
+        Totals.of(request.evaluate(p, t), request.keys, weighted)
+        for p, t in zip(preds.split([7, 30, 13]), target.split([7, 30, 13]), strict=True)
+    ]
+    merged = parts[0].merge(parts[1]).merge(parts[2])
+    whole = Totals.of(request.evaluate(preds, target), request.keys, weighted)
+    torch.testing.assert_close(merged.sums, whole.sums, rtol=1e-12, atol=1e-12)
+    expected = rank_metrics(
+        preds, target, ["ndcg", "mrr"], [3, 10], empty_target_action="skip", weighted=weighted
+    )
+    for key, value in merged.as_dict(merged.mean()).items():
+        torch.testing.assert_close(value, expected[key], rtol=1e-12, atol=1e-12)
+
+
+def test_standard_error_is_sample_sd_over_root_n() -> None:
+    request, preds, target = _per_query(2)
+    evaluation = request.evaluate(preds, target)
+    totals = Totals.of(evaluation, request.keys, False)
+    for key, se in totals.as_dict(totals.standard_error()).items():
+        r = evaluation.results[key]
+        values = r.values[r.counted].tolist()
+        expected = statistics.stdev(values) / math.sqrt(len(values))
+        assert se.item() == pytest.approx(expected, rel=1e-10)
+
+
+def test_weighted_standard_error_uses_effective_sample_size() -> None:
+    # integer weights w_i behave like w_i repeated observations only for the mean;
+    # the reliability-weight variance with n_eff = (Σw)²/Σw² is what is reported
+    x = torch.tensor([0.2, 0.9, 0.5, 1.0], dtype=torch.float64)
+    w = torch.tensor([1.0, 3.0, 2.0, 2.0], dtype=torch.float64)
+    sums = torch.stack([w.sum(), (w * x).sum(), (w * x * x).sum(), (w * w).sum()]).unsqueeze(1)
+    totals = Totals(("m",), sums)
+    mean = float((w * x).sum() / w.sum())
+    variance = float((w * (x - mean) ** 2).sum() / (w.sum() - (w * w).sum() / w.sum()))
+    n_effective = float(w.sum() ** 2 / (w * w).sum())
+    assert totals.mean().item() == pytest.approx(mean, rel=1e-12)
+    assert totals.standard_error().item() == pytest.approx(
+        math.sqrt(variance / n_effective), rel=1e-12
+    )
+
+
+def test_empty_totals_give_nan_and_merging_other_keys_fails() -> None:
+    totals = Totals.zeros(("mrr@5",))
+    assert totals.mean().isnan().all() and totals.standard_error().isnan().all()
+    with pytest.raises(ValueError, match="cannot merge"):
+        totals.merge(Totals.zeros(("ndcg@5",)))
