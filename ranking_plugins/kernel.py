@@ -687,6 +687,32 @@ class RankStats:
         """
         return Cutoff(self, cutoff, adaptive_k, whole_list)
 
+    # -- sums over the top k, for a cutoff k (Q, K) ------------------------
+
+    def _read(self, cumulative: Tensor, k: Tensor) -> Tensor:
+        index = k.clamp(max=min(self.length, cumulative.shape[1] - 1)).to(torch.int64)
+        return cumulative.gather(1, index)
+
+    def hits_at(self, k: Tensor) -> Tensor:
+        return self._read(self.cum_hits, k)
+
+    def dcg_at(self, k: Tensor) -> Tensor:
+        return self._read(self.cum_dcg, k)
+
+    def idcg_at(self, k: Tensor, whole_list: bool) -> Tensor:
+        if whole_list:
+            return self.cum_idcg[:, -1:].expand_as(k)
+        return self._read(self.cum_idcg, k)
+
+    def ap_sum_at(self, k: Tensor) -> Tensor:
+        return self._read(self.cum_ap, k)
+
+    def reciprocal_rank_at(self, k: Tensor) -> Tensor:
+        return self._read(self.cum_rr, k)
+
+    def hit_probability_at(self, k: Tensor) -> Tensor:
+        return self._read(self.cum_first_hit, k)
+
     # -- whole-list statistics ---------------------------------------------
 
     @cached_property
@@ -708,45 +734,61 @@ class RankStats:
         return (self.relevance * (below + (t - r) / 2)).sum(dim=1)
 
 
-class Cutoff:
-    """Cumulative statistics read at one cutoff per query and k."""
+class ListStats(Protocol):
+    """What a cutoff reads: :class:`RankStats` (from a ranked list) or
+    :class:`ranking_plugins.rank_counts.CountStats` (from counted ranks)."""
 
-    def __init__(self, stats: RankStats, k: Tensor, adaptive_k: bool, whole_list: bool) -> None:
+    relevant_count: Tensor  # (Q,) float64, R
+    relevant_ranked: Tensor  # (Q,) float64
+    num_ranked: Tensor  # (Q,) float64
+
+    @property
+    def nonrelevant_ranked(self) -> Tensor: ...
+    @property
+    def rank_sum(self) -> Tensor: ...
+    @property
+    def ordered_pairs(self) -> Tensor: ...
+    def hits_at(self, k: Tensor) -> Tensor: ...
+    def dcg_at(self, k: Tensor) -> Tensor: ...
+    def idcg_at(self, k: Tensor, whole_list: bool) -> Tensor: ...
+    def ap_sum_at(self, k: Tensor) -> Tensor: ...
+    def reciprocal_rank_at(self, k: Tensor) -> Tensor: ...
+    def hit_probability_at(self, k: Tensor) -> Tensor: ...
+    def at(self, cutoff: Tensor, adaptive_k: bool, whole_list: bool = False) -> Cutoff: ...
+
+
+class Cutoff:
+    """Rank statistics read at one cutoff per query and k: what a metric formula sees."""
+
+    def __init__(self, stats: ListStats, k: Tensor, adaptive_k: bool, whole_list: bool) -> None:
         self.stats = stats
         self.k = k
-        self._index = k.clamp(max=stats.length).to(torch.int64)
         self.adaptive_k = adaptive_k
         self.whole_list = whole_list
 
-    def _read(self, cumulative: Tensor) -> Tensor:
-        return cumulative.gather(1, self._index.clamp(max=cumulative.shape[1] - 1))
-
     @cached_property
     def hits(self) -> Tensor:
-        return self._read(self.stats.cum_hits)
+        return self.stats.hits_at(self.k)
 
     @cached_property
     def dcg(self) -> Tensor:
-        return self._read(self.stats.cum_dcg)
+        return self.stats.dcg_at(self.k)
 
     @cached_property
     def idcg(self) -> Tensor:
-        cumulative = self.stats.cum_idcg
-        if self.whole_list:
-            return cumulative[:, -1:].expand_as(self.k)
-        return self._read(cumulative)
+        return self.stats.idcg_at(self.k, self.whole_list)
 
     @cached_property
     def ap_sum(self) -> Tensor:
-        return self._read(self.stats.cum_ap)
+        return self.stats.ap_sum_at(self.k)
 
     @cached_property
     def reciprocal_rank(self) -> Tensor:
-        return self._read(self.stats.cum_rr)
+        return self.stats.reciprocal_rank_at(self.k)
 
     @cached_property
     def hit_probability(self) -> Tensor:
-        return self._read(self.stats.cum_first_hit)
+        return self.stats.hit_probability_at(self.k)
 
     @cached_property
     def retrieved(self) -> Tensor:
