@@ -1,0 +1,597 @@
+"""PyTorch-Ignite metrics: drop-in replacements for ``ignite.metrics.rec_sys``.
+
+Switch ``from ignite.metrics.rec_sys import HitRate, NDCG`` to
+``from ranking_plugins.ignite import HitRate, NDCG``: the constructor
+arguments, their defaults and the returned lists are Ignite's, the numbers are
+the same on inputs without tied scores, and every metric and option of this
+package comes on top (``MRR``, ``MAP``, ``Precision``, ..., ``ties``, masks,
+item-index and grouped targets, several metrics from one ranking with
+:class:`RankingMetrics`).
+
+>>> import torch
+>>> from ignite.engine import Engine
+>>> from ranking_plugins.ignite import MRR, RankingMetrics
+>>> evaluator = Engine(lambda engine, batch: batch)
+>>> MRR(top_k=[1, 2, 3, 4]).attach(evaluator, "mrr")
+>>> RankingMetrics(["hit_rate", "ndcg"], top_k=[1, 3]).attach(evaluator, "ranking")
+>>> y_pred = torch.tensor([[4.0, 2.0, 3.0, 1.0], [1.0, 2.0, 3.0, 4.0]])
+>>> y = torch.tensor([[0.0, 0.0, 1.0, 1.0], [0.0, 0.0, 0.0, 1.0]])
+>>> state = evaluator.run([(y_pred, y)])
+>>> state.metrics["mrr"]
+[0.5, 0.75, 0.75, 0.75]
+>>> {key: round(value, 4) for key, value in state.metrics.items() if key != "mrr"}
+{'hit_rate@1': 0.5, 'hit_rate@3': 1.0, 'ndcg@1': 0.5, 'ndcg@3': 0.6934}
+
+What every metric here reads from the engine's output (after
+``output_transform``):
+
+* ``(y_pred, y)``: scores and relevance, as Ignite's own metrics;
+* ``(y_pred, y, mask)``: ``mask`` is a bool tensor shaped like ``y_pred``,
+  False for items that were not candidates (already-seen items, say);
+* a dict with the keys ``"y_pred"`` and ``"y"`` and optionally ``"mask"`` and
+  ``"indexes"`` (other keys are ignored).
+
+``y_pred`` is what the rest of the package calls ``preds`` and ``y`` its
+``target``; every layout of :func:`ranking_plugins.rank_metrics` works:
+dense grades ``(Q, N)``, relevant item ids ``(Q,)`` or ``(Q, T)`` padded
+with ``-1``, or grouped ``(M,)`` lists with ``indexes``. In the grouped
+layout every batch must hold complete queries: a query whose items arrive in
+two batches counts as two queries (the per-query values are added up as
+batches come, nothing is kept to regroup later).
+
+State is four float64 rows per result (see :class:`ranking_plugins.totals.Totals`)
+on ``device``, summed across processes by Ignite's ``sync_all_reduce``.
+``update`` never reads a value back to the host when the metric lives on the
+inputs' device and ``validate_args=False``.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, ClassVar, TypedDict
+
+import torch
+from torch import Tensor
+from typing_extensions import Unpack
+
+try:
+    from ignite.exceptions import NotComputableError
+    from ignite.metrics.metric import Metric, reinit__is_reduced, sync_all_reduce
+except ImportError as error:  # pragma: no cover - exercised only without the extra
+    raise ImportError(
+        "ranking_plugins.ignite needs PyTorch-Ignite: "
+        'pip install "ranking-plugins[ignite]" (or pip install pytorch-ignite)'
+    ) from error
+
+from ranking_plugins.request import RankingRequest, TopK
+from ranking_plugins.totals import Totals
+
+__all__ = [
+    "AUC",
+    "F1",
+    "MAP",
+    "MRR",
+    "NDCG",
+    "BaseRankingMetric",
+    "FallOut",
+    "HitRate",
+    "IgniteOptions",
+    "MeanRank",
+    "PackageOptions",
+    "Precision",
+    "RPrecision",
+    "RankingMetrics",
+    "Recall",
+]
+
+#: Ignite's names for the gain functions of NDCG, and this package's
+GAIN_FUNCTIONS = {"exp_rank": "exponential", "linear_rank": "linear"}
+
+_METRIC_INIT = inspect.signature(Metric.__init__).parameters
+
+
+_CPU = torch.device("cpu")
+
+
+def _identity(output: Any) -> Any:
+    return output
+
+
+class PackageOptions(TypedDict, total=False):
+    """This package's options, keyword-only on every metric of this module.
+
+    ``ties``: ``"average"`` (default), ``"first"``, ``"pessimistic"`` or
+    ``"optimistic"``.
+    ``empty_target_action``: ``"neg"``, ``"pos"``, ``"skip"`` or ``"error"``;
+    when given it wins over ``ignore_zero_hits`` (True is ``"skip"``, False
+    ``"neg"``).
+    ``ap_denominator``: ``"relevant"`` (R) or ``"min_k_relevant"`` (min(k, R)) for MAP.
+    ``adaptive_k``: precision divides by min(k, number of ranked items).
+    ``weighted``: weight each query by its number of relevant items.
+    ``target_format``: ``"dense"`` or ``"indices"`` when the shape is ambiguous.
+    ``validate_args``: also run the checks that read tensor values (NaN
+    scores, item ids out of range); they synchronise an accelerator.
+    """
+
+    ties: str
+    empty_target_action: str | None
+    ap_denominator: str
+    adaptive_k: bool
+    weighted: bool
+    target_format: str | None
+    validate_args: bool
+
+
+class IgniteOptions(PackageOptions, total=False):
+    """:class:`PackageOptions` plus the two relevance options of Ignite's NDCG.
+
+    ``relevance_threshold``: grades at or above it are relevant (default None:
+    above 0, as Ignite's HitRate; :class:`NDCG` defaults to 1.0, as Ignite's NDCG).
+    ``gain_function``: ``"exp_rank"`` (2^g - 1, default) or ``"linear_rank"`` (g).
+    """
+
+    relevance_threshold: float | None
+    gain_function: str
+
+
+def _empty_target_action(ignore_zero_hits: bool, empty_target_action: str | None) -> str:
+    if not isinstance(ignore_zero_hits, bool):
+        raise TypeError(f"`ignore_zero_hits` must be a bool, got {ignore_zero_hits!r}")
+    if empty_target_action is not None:
+        return empty_target_action
+    return "skip" if ignore_zero_hits else "neg"
+
+
+def _gain(gain_function: object) -> str:
+    if not isinstance(gain_function, str) or gain_function not in GAIN_FUNCTIONS:
+        raise ValueError(
+            f"`gain_function` must be one of {list(GAIN_FUNCTIONS)}, got {gain_function!r}"
+        )
+    return GAIN_FUNCTIONS[gain_function]
+
+
+def _describe(value: object) -> str:
+    if isinstance(value, (tuple, list)):
+        return f"a {type(value).__name__} of {len(value)} items"
+    return f"a {type(value).__name__}"
+
+
+_EXPECTED_OUTPUT = (
+    "`(y_pred, y)`, `(y_pred, y, mask)` or a dict with the keys 'y_pred' and 'y' "
+    "(optionally 'mask' and 'indexes')"
+)
+
+Batch = tuple[Tensor, Tensor, Tensor | None, Tensor | None]
+
+
+def _unpack(output: object, owner: str) -> Batch:
+    """``(y_pred, y, mask, indexes)`` from an engine output, or a clear error."""
+    if isinstance(output, Mapping):
+        missing = [key for key in ("y_pred", "y") if key not in output]
+        if missing:
+            raise ValueError(
+                f"{owner}: the engine output must be {_EXPECTED_OUTPUT}; "
+                f"the dict has no {missing} (its keys: {list(output)})"
+            )
+        parts = {key: output.get(key) for key in ("y_pred", "y", "mask", "indexes")}
+    elif isinstance(output, (tuple, list)) and len(output) in (2, 3):
+        parts = dict(zip(("y_pred", "y", "mask"), output, strict=False))
+        parts.setdefault("mask", None)
+        parts["indexes"] = None
+    else:
+        raise ValueError(
+            f"{owner}: the engine output must be {_EXPECTED_OUTPUT}, got {_describe(output)}; "
+            "use `output_transform` to pick these out of the engine's output"
+        )
+    for key, value in parts.items():
+        if value is not None and not isinstance(value, Tensor):
+            required = key in ("y_pred", "y")
+            raise TypeError(
+                f"{owner}: `{key}` in the engine output must be a torch.Tensor"
+                f"{'' if required else ' or None'}, got {type(value).__name__}"
+            )
+    return parts["y_pred"], parts["y"], parts["mask"], parts["indexes"]  # type: ignore[return-value]
+
+
+def _is_list_pair(output: object) -> bool:
+    """Ignite's unrollable output: two lists of per-query tensors."""
+    return (
+        isinstance(output, (tuple, list))
+        and len(output) == 2
+        and all(
+            isinstance(part, (tuple, list)) and all(isinstance(t, Tensor) for t in part)
+            for part in output
+        )
+    )
+
+
+class BaseRankingMetric(Metric):
+    """Shared base of every metric of this module: state, sync and output parsing.
+
+    A subclass names what it computes in ``_metrics`` (names of
+    :data:`ranking_plugins.metrics.METRICS`); nothing else differs between
+    them. State is one float64 ``(4, K)`` tensor, ``_sums``
+    (:class:`ranking_plugins.totals.Totals`), on ``device``.
+    """
+
+    _metrics: ClassVar[tuple[str, ...]] = ()
+    required_output_keys = ("y_pred", "y")
+    _state_dict_all_req_keys = ("_sums",)
+
+    def __init__(
+        self,
+        top_k: TopK = 10,
+        ignore_zero_hits: bool = True,
+        output_transform: Callable[[Any], Any] = _identity,
+        device: str | torch.device = _CPU,
+        skip_unrolling: bool = False,
+        *,
+        metrics: Sequence[str] | None = None,
+        metrics_result_mode: str | None = None,
+        **options: Unpack[IgniteOptions],
+    ) -> None:
+        self._request = RankingRequest.create(
+            self._metrics if metrics is None else metrics,
+            top_k,
+            ties=options.get("ties", "average"),
+            relevance_threshold=options.get("relevance_threshold"),
+            empty_target_action=_empty_target_action(
+                ignore_zero_hits, options.get("empty_target_action")
+            ),
+            gain=_gain(options.get("gain_function", "exp_rank")),
+            ap_denominator=options.get("ap_denominator", "relevant"),
+            adaptive_k=options.get("adaptive_k", False),
+            weighted=options.get("weighted", False),
+            target_format=options.get("target_format"),
+            validate_args=options.get("validate_args", True),
+        )
+        self.top_k: list[int] | None = None if self._request.ks is None else list(self._request.ks)
+        self.ignore_zero_hits = ignore_zero_hits
+        if not isinstance(skip_unrolling, bool):
+            raise TypeError(f"`skip_unrolling` must be a bool, got {skip_unrolling!r}")
+        self._unroll = not skip_unrolling
+        base_kwargs: dict[str, Any] = {}
+        if "skip_unrolling" in _METRIC_INIT:
+            base_kwargs["skip_unrolling"] = skip_unrolling
+        if metrics_result_mode is not None and "metrics_result_mode" in _METRIC_INIT:
+            base_kwargs["metrics_result_mode"] = metrics_result_mode
+        super().__init__(output_transform, device=device, **base_kwargs)
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        """The result keys, in output order (``"ndcg@5"``, ``"ndcg@10"``, ...)."""
+        return self._request.keys
+
+    @reinit__is_reduced
+    def reset(self) -> None:
+        self._sums = Totals.zeros(self._request.keys, self._device).sums
+
+    @reinit__is_reduced
+    def update(self, output: Any) -> None:
+        """Add one batch: ``(y_pred, y)``, ``(y_pred, y, mask)`` or a dict (see the module)."""
+        y_pred, y, mask, indexes = _unpack(output, type(self).__name__)
+        request = self._request
+        # The tensors go to the kernel as they are, so that several metrics on one
+        # engine find this batch's ranking in the kernel's last-batch cache.
+        evaluation = request.evaluate(y_pred, y, indexes=indexes, mask=mask)
+        sums = Totals.of(evaluation, request.keys, request.weighted).sums
+        self._sums.add_(sums.to(self._device))
+
+    def iteration_completed(self, engine: Any) -> None:
+        """Pass the (transformed) engine output to :meth:`update`.
+
+        Unlike Ignite's default this keeps ``mask`` and ``indexes`` of a dict
+        output. Two lists of per-query 1-D tensors ``([y_pred_1, ...], [y_1, ...])``
+        are unrolled into one update per query (lists may then have different
+        lengths), unless ``skip_unrolling=True``.
+        """
+        output = self._output_transform(engine.state.output)
+        if self._unroll and _is_list_pair(output):
+            y_preds, ys = output
+            if len(y_preds) != len(ys):
+                raise ValueError(
+                    f"{type(self).__name__}: unrolled engine output needs as many `y` as "
+                    f"`y_pred` tensors, got {len(y_preds)} and {len(ys)}"
+                )
+            for y_pred, y in zip(y_preds, ys, strict=True):
+                self.update((y_pred.unsqueeze(0), y.unsqueeze(0)))
+        else:
+            self.update(output)
+
+    def _means(self) -> Tensor:
+        """Mean per result key (NaN where no query counted); raises before any counted query."""
+        totals = Totals(self._request.keys, self._sums)
+        if not bool((totals.weight > 0).any()):
+            raise NotComputableError(
+                f"{type(self).__name__} must have at least one counted query before it is "
+                "computed (with ignore_zero_hits=True, queries without a relevant item "
+                "do not count)"
+            )
+        return totals.mean()
+
+    @sync_all_reduce("_sums")
+    def compute(self) -> Any:
+        """A list of floats in ascending k order; a float when there is no k.
+
+        Metrics that read the whole list (``RPrecision``, ``MeanRank``,
+        ``AUC``), and any metric with ``top_k=None``, have no k axis, so they
+        return one float rather than a list of one.
+        """
+        values: list[float] = self._means().tolist()
+        if self._request.metrics[0].at_k and self._request.ks is not None:
+            return values
+        return values[0]
+
+
+class _AtK(BaseRankingMetric):
+    """An @k metric: Ignite's positional arguments, ``top_k=10`` by default."""
+
+    def __init__(
+        self,
+        top_k: TopK = 10,
+        ignore_zero_hits: bool = True,
+        output_transform: Callable[[Any], Any] = _identity,
+        device: str | torch.device = _CPU,
+        skip_unrolling: bool = False,
+        **options: Unpack[IgniteOptions],
+    ) -> None:
+        super().__init__(
+            top_k, ignore_zero_hits, output_transform, device, skip_unrolling, **options
+        )
+
+
+class _WholeList(BaseRankingMetric):
+    """A metric of the whole ranked list: no ``top_k``, ``compute()`` returns a float."""
+
+    def __init__(
+        self,
+        ignore_zero_hits: bool = True,
+        output_transform: Callable[[Any], Any] = _identity,
+        device: str | torch.device = _CPU,
+        skip_unrolling: bool = False,
+        **options: Unpack[IgniteOptions],
+    ) -> None:
+        super().__init__(
+            None, ignore_zero_hits, output_transform, device, skip_unrolling, **options
+        )
+
+
+class HitRate(_AtK):
+    """Hit rate@k: the fraction of queries with a relevant item in the top k.
+
+    Ignite's ``HitRate`` (``top_k=1`` by default, as there), plus this
+    package's options (:class:`IgniteOptions`). ``compute()`` returns a list in
+    ascending k order. Under ``ties="average"`` a query's hit is the
+    probability that a relevant item lands in the top k.
+
+    >>> import torch
+    >>> from ignite.engine import Engine
+    >>> evaluator = Engine(lambda engine, batch: batch)
+    >>> HitRate(top_k=[1, 2, 3, 4], ignore_zero_hits=False).attach(evaluator, "hit_rate")
+    >>> y_pred = torch.tensor([[4.0, 2.0, 3.0, 1.0], [1.0, 2.0, 3.0, 4.0]])
+    >>> y = torch.tensor([[0.0, 0.0, 1.0, 1.0], [0.0, 0.0, 0.0, 0.0]])
+    >>> evaluator.run([(y_pred, y)]).metrics["hit_rate"]
+    [0.0, 0.5, 0.5, 0.5]
+    """
+
+    _metrics = ("hit_rate",)
+
+    def __init__(
+        self,
+        top_k: TopK = 1,
+        ignore_zero_hits: bool = True,
+        output_transform: Callable[[Any], Any] = _identity,
+        device: str | torch.device = _CPU,
+        skip_unrolling: bool = False,
+        **options: Unpack[IgniteOptions],
+    ) -> None:
+        super().__init__(
+            top_k, ignore_zero_hits, output_transform, device, skip_unrolling, **options
+        )
+
+
+class NDCG(BaseRankingMetric):
+    """Normalised discounted cumulative gain@k, with Ignite's arguments in Ignite's order.
+
+    ``top_k`` is required and ``relevance_threshold`` defaults to 1.0, as in
+    Ignite's ``NDCG``: grades below the threshold earn no gain.
+    ``gain_function`` is ``"exp_rank"`` (2^g - 1) or ``"linear_rank"`` (g). A
+    query whose ideal DCG is 0 has no relevant item (``ignore_zero_hits``).
+
+    >>> import torch
+    >>> from ignite.engine import Engine
+    >>> evaluator = Engine(lambda engine, batch: batch)
+    >>> NDCG(top_k=[1, 2, 3, 4]).attach(evaluator, "ndcg")
+    >>> y_pred = torch.tensor([[4.0, 2.0, 3.0, 1.0], [1.0, 2.0, 3.0, 4.0]])
+    >>> y = torch.tensor([[0.0, 0.0, 1.0, 1.0], [0.0, 0.0, 0.0, 0.0]])
+    >>> [round(v, 4) for v in evaluator.run([(y_pred, y)]).metrics["ndcg"]]
+    [0.0, 0.3869, 0.3869, 0.6509]
+    """
+
+    _metrics = ("ndcg",)
+
+    def __init__(
+        self,
+        top_k: TopK,
+        ignore_zero_hits: bool = True,
+        relevance_threshold: float | None = 1.0,
+        gain_function: str = "exp_rank",
+        output_transform: Callable[[Any], Any] = _identity,
+        device: str | torch.device = _CPU,
+        skip_unrolling: bool = False,
+        **options: Unpack[PackageOptions],
+    ) -> None:
+        super().__init__(
+            top_k,
+            ignore_zero_hits,
+            output_transform,
+            device,
+            skip_unrolling,
+            relevance_threshold=relevance_threshold,
+            gain_function=gain_function,
+            **options,
+        )
+
+
+class MRR(_AtK):
+    """Mean reciprocal rank@k, as Ignite's (0.6) ``MRR``: ``top_k=10`` by default.
+
+    >>> import torch
+    >>> from ignite.engine import Engine
+    >>> evaluator = Engine(lambda engine, batch: batch)
+    >>> MRR(top_k=[1, 2, 3, 4]).attach(evaluator, "mrr")
+    >>> y_pred = torch.tensor([[4.0, 2.0, 3.0, 1.0], [1.0, 2.0, 3.0, 4.0]])
+    >>> y = torch.tensor([[0.0, 0.0, 1.0, 1.0], [0.0, 0.0, 0.0, 1.0]])
+    >>> evaluator.run([(y_pred, y)]).metrics["mrr"]
+    [0.5, 0.75, 0.75, 0.75]
+    """
+
+    _metrics = ("mrr",)
+
+
+class MAP(_AtK):
+    """Mean average precision@k, as Ignite's (0.6) ``MAP``: ``top_k=10`` by default.
+
+    As there, AP@k divides by min(k, R) (``ap_denominator="min_k_relevant"``,
+    RecBole's choice); ``ap_denominator="relevant"`` divides by R (trec_eval's
+    ``map_cut``).
+
+    >>> import torch
+    >>> from ignite.engine import Engine
+    >>> evaluator = Engine(lambda engine, batch: batch)
+    >>> MAP(top_k=[1, 2, 3, 4]).attach(evaluator, "map")
+    >>> y_pred = torch.tensor([[4.0, 2.0, 3.0, 1.0], [1.0, 2.0, 3.0, 4.0]])
+    >>> y = torch.tensor([[0.0, 0.0, 1.0, 1.0], [0.0, 0.0, 0.0, 1.0]])
+    >>> [round(v, 4) for v in evaluator.run([(y_pred, y)]).metrics["map"]]
+    [0.5, 0.625, 0.625, 0.75]
+    """
+
+    _metrics = ("map",)
+
+    def __init__(
+        self,
+        top_k: TopK = 10,
+        ignore_zero_hits: bool = True,
+        output_transform: Callable[[Any], Any] = _identity,
+        device: str | torch.device = _CPU,
+        skip_unrolling: bool = False,
+        **options: Unpack[IgniteOptions],
+    ) -> None:
+        options.setdefault("ap_denominator", "min_k_relevant")
+        super().__init__(
+            top_k, ignore_zero_hits, output_transform, device, skip_unrolling, **options
+        )
+
+
+class Precision(_AtK):
+    """Precision@k: relevant items in the top k, divided by k (``adaptive_k`` caps k)."""
+
+    _metrics = ("precision",)
+
+
+class Recall(_AtK):
+    """Recall@k: relevant items in the top k, divided by the query's relevant items."""
+
+    _metrics = ("recall",)
+
+
+class F1(_AtK):
+    """F1@k: 2·hits@k / (k + R), the harmonic mean of precision@k and recall@k."""
+
+    _metrics = ("f1",)
+
+
+class FallOut(_AtK):
+    """Fall-out@k: non-relevant items in the top k over all ranked non-relevant ones.
+
+    Lower is better; a query without a relevant item counts 1 with
+    ``ignore_zero_hits=False``.
+    """
+
+    _metrics = ("fall_out",)
+
+
+class RPrecision(_WholeList):
+    """R-precision: hits in the top R over R, R the query's number of relevant items."""
+
+    _metrics = ("r_precision",)
+
+
+class MeanRank(_WholeList):
+    """Mean rank of the ranked relevant items (1 = best; lower is better).
+
+    Keep ``ignore_zero_hits=True`` (the default): with False a query without a
+    ranked relevant item counts 0, the best value.
+    """
+
+    _metrics = ("mean_rank",)
+
+
+class AUC(_WholeList):
+    """Per-query AUC: the fraction of (relevant, non-relevant) pairs ranked in order.
+
+    ``weighted=True`` weights each query by its relevant items (RecBole's GAUC).
+
+    >>> import torch
+    >>> from ignite.engine import Engine
+    >>> evaluator = Engine(lambda engine, batch: batch)
+    >>> AUC().attach(evaluator, "auc")
+    >>> y_pred = torch.tensor([[4.0, 2.0, 3.0, 1.0], [1.0, 2.0, 3.0, 4.0]])
+    >>> y = torch.tensor([[0.0, 0.0, 1.0, 1.0], [0.0, 0.0, 0.0, 1.0]])
+    >>> evaluator.run([(y_pred, y)]).metrics["auc"]
+    0.625
+    """
+
+    _metrics = ("auc",)
+
+
+class RankingMetrics(BaseRankingMetric):
+    """Several metrics at several ks from one ranking per batch, as one flat dict.
+
+    ``compute()`` returns ``{"mrr@10": float, ..., "auc": float}`` (at-k
+    metrics in ascending k, whole-list metrics under their bare name).
+    Attached to an engine, every key becomes its own entry of
+    ``engine.state.metrics`` (``metrics_result_mode="flatten"``; pass
+    ``"both"`` to also keep the dict under the attached name, Ignite's default).
+    A key no query counted for is NaN; ``NotComputableError`` is raised only
+    when no key has a counted query.
+
+    >>> import torch
+    >>> from ignite.engine import Engine
+    >>> evaluator = Engine(lambda engine, batch: batch)
+    >>> metrics = RankingMetrics(["mrr", "recall", "auc"], top_k=[1, 2])
+    >>> metrics.attach(evaluator, "ranking")
+    >>> y_pred = torch.tensor([[4.0, 2.0, 3.0, 1.0], [1.0, 2.0, 3.0, 4.0]])
+    >>> y = torch.tensor([[0.0, 0.0, 1.0, 1.0], [0.0, 0.0, 0.0, 1.0]])
+    >>> evaluator.run([(y_pred, y)]).metrics
+    {'mrr@1': 0.5, 'mrr@2': 0.75, 'recall@1': 0.5, 'recall@2': 0.75, 'auc': 0.625}
+    """
+
+    def __init__(
+        self,
+        metrics: str | Sequence[str] = ("hit_rate", "mrr", "ndcg"),
+        top_k: TopK = 10,
+        ignore_zero_hits: bool = True,
+        output_transform: Callable[[Any], Any] = _identity,
+        device: str | torch.device = _CPU,
+        skip_unrolling: bool = False,
+        metrics_result_mode: str = "flatten",
+        **options: Unpack[IgniteOptions],
+    ) -> None:
+        super().__init__(
+            top_k,
+            ignore_zero_hits,
+            output_transform,
+            device,
+            skip_unrolling,
+            metrics=[metrics] if isinstance(metrics, str) else metrics,
+            metrics_result_mode=metrics_result_mode,
+            **options,
+        )
+
+    @sync_all_reduce("_sums")
+    def compute(self) -> dict[str, float]:
+        """``{"metric@k": mean, ...}``; NaN for a key no query counted for."""
+        values: list[float] = self._means().tolist()
+        return dict(zip(self._request.keys, values, strict=True))
