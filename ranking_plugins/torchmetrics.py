@@ -1,0 +1,711 @@
+"""TorchMetrics adapters: drop-in replacements for ``torchmetrics.retrieval``.
+
+Each class is a :class:`torchmetrics.Metric`. ``update(preds, target,
+indexes=None, mask=None)`` takes every layout of the package:
+
+* dense ``(Q, N)`` scores with ``(Q, N)`` grades, or item indices ``(Q,)`` /
+  ``(Q, T)``: the batch is ranked at once and only float64 sums are kept
+  (Σw, Σw·x, Σw·x², Σw² per result key), a constant-size state summed across
+  processes;
+* grouped (``indexes`` given, TorchMetrics' retrieval input): a query may be
+  spread over several updates and processes, so the flat triples are kept in
+  ``"cat"`` states and every query is ranked in one vectorised kernel call at
+  :meth:`~RankingMetric.compute`.
+
+``compute()`` returns a scalar tensor for one k and a dict ``{"ndcg@5": ...,
+"ndcg@10": ...}`` for several (:class:`RankingMetrics` always returns a dict).
+:meth:`~RankingMetric.compute_standard_error` returns the standard error of
+each mean in the same form.
+
+>>> import torch
+>>> from ranking_plugins.torchmetrics import NDCG
+>>> metric = NDCG(top_k=[1, 3])
+>>> metric.update(torch.tensor([[0.9, 0.2, 0.5]]), torch.tensor([[0, 1, 1]]))
+>>> metric.update(torch.tensor([[0.1, 0.7, 0.3]]), torch.tensor([[0, 1, 0]]))
+>>> metric.compute()
+{'ndcg@1': tensor(0.5000, dtype=torch.float64), 'ndcg@3': tensor(0.8467, dtype=torch.float64)}
+
+Several of these metrics with the same options in one
+:class:`torchmetrics.MetricCollection` rank each batch once: the rank
+statistics of the last batch are reused when the very same tensors come
+again (see :mod:`ranking_plugins.request`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import weakref
+from collections.abc import Callable, Sequence
+from typing import Any, ClassVar, TypedDict
+
+import torch
+from torch import Tensor
+from typing_extensions import Unpack
+
+from ranking_plugins import _validation as V
+from ranking_plugins.metrics import METRICS
+from ranking_plugins.request import RankingRequest, TopK
+from ranking_plugins.totals import Totals
+
+try:
+    from torchmetrics import Metric
+    from torchmetrics.utilities.data import dim_zero_cat
+    from torchmetrics.utilities.plot import plot_curve
+except ImportError as error:  # pragma: no cover - exercised without the extra
+    raise ImportError(
+        "ranking_plugins.torchmetrics needs TorchMetrics; install it with "
+        '`pip install "ranking-plugins[torchmetrics]"`'
+    ) from error
+
+__all__ = [
+    "AUC",
+    "F1",
+    "MAP",
+    "MRR",
+    "NDCG",
+    "FallOut",
+    "HitRate",
+    "MeanRank",
+    "Precision",
+    "RPrecision",
+    "RankingMetric",
+    "RankingMetrics",
+    "RankingOptions",
+    "Recall",
+]
+
+
+class RankingOptions(TypedDict, total=False):
+    """Keywords every metric of this module takes (see :class:`RankingMetric`)."""
+
+    empty_target_action: str
+    ignore_index: int | None
+    adaptive_k: bool
+    ties: str
+    relevance_threshold: float | None
+    gain: str
+    ap_denominator: str
+    weighted: bool
+    target_format: str | None
+    validate_args: bool
+    # torchmetrics.Metric keywords
+    compute_on_cpu: bool
+    dist_sync_on_step: bool
+    process_group: Any
+    dist_sync_fn: Callable[..., Any] | None
+    distributed_available_fn: Callable[[], bool] | None
+    sync_on_compute: bool
+    compute_with_cache: bool
+
+
+#: what ``plot`` takes: one result of ``compute``, or a list of them over time
+_PlotValue = Tensor | Sequence[Tensor] | dict[str, Tensor] | Sequence[dict[str, Tensor]]
+
+#: storage dtypes of the grouped layout's "cat" states: fixed, so that every
+#: process gathers tensors of one dtype (also a process that never updated)
+_FLAT_STATES: dict[str, torch.dtype] = {
+    "flat_preds": torch.float64,
+    "flat_target": torch.float64,
+    "flat_indexes": torch.int64,
+    "flat_mask": torch.bool,
+}
+
+
+class RankingMetric(Metric):
+    """Shared base: several metrics at several cutoffs, one kernel pass per update.
+
+    Args:
+        metrics: metric names from :data:`ranking_plugins.metrics.METRICS`.
+        top_k: a cutoff, a sequence of cutoffs, or None (the whole list).
+        empty_target_action: what a query without relevant items counts as:
+            ``"neg"`` (0; 1 for ``fall_out``), ``"pos"`` (1), ``"skip"`` (left
+            out of the mean) or ``"error"``.
+        ignore_index: entries whose target equals it are dropped, as in
+            ``torchmetrics.retrieval``: never ranked and not counted in R.
+        adaptive_k: precision divides by min(k, number of ranked items).
+        ties: ``"average"`` (default), ``"first"``, ``"pessimistic"`` or
+            ``"optimistic"``.
+        relevance_threshold: grades at or above it are relevant (default: above 0).
+        gain: NDCG gain, ``"linear"`` (g, TorchMetrics' and trec_eval's; the
+            default here) or ``"exponential"`` (2^g - 1).
+        ap_denominator: ``"relevant"`` (R) or ``"min_k_relevant"`` (min(k, R)) for MAP.
+        weighted: weight each query by its number of relevant items.
+        target_format: ``"dense"`` or ``"indices"`` when the shape is ambiguous.
+        validate_args: also run the checks that read tensor values (NaN scores,
+            item ids out of range); with False, ``update`` never synchronises
+            the host with the device.
+        kwargs: the keywords of :class:`torchmetrics.Metric` (``compute_on_cpu``,
+            ``dist_sync_on_step``, ``process_group``, ``sync_on_compute``, ...).
+    """
+
+    is_differentiable: bool = False
+    higher_is_better: bool | None = True
+    full_state_update: bool = False
+    plot_lower_bound: float | None = 0.0
+    plot_upper_bound: float | None = 1.0
+
+    #: return a dict even for a single result key
+    _always_dict: ClassVar[bool] = False
+
+    flat_preds: list[Tensor]
+    flat_target: list[Tensor]
+    flat_indexes: list[Tensor]
+    flat_mask: list[Tensor]
+
+    def __init__(
+        self,
+        metrics: str | Sequence[str],
+        top_k: TopK = None,
+        *,
+        empty_target_action: str = "neg",
+        ignore_index: int | None = None,
+        adaptive_k: bool = False,
+        ties: str = "average",
+        relevance_threshold: float | None = None,
+        gain: str = "linear",
+        ap_denominator: str = "relevant",
+        weighted: bool = False,
+        target_format: str | None = None,
+        validate_args: bool = True,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.request = RankingRequest.create(
+            metrics,
+            top_k,
+            ties=ties,
+            relevance_threshold=relevance_threshold,
+            empty_target_action=empty_target_action,
+            gain=gain,
+            ap_denominator=ap_denominator,
+            adaptive_k=adaptive_k,
+            weighted=weighted,
+            target_format=target_format,
+            validate_args=validate_args,
+        )
+        if ignore_index is not None and (
+            isinstance(ignore_index, bool) or not isinstance(ignore_index, int)
+        ):
+            raise TypeError(f"`ignore_index` must be an int or None, got {ignore_index!r}")
+        self.ignore_index = ignore_index
+        self.keys = self.request.keys
+        # The name of the sums state carries a digest of what is computed.
+        # MetricCollection merges metrics whose states have the same names and
+        # equal values into one compute group; MRR@10 and HitRate@10 sums can
+        # be equal by chance on a first batch, so their states must differ by
+        # name, while two metrics that compute the same thing may share one.
+        self._sums_name = "sums_" + _digest(self.request, ignore_index)
+        self.add_state(
+            self._sums_name,
+            default=torch.zeros(4, len(self.keys), dtype=torch.float64),
+            dist_reduce_fx="sum",
+        )
+        for name in _FLAT_STATES:
+            self.add_state(name, default=[], dist_reduce_fx="cat")
+        self._seed_flat_states()
+
+    # ------------------------------------------------------------------ state
+
+    def _seed_flat_states(self) -> None:
+        """Start every "cat" list with an empty tensor of its storage dtype.
+
+        A process that never receives a grouped batch then still gathers
+        tensors of the right dtype (TorchMetrics would otherwise make up a
+        float32 placeholder for an empty list).
+        """
+        for name, dtype in _FLAT_STATES.items():
+            getattr(self, name).append(torch.empty(0, dtype=dtype, device=self.device))
+
+    def reset(self) -> None:
+        """Forget every update (the state returns to zero sums and empty lists)."""
+        super().reset()
+        self._seed_flat_states()
+
+    @property
+    def totals(self) -> Totals:
+        """The running sums of the dense and item-index updates (this process only)."""
+        return Totals(self.keys, getattr(self, self._sums_name))
+
+    # ----------------------------------------------------------------- update
+
+    def update(
+        self,
+        preds: Tensor,
+        target: Tensor,
+        indexes: Tensor | None = None,
+        mask: Tensor | None = None,
+    ) -> None:
+        """Add one batch.
+
+        Args:
+            preds: scores, higher ranks first: ``(Q, N)``; with ``indexes``,
+                any shape, flattened as TorchMetrics does.
+            target: grades ``(Q, N)``, relevant item ids ``(Q,)`` / ``(Q, T)``
+                padded with ``-1``, or with ``indexes`` grades of ``preds``' shape.
+            indexes: the query id of each entry (grouped layout).
+            mask: bool, ``preds``' shape; False marks items that were not
+                retrieved (never ranked, but a relevant one still counts in R).
+        """
+        if indexes is None:
+            self._update_ranked(preds, target, mask)
+        else:
+            self._update_flat(preds, target, indexes, mask)
+
+    def _update_ranked(self, preds: Tensor, target: Tensor, mask: Tensor | None) -> None:
+        if self.ignore_index is not None:
+            target, mask = _ignored.apply(
+                preds, target, mask, self.ignore_index, self.request.target_format
+            )
+        evaluation = self.request.evaluate(preds, target, mask=mask)
+        batch = Totals.of(evaluation, self.keys, self.request.weighted).sums
+        getattr(self, self._sums_name).add_(batch)
+
+    def _update_flat(
+        self, preds: Tensor, target: Tensor, indexes: Tensor, mask: Tensor | None
+    ) -> None:
+        tensors = (preds, target, indexes) + (() if mask is None else (mask,))
+        if (
+            all(isinstance(t, Tensor) for t in tensors)
+            and preds.ndim > 1
+            and all(t.shape == preds.shape for t in tensors)
+        ):
+            # TorchMetrics' retrieval input: any shape, flattened
+            preds, target, indexes = preds.flatten(), target.flatten(), indexes.flatten()
+            mask = None if mask is None else mask.flatten()
+        _check_flat(preds, target, indexes, mask, self.request.target_format)
+        if self.request.validate_args:
+            V.check_values(preds, target, None, 0)
+        device = self.device
+        self.flat_preds.append(preds.detach().to(device=device, dtype=torch.float64))
+        self.flat_target.append(target.detach().to(device=device, dtype=torch.float64))
+        self.flat_indexes.append(indexes.detach().to(device=device, dtype=torch.int64))
+        self.flat_mask.append(
+            torch.ones(preds.shape, dtype=torch.bool, device=device)
+            if mask is None
+            else mask.detach().to(device)
+        )
+
+    # ---------------------------------------------------------------- compute
+
+    def _all_totals(self) -> Totals:
+        """Dense sums plus the grouped queries, ranked here in one kernel call."""
+        totals = self.totals
+        preds = dim_zero_cat(self.flat_preds)
+        if preds.numel() == 0:
+            return totals
+        target = dim_zero_cat(self.flat_target)
+        indexes = dim_zero_cat(self.flat_indexes)
+        mask = dim_zero_cat(self.flat_mask)
+        if self.ignore_index is not None:
+            keep = target != self.ignore_index
+            preds, target, indexes, mask = preds[keep], target[keep], indexes[keep], mask[keep]
+            if preds.numel() == 0:
+                return totals
+        evaluation = self.request.evaluate(preds, target, indexes=indexes, mask=mask)
+        return totals.merge(Totals.of(evaluation, self.keys, self.request.weighted))
+
+    def compute(self) -> Tensor | dict[str, Tensor]:
+        """The mean of every result key (float64; NaN where no query counted)."""
+        return self._format(self._all_totals().mean())
+
+    def compute_standard_error(self) -> Tensor | dict[str, Tensor]:
+        """Standard error of each mean (sample standard deviation / √n), as :meth:`compute`.
+
+        Synchronised across processes like :meth:`compute`. NaN with fewer than
+        two counted queries.
+        """
+        with self.sync_context(
+            dist_sync_fn=self.dist_sync_fn,
+            should_sync=self._to_sync,
+            should_unsync=self._should_unsync,
+        ):
+            return self._format(self._all_totals().standard_error())
+
+    def _format(self, values: Tensor) -> Tensor | dict[str, Tensor]:
+        if len(self.keys) == 1 and not self._always_dict:
+            return values[0]
+        return dict(zip(self.keys, values.unbind(0), strict=True))
+
+    # ------------------------------------------------------------------- plot
+
+    def plot(
+        self,
+        val: Tensor
+        | Sequence[Tensor]
+        | dict[str, Tensor]
+        | Sequence[dict[str, Tensor]]
+        | None = None,
+        ax: Any = None,
+    ) -> Any:
+        """Plot the metric against k (one curve per metric), or a single value.
+
+        ``val`` is a result of :meth:`compute` (computed when omitted). With
+        several cutoffs every metric becomes a curve over k (a metric without
+        a cutoff, such as ``auc``, a flat line); a single value, or a list of
+        results over time, is drawn by TorchMetrics' standard plot.
+
+        Returns:
+            ``(figure, axes)``, as every TorchMetrics ``plot``.
+        """
+        val = val if val is not None else self.compute()
+        ks = self.request.ks
+        if not isinstance(val, dict) or ks is None or len(ks) < 2:
+            return self._plot(val, ax)
+        x_values: list[Tensor] = []
+        y_values: list[Tensor] = []
+        labels: list[str | int] = []
+        k_axis = torch.tensor(ks, dtype=torch.float64)
+        for metric in self.request.metrics:
+            if metric.at_k:
+                column = [val[f"{metric.name}@{k}"] for k in ks]
+                y_values.append(torch.stack(column).detach().to("cpu", torch.float64))
+            else:
+                y_values.append(val[metric.name].detach().to("cpu", torch.float64).expand(len(ks)))
+            x_values.append(k_axis)
+            labels.append(metric.name)
+        fig, ax = plot_curve(
+            (x_values, y_values, x_values),  # (x, y, thresholds): the ks
+            ax=ax,
+            label_names=("k", "value"),
+            name=type(self).__name__,
+            labels=labels,
+        )
+        ax.set_xticks(list(ks))
+        return fig, ax
+
+
+def _digest(request: RankingRequest, ignore_index: int | None) -> str:
+    """A short stable name for everything that changes the numbers."""
+    content = repr(
+        (
+            request.keys,
+            request.ties,
+            request.empty_target_action,
+            request.rule,
+            request.options,
+            request.adaptive_k,
+            request.weighted,
+            request.target_format,
+            ignore_index,
+        )
+    )
+    return hashlib.sha1(content.encode()).hexdigest()[:12]
+
+
+def _check_flat(
+    preds: object,
+    target: object,
+    indexes: object,
+    mask: object,
+    target_format: str | None,
+) -> None:
+    """The kernel's checks of the grouped layout that read no tensor value.
+
+    They run in ``update`` (which only stores the triples); the kernel runs
+    them again at ``compute``. The messages are the kernel's.
+    """
+    preds = V.check_tensor("preds", preds)
+    target = V.check_tensor("target", target)
+    indexes = V.check_tensor("indexes", indexes)
+    if mask is not None:
+        mask = V.check_tensor("mask", mask)
+        if mask.dtype != torch.bool:
+            raise TypeError(f"`mask` must be a bool tensor, got dtype {mask.dtype}")
+        if mask.shape != preds.shape:
+            raise ValueError(
+                f"`mask` must have the shape of `preds` {tuple(preds.shape)}, "
+                f"got {tuple(mask.shape)}"
+            )
+    V.check_preds_dtype(preds)
+    if target.is_complex():
+        raise TypeError(f"`target` must hold real grades or integer item ids, got {target.dtype}")
+    V.check_same_device(preds=preds, target=target, indexes=indexes, mask=mask)
+    if preds.ndim != 1:
+        raise ValueError(
+            "`indexes` is only for the grouped layout, where `preds` is 1-D; "
+            f"got `preds` of shape {tuple(preds.shape)}"
+        )
+    if not V.is_integer_dtype(indexes.dtype):
+        raise TypeError(f"`indexes` must be an integer tensor of query ids, got {indexes.dtype}")
+    if target_format == "indices":
+        raise ValueError("`target_format='indices'` needs 2-D `preds` (Q, N)")
+    if target.shape != preds.shape or indexes.shape != preds.shape:
+        raise ValueError(
+            "grouped layout: `preds`, `target` and `indexes` must all be (M,), got shapes "
+            f"{tuple(preds.shape)}, {tuple(target.shape)} and {tuple(indexes.shape)}"
+        )
+
+
+class _IgnoredEntries(threading.local):
+    """``ignore_index`` applied to the last batch, kept so that the metrics of one
+    collection hand the kernel the very same tensors (and share one ranking).
+
+    Dense grades: an ignored entry is masked out and its grade set to 0, which
+    is dropping it (never ranked, not counted in R). Item indices: an ignored
+    id becomes padding (-1).
+    """
+
+    def __init__(self) -> None:
+        self.key: tuple[object, ...] = ()
+        self.refs: tuple[tuple[weakref.ref[Tensor], int] | None, ...] = ()
+        self.result: tuple[Tensor, Tensor | None] | None = None
+
+    def apply(
+        self,
+        preds: Tensor,
+        target: Tensor,
+        mask: Tensor | None,
+        ignore_index: int,
+        target_format: str | None,
+    ) -> tuple[Tensor, Tensor | None]:
+        if not isinstance(preds, Tensor) or not isinstance(target, Tensor):
+            return target, mask  # the kernel names what is wrong
+        if mask is not None and not (isinstance(mask, Tensor) and mask.dtype == torch.bool):
+            return target, mask
+        dense = target.shape == preds.shape if target_format is None else target_format == "dense"
+        key = (ignore_index, dense)
+        inputs = (preds, target, mask)
+        if self.result is not None and key == self.key and _same(inputs, self.refs):
+            return self.result
+        ignored = target == ignore_index
+        result: tuple[Tensor, Tensor | None]
+        if dense:
+            keep = ~ignored if mask is None else mask & ~ignored
+            result = (target.masked_fill(ignored, 0), keep)
+        else:
+            result = (target.masked_fill(ignored, -1), mask)
+        self.key = key
+        self.refs = tuple(None if t is None else (weakref.ref(t), t._version) for t in inputs)
+        self.result = result
+        return result
+
+
+def _same(
+    inputs: tuple[Tensor | None, ...], refs: tuple[tuple[weakref.ref[Tensor], int] | None, ...]
+) -> bool:
+    for tensor, held in zip(inputs, refs, strict=True):
+        if tensor is None or held is None:
+            if tensor is not None or held is not None:
+                return False
+            continue
+        ref, version = held
+        if ref() is not tensor or tensor._version != version:
+            return False
+    return True
+
+
+_ignored = _IgnoredEntries()
+
+
+# ------------------------------------------------------------- one metric each
+
+
+class _SingleMetric(RankingMetric):
+    """One metric from :data:`ranking_plugins.metrics.METRICS`; subclasses name it."""
+
+    metric_name: ClassVar[str]
+
+    def __init_subclass__(cls, metric: str = "", **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if metric:
+            entry = METRICS[metric]
+            cls.metric_name = metric
+            cls.higher_is_better = entry.higher_is_better
+            cls.plot_lower_bound = entry.lower_bound
+            cls.plot_upper_bound = entry.upper_bound
+
+    def __init__(self, top_k: TopK = None, **options: Unpack[RankingOptions]) -> None:
+        super().__init__(self.metric_name, top_k, **options)
+
+
+class _WholeListMetric(_SingleMetric):
+    """A metric read on the whole list (no cutoff, so no ``top_k``)."""
+
+    def __init__(self, **options: Unpack[RankingOptions]) -> None:
+        super().__init__(None, **options)
+
+
+class HitRate(_SingleMetric, metric="hit_rate"):
+    """Hit rate@k: 1 if a relevant item is in the top k (``RetrievalHitRate``).
+
+    >>> import torch
+    >>> from ranking_plugins.torchmetrics import HitRate
+    >>> metric = HitRate(top_k=2)
+    >>> indexes = torch.tensor([0, 0, 0, 1, 1, 1, 1])
+    >>> preds = torch.tensor([0.2, 0.3, 0.5, 0.1, 0.3, 0.5, 0.2])
+    >>> target = torch.tensor([False, False, True, False, True, False, True])
+    >>> metric(preds, target, indexes=indexes)
+    tensor(1., dtype=torch.float64)
+    """
+
+
+class MRR(_SingleMetric, metric="mrr"):
+    """Mean reciprocal rank@k (``RetrievalMRR``).
+
+    >>> import torch
+    >>> from ranking_plugins.torchmetrics import MRR
+    >>> indexes = torch.tensor([0, 0, 0, 1, 1, 1, 1])
+    >>> preds = torch.tensor([0.2, 0.3, 0.5, 0.1, 0.3, 0.5, 0.2])
+    >>> target = torch.tensor([False, False, True, False, True, False, True])
+    >>> MRR()(preds, target, indexes=indexes)
+    tensor(0.7500, dtype=torch.float64)
+    """
+
+
+class NDCG(_SingleMetric, metric="ndcg"):
+    """Normalised discounted cumulative gain@k (``RetrievalNormalizedDCG``).
+
+    The gain is linear (the grade) by default, as in TorchMetrics; pass
+    ``gain="exponential"`` for 2^g - 1.
+
+    >>> import torch
+    >>> from ranking_plugins.torchmetrics import NDCG
+    >>> indexes = torch.tensor([0, 0, 0, 1, 1, 1, 1])
+    >>> preds = torch.tensor([0.2, 0.3, 0.5, 0.1, 0.3, 0.5, 0.2])
+    >>> target = torch.tensor([False, False, True, False, True, False, True])
+    >>> NDCG()(preds, target, indexes=indexes)
+    tensor(0.8467, dtype=torch.float64)
+    """
+
+
+class MAP(_SingleMetric, metric="map"):
+    """Mean average precision@k (``RetrievalMAP``; the denominator is R, trec_eval's map_cut).
+
+    >>> import torch
+    >>> from ranking_plugins.torchmetrics import MAP
+    >>> indexes = torch.tensor([0, 0, 0, 1, 1, 1, 1])
+    >>> preds = torch.tensor([0.2, 0.3, 0.5, 0.1, 0.3, 0.5, 0.2])
+    >>> target = torch.tensor([False, False, True, False, True, False, True])
+    >>> MAP()(preds, target, indexes=indexes)
+    tensor(0.7917, dtype=torch.float64)
+    """
+
+
+class Precision(_SingleMetric, metric="precision"):
+    """Precision@k: relevant items in the top k over k (``RetrievalPrecision``).
+
+    >>> import torch
+    >>> from ranking_plugins.torchmetrics import Precision
+    >>> preds = torch.tensor([[0.9, 0.2, 0.5, 0.1]])
+    >>> target = torch.tensor([[1, 0, 0, 1]])
+    >>> Precision(top_k=[1, 2])(preds, target)
+    {'precision@1': tensor(1., dtype=torch.float64), \
+'precision@2': tensor(0.5000, dtype=torch.float64)}
+    """
+
+
+class Recall(_SingleMetric, metric="recall"):
+    """Recall@k: relevant items in the top k over R (``RetrievalRecall``).
+
+    >>> import torch
+    >>> from ranking_plugins.torchmetrics import Recall
+    >>> preds = torch.tensor([[0.9, 0.2, 0.5, 0.1]])
+    >>> target = torch.tensor([[1, 0, 0, 1]])
+    >>> Recall(top_k=2)(preds, target)
+    tensor(0.5000, dtype=torch.float64)
+    """
+
+
+class F1(_SingleMetric, metric="f1"):
+    """F1@k: 2·hits@k / (k + R).
+
+    >>> import torch
+    >>> from ranking_plugins.torchmetrics import F1
+    >>> preds = torch.tensor([[0.9, 0.2, 0.5, 0.1]])
+    >>> target = torch.tensor([[1, 0, 0, 1]])
+    >>> F1(top_k=2)(preds, target)
+    tensor(0.5000, dtype=torch.float64)
+    """
+
+
+class FallOut(_SingleMetric, metric="fall_out"):
+    """Fall-out@k: non-relevant items in the top k over the non-relevant ones; lower is better.
+
+    A query without relevant items counts as 1 under ``"neg"`` (its worst
+    value). ``RetrievalFallOut`` instead calls a query without *non-relevant*
+    items empty and defaults to ``"pos"``.
+
+    >>> import torch
+    >>> from ranking_plugins.torchmetrics import FallOut
+    >>> preds = torch.tensor([[0.9, 0.2, 0.5, 0.1]])
+    >>> target = torch.tensor([[1, 0, 0, 1]])
+    >>> FallOut(top_k=2)(preds, target)
+    tensor(0.5000, dtype=torch.float64)
+    """
+
+
+class RPrecision(_WholeListMetric, metric="r_precision"):
+    """R-precision: relevant items in the top R over R (``RetrievalRPrecision``).
+
+    >>> import torch
+    >>> from ranking_plugins.torchmetrics import RPrecision
+    >>> preds = torch.tensor([[0.9, 0.2, 0.5, 0.1]])
+    >>> target = torch.tensor([[1, 0, 0, 1]])
+    >>> RPrecision()(preds, target)
+    tensor(0.5000, dtype=torch.float64)
+    """
+
+
+class MeanRank(_WholeListMetric, metric="mean_rank"):
+    """Mean rank of the ranked relevant items (1 = best); lower is better.
+
+    A query without a ranked relevant item counts as 0 under the default
+    ``empty_target_action="neg"``; pass ``"skip"`` to leave it out.
+
+    >>> import torch
+    >>> from ranking_plugins.torchmetrics import MeanRank
+    >>> preds = torch.tensor([[0.9, 0.2, 0.5, 0.1]])
+    >>> target = torch.tensor([[1, 0, 0, 1]])
+    >>> MeanRank(empty_target_action="skip")(preds, target)
+    tensor(2.5000, dtype=torch.float64)
+    """
+
+
+class AUC(_WholeListMetric, metric="auc"):
+    """Per-query ROC AUC over the ranked items (``RetrievalAUROC`` without ``top_k``).
+
+    >>> import torch
+    >>> from ranking_plugins.torchmetrics import AUC
+    >>> preds = torch.tensor([[0.9, 0.2, 0.5, 0.1]])
+    >>> target = torch.tensor([[1, 0, 0, 1]])
+    >>> AUC()(preds, target)
+    tensor(0.5000, dtype=torch.float64)
+    """
+
+
+class RankingMetrics(RankingMetric):
+    """Several metrics at several cutoffs in one state, one kernel pass per update.
+
+    ``compute()`` always returns a dict ``{"mrr@5": tensor, ...}``, metric by
+    metric, each in ascending k (bare names for metrics without a cutoff).
+
+    >>> import torch
+    >>> from ranking_plugins.torchmetrics import RankingMetrics
+    >>> metric = RankingMetrics(["mrr", "hit_rate"], top_k=[1, 2])
+    >>> preds = torch.tensor([[4.0, 2.0, 3.0, 1.0], [1.0, 2.0, 3.0, 4.0]])
+    >>> metric.update(preds, torch.tensor([[0, 0, 1, 1], [0, 0, 0, 1]]))
+    >>> metric.compute()
+    {'mrr@1': tensor(0.5000, dtype=torch.float64), 'mrr@2': tensor(0.7500, dtype=torch.float64), \
+'hit_rate@1': tensor(0.5000, dtype=torch.float64), 'hit_rate@2': tensor(1., dtype=torch.float64)}
+    """
+
+    _always_dict: ClassVar[bool] = True
+
+    def __init__(
+        self,
+        metrics: str | Sequence[str] = ("hit_rate", "mrr", "ndcg"),
+        top_k: TopK = None,
+        **options: Unpack[RankingOptions],
+    ) -> None:
+        super().__init__(metrics, top_k, **options)
+        entries = self.request.metrics
+        directions = {m.higher_is_better for m in entries}
+        uppers = [m.upper_bound for m in entries]
+        # TorchMetrics guards these class constants against assignment; here
+        # they follow the metrics chosen (None when their directions differ).
+        self.__dict__.update(
+            higher_is_better=directions.pop() if len(directions) == 1 else None,
+            plot_lower_bound=min(m.lower_bound for m in entries),
+            plot_upper_bound=None if None in uppers else max(u for u in uppers if u is not None),
+        )
