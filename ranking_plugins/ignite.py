@@ -185,8 +185,8 @@ def _unpack(output: object, owner: str) -> Batch:
             "use `output_transform` to pick these out of the engine's output"
         )
     for key, value in parts.items():
-        if value is not None and not isinstance(value, Tensor):
-            required = key in ("y_pred", "y")
+        required = key in ("y_pred", "y")
+        if (required or value is not None) and not isinstance(value, Tensor):
             raise TypeError(
                 f"{owner}: `{key}` in the engine output must be a torch.Tensor"
                 f"{'' if required else ' or None'}, got {type(value).__name__}"
@@ -276,7 +276,24 @@ class BaseRankingMetric(Metric):
         # engine find this batch's ranking in the kernel's last-batch cache.
         evaluation = request.evaluate(y_pred, y, indexes=indexes, mask=mask)
         sums = Totals.of(evaluation, request.keys, request.weighted).sums
-        self._sums.add_(sums.to(self._device))
+        # Not in place: a state_dict taken (or loaded) mid-epoch holds this very
+        # tensor, and must not change under the caller as later batches come.
+        self._sums = self._sums + sums.to(self._device)
+
+    def load_state_dict(self, state_dict: Mapping[str, Any]) -> None:
+        """Ignite's ``load_state_dict``; the sums are then checked and put on ``device``."""
+        super().load_state_dict(state_dict)
+        sums = self._sums
+        expected = (4, len(self._request.keys))
+        if not isinstance(sums, Tensor) or tuple(sums.shape) != expected:
+            shape = tuple(sums.shape) if isinstance(sums, Tensor) else type(sums).__name__
+            self.reset()
+            raise ValueError(
+                f"{type(self).__name__}.load_state_dict: the saved sums must have shape "
+                f"{expected} (keys {list(self._request.keys)}), got {shape}; was the state "
+                "saved from a metric with other metrics or ks?"
+            )
+        self._sums = sums.to(self._device, torch.float64)
 
     def iteration_completed(self, engine: Any) -> None:
         """Pass the (transformed) engine output to :meth:`update`.
