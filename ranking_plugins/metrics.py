@@ -18,7 +18,16 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from ranking_plugins.kernel import Cutoff, RankingInput, RankStats, count_true, rank
+from ranking_plugins.kernel import (
+    Cutoff,
+    ItemIds,
+    ListStats,
+    RankingInput,
+    RankStats,
+    count_true,
+    rank,
+)
+from ranking_plugins.rank_counts import count_ranks
 
 #: (value, defined): a query where ``defined`` is False is handled by ``empty_target_action``
 MetricValue = tuple[Tensor, Tensor]
@@ -175,10 +184,35 @@ def rank_depth(metrics: Sequence[Metric], ks: tuple[int, ...] | None) -> int | N
     return max(ks)
 
 
-def rank_stats(data: RankingInput, ties: str, depth: int | None) -> RankStats:
-    """Rank once (down to ``depth``, all when None) and describe the list."""
-    ranked_list = rank(data, ties, depth)
+#: item-index targets with at most this many ids per query are ranked by counting
+#: (two comparisons per id and item) rather than by a top-k selection
+COUNT_TARGETS_MAX = 2
+
+
+def rank_stats(
+    data: RankingInput, ties: str, depth: int | None, method: str | None = None
+) -> ListStats:
+    """Rank once (down to ``depth``, all when None) and describe the list.
+
+    ``method``: ``"count"`` (item-index targets only: count the items above and
+    tied with each relevant item, :mod:`ranking_plugins.rank_counts`) or
+    ``"rank"`` (select and order the top of every list); by default counting
+    is used for item-index targets when the whole list is needed or a query
+    has few ids, where it is the cheaper of the two.
+    """
     relevance = data.relevance
+    if method is None:
+        few_ids = isinstance(relevance, ItemIds) and (
+            relevance.item_ids.shape[1] <= COUNT_TARGETS_MAX
+        )
+        method = (
+            "count" if isinstance(relevance, ItemIds) and (depth is None or few_ids) else "rank"
+        )
+    if method == "count":
+        if not isinstance(relevance, ItemIds):
+            raise ValueError("ranking by counting needs item-index targets")
+        return count_ranks(data.scores, relevance, ties, data.ranked)
+    ranked_list = rank(data, ties, depth)
     num_ranked = (
         torch.full((data.num_queries,), data.num_items, device=data.scores.device)
         if data.ranked is None
@@ -220,7 +254,7 @@ def evaluate(
 
 
 def read_metrics(
-    stats: RankStats,
+    stats: ListStats,
     metrics: Sequence[Metric],
     ks: tuple[int, ...] | None,
     *,

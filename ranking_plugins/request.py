@@ -24,7 +24,7 @@ import torch
 from torch import Tensor
 
 from ranking_plugins import _validation as V
-from ranking_plugins.kernel import TIES, GainRule, RankStats, normalize_input
+from ranking_plugins.kernel import TIES, GainRule, ListStats, normalize_input
 from ranking_plugins.metrics import (
     Evaluation,
     Metric,
@@ -167,11 +167,11 @@ class _LastBatch(threading.local):
         self.inputs: tuple[tuple[weakref.ref[Tensor], int] | None, ...] = ()
         self.ranking: tuple[object, ...] = ()
         self.depth: int | None = 0
-        self.stats: RankStats | None = None
+        self.stats: ListStats | None = None
 
     def lookup(
         self, inputs: tuple[Tensor | None, ...], ranking: tuple[object, ...], depth: int | None
-    ) -> RankStats | None:
+    ) -> ListStats | None:
         if self.stats is None or ranking != self.ranking or len(inputs) != len(self.inputs):
             return None
         if self.depth is not None and (depth is None or depth > self.depth):
@@ -190,7 +190,7 @@ class _LastBatch(threading.local):
         inputs: tuple[Tensor | None, ...],
         ranking: tuple[object, ...],
         depth: int | None,
-        stats: RankStats,
+        stats: ListStats,
     ) -> None:
         if not all(t is None or isinstance(t, Tensor) for t in inputs):
             return

@@ -1,0 +1,194 @@
+"""Counting ranks (item-index targets) gives the numbers of the ranked-list kernel.
+
+``rank_stats(..., method="count")`` counts, for each relevant item, the items
+above it and tied with it; ``method="rank"`` orders the lists. Both feed the
+same metric table, so every metric at every k, under every tie policy, must
+agree; and counting column block by column block (as the embeddings walk does)
+must agree with counting the whole matrix at once.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from ranking_plugins import rank_metrics
+from ranking_plugins.kernel import TIES, GainRule, ItemIds, normalize_input
+from ranking_plugins.metrics import METRICS, rank_stats, read_metrics
+from ranking_plugins.rank_counts import RankCounter, distinct_ids
+from tests.reference import reference_rank_metrics
+
+ALL = list(METRICS.values())
+
+
+def _random_case(generator: torch.Generator, trial: int) -> dict:
+    q = int(torch.randint(1, 6, (), generator=generator))
+    n = int(torch.randint(1, 14, (), generator=generator))
+    t = int(torch.randint(1, 5, (), generator=generator))
+    # few distinct scores: ties everywhere, among relevant items too
+    preds = torch.randint(0, 4, (q, n), generator=generator).float()
+    if trial % 3 == 0:
+        preds[torch.rand(q, n, generator=generator) < 0.2] = float("-inf")
+    if trial % 5 == 0:
+        preds = preds.to(torch.int32)
+    target = torch.randint(-1, n, (q, t), generator=generator)  # repeats and padding too
+    mask = torch.rand(q, n, generator=generator) < 0.75 if trial % 2 else None
+    return {"preds": preds, "target": target, "mask": mask}
+
+
+def _both_paths(case: dict, ties: str, ks: tuple[int, ...] | None, threshold: float | None):
+    data = normalize_input(
+        case["preds"],
+        case["target"],
+        indexes=None,
+        mask=case["mask"],
+        target_format="indices",
+        rule=GainRule(threshold, "exponential"),
+        validate_args=True,
+    )
+    results = []
+    for method in ("rank", "count"):
+        stats = rank_stats(data, ties, None, method)
+        results.append(read_metrics(stats, ALL, ks, empty_target_action="skip").results)
+    return results
+
+
+@pytest.mark.parametrize("ties", TIES)
+@pytest.mark.parametrize("seed", range(3))
+def test_counting_equals_the_ranked_list_for_every_metric(ties: str, seed: int) -> None:
+    generator = torch.Generator().manual_seed(seed)
+    for trial in range(60):
+        case = _random_case(generator, trial)
+        n = case["preds"].shape[1]
+        ks = None if trial % 4 == 0 else (1, 2, max(1, n // 2), n + 3)
+        threshold = 2.0 if trial % 11 == 0 else None  # nothing relevant
+        ranked, counted = _both_paths(case, ties, tuple(sorted(set(ks))) if ks else None, threshold)
+        assert ranked.keys() == counted.keys()
+        for key in ranked:
+            torch.testing.assert_close(
+                counted[key].values, ranked[key].values, rtol=0, atol=1e-12, equal_nan=True
+            )
+            assert torch.equal(counted[key].counted, ranked[key].counted)
+
+
+@pytest.mark.parametrize("ties", TIES)
+def test_item_index_targets_are_counted_and_match_brute_force(
+    ties: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import ranking_plugins.metrics as metrics_module
+
+    calls: list[str] = []
+    real = metrics_module.count_ranks
+
+    def spy(*args, **kwargs):  # type: ignore[no-untyped-def]
+        calls.append("count")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(metrics_module, "count_ranks", spy)
+    generator = torch.Generator().manual_seed(7)
+    names = [m.name for m in ALL]
+    for trial in range(12):
+        case = _random_case(generator, trial)
+        case["target"] = case["target"][:, :2]  # few ids: the automatic choice counts
+        options = {"mask": case["mask"], "ties": ties, "reduction": "none"}
+        got = rank_metrics(case["preds"], case["target"], names, [1, 3, 20], **options)
+        want = reference_rank_metrics(case["preds"], case["target"], names, [1, 3, 20], **options)
+        for key in want:
+            torch.testing.assert_close(got[key], want[key], rtol=0, atol=1e-9, equal_nan=True)
+    assert calls, "item-index targets with few ids should be ranked by counting"
+
+
+@pytest.mark.parametrize("ties", TIES)
+def test_counting_block_by_block_with_an_exclusion_list_equals_one_masked_matrix(
+    ties: str,
+) -> None:
+    generator = torch.Generator().manual_seed(3)
+    q, n = 7, 50
+    preds = torch.randint(0, 6, (q, n), generator=generator).float()
+    target = torch.randint(-1, n, (q, 3), generator=generator)
+    exclude = torch.randint(-1, n, (q, 6), generator=generator)  # may hit targets too
+    mask = torch.ones(q, n, dtype=torch.bool)
+    rows = torch.arange(q).unsqueeze(1).expand_as(exclude)
+    mask[rows[exclude >= 0], exclude[exclude >= 0]] = False
+
+    ids = distinct_ids(target)
+    counter = RankCounter(ids, preds.gather(1, ids.clamp(min=0)), n, ties, exclude=exclude)
+    for start in range(0, n, 9):
+        counter.add(preds[:, start : start + 9], start)
+    blockwise = read_metrics(counter.stats(), ALL, (1, 5, 60), empty_target_action="neg")
+
+    data = normalize_input(
+        preds,
+        target,
+        indexes=None,
+        mask=mask,
+        target_format="indices",
+        rule=GainRule(None, "exponential"),
+        validate_args=True,
+    )
+    whole = read_metrics(
+        rank_stats(data, ties, None, "rank"), ALL, (1, 5, 60), empty_target_action="neg"
+    )
+    for key, result in whole.results.items():
+        torch.testing.assert_close(blockwise.results[key].values, result.values, atol=1e-12, rtol=0)
+
+
+def test_an_item_never_counts_against_itself_when_its_score_differs_in_the_last_bit() -> None:
+    # target scores computed by another kernel may differ from the block's by one ulp
+    preds = torch.tensor([[0.5, 0.25, 0.75, 0.5]])
+    ids = torch.tensor([[0]])
+    nudged = torch.nextafter(preds.gather(1, ids), torch.tensor(1.0))
+    counter = RankCounter(ids, nudged, 4, "average")
+    counter.add(preds, 0)
+    exact = RankCounter(ids, preds.gather(1, ids), 4, "average")
+    exact.add(preds, 0)
+    # above: only 0.75; the other 0.5 is tied in the exact count, below the nudged score
+    assert exact.stats().start.tolist() == [[1.0]]
+    assert exact.stats().size.tolist() == [[2.0]]
+    assert counter.stats().start.tolist() == [[1.0]]
+    assert counter.stats().size.tolist() == [[1.0]]
+
+
+def test_reciprocal_rank_in_a_long_tie_with_several_relevant_items() -> None:
+    # one tie group of 3000 items holding 3 relevant ones: the place-by-place sum
+    # runs over several blocks of places
+    n = 3000
+    preds = torch.zeros(2, n)
+    preds[1, :10] = 1.0  # the second query: 10 non-relevant items first
+    target = torch.tensor([[5, 700, 2999], [20, 1500, 2500]])
+    data = normalize_input(
+        preds,
+        target,
+        indexes=None,
+        mask=None,
+        target_format="indices",
+        rule=GainRule(None, "exponential"),
+        validate_args=True,
+    )
+    names = [METRICS["mrr"], METRICS["hit_rate"], METRICS["map"]]
+    for ks in [(1, 10, 1500), None]:
+        ranked = read_metrics(
+            rank_stats(data, "average", None, "rank"), names, ks, empty_target_action="neg"
+        )
+        counted = read_metrics(
+            rank_stats(data, "average", None, "count"), names, ks, empty_target_action="neg"
+        )
+        for key, result in ranked.results.items():
+            torch.testing.assert_close(
+                counted.results[key].values, result.values, rtol=1e-9, atol=0
+            )
+
+
+def test_count_path_rejects_dense_targets() -> None:
+    data = normalize_input(
+        torch.rand(2, 3),
+        torch.ones(2, 3),
+        indexes=None,
+        mask=None,
+        target_format=None,
+        rule=GainRule(None, "exponential"),
+        validate_args=True,
+    )
+    assert not isinstance(data.relevance, ItemIds)
+    with pytest.raises(ValueError, match="item-index targets"):
+        rank_stats(data, "average", 3, "count")
