@@ -185,8 +185,8 @@ def rank_depth(metrics: Sequence[Metric], ks: tuple[int, ...] | None) -> int | N
 
 
 #: item-index targets with at most this many ids per query are ranked by counting
-#: (two comparisons per id and item) rather than by a top-k selection
-COUNT_TARGETS_MAX = 2
+#: (two comparisons per id and item); with more, one top-k selection is cheaper
+COUNT_TARGETS_MAX = 1
 
 
 def rank_stats(
@@ -197,8 +197,8 @@ def rank_stats(
     ``method``: ``"count"`` (item-index targets only: count the items above and
     tied with each relevant item, :mod:`ranking_plugins.rank_counts`) or
     ``"rank"`` (select and order the top of every list); by default counting
-    is used for item-index targets when the whole list is needed or a query
-    has few ids, where it is the cheaper of the two.
+    is used for item-index targets when the whole list is needed or each query
+    lists one id (next-item recommendation), where it is the cheaper of the two.
     """
     relevance = data.relevance
     if method is None:

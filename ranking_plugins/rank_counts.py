@@ -37,6 +37,9 @@ def distinct_ids(item_ids: Tensor) -> Tensor:
     return torch.where(repeat, -1, ids)
 
 
+_BLOCK_ELEMENTS = 1 << 21
+
+
 class RankCounter:
     """Counts, for each relevant item, the ranked items above it and tied with it.
 
@@ -87,18 +90,23 @@ class RankCounter:
             self.ranked &= own | ~inside
         first = self.ties == "first"
         column = torch.arange(start, start + width, device=scores.device) if first else None
-        for t in range(self.ids.shape[1]):
-            s = self.score[:, t : t + 1]
-            above = scores > s
-            tied = scores == s
-            if ranked is not None:
-                above &= ranked
-                tied &= ranked
-            self.above[:, t] += count_true(above)
-            self.tied[:, t] += count_true(tied)
-            if first:
-                assert column is not None
-                self.tied_before[:, t] += count_true(tied & (column < self.ids[:, t : t + 1]))
+        # row blocks small enough for their comparison flags to stay in cache
+        rows = max(1, _BLOCK_ELEMENTS // max(width, 1))
+        for low in range(0, scores.shape[0], rows):
+            block = scores[low : low + rows]
+            block_ranked = None if ranked is None else ranked[low : low + rows]
+            for t in range(self.ids.shape[1]):
+                s = self.score[low : low + rows, t : t + 1]
+                above = block > s
+                tied = block == s
+                if block_ranked is not None:
+                    above &= block_ranked
+                    tied &= block_ranked
+                self.above[low : low + rows, t] += count_true(above)
+                self.tied[low : low + rows, t] += count_true(tied)
+                if column is not None:
+                    before = tied & (column < self.ids[low : low + rows, t : t + 1])
+                    self.tied_before[low : low + rows, t] += count_true(before)
         if ranked is not None:
             self.unranked += width - count_true(ranked)
         self._correct(scores, start, self.ids, self.listed & self.ranked, is_target=True)
