@@ -43,6 +43,40 @@ State is four float64 rows per result (see :class:`ranking_plugins.totals.Totals
 on ``device``, summed across processes by Ignite's ``sync_all_reduce``.
 ``update`` never reads a value back to the host when the metric lives on the
 inputs' device and ``validate_args=False``.
+
+Several metrics attached to one engine rank each batch once when they share
+the ranking options (``ties``, ``relevance_threshold``, ``gain_function``,
+``target_format``, ``validate_args``) and the first one attached asks for the
+largest k. With Ignite's own defaults :class:`NDCG` (grade >= 1 is relevant)
+and :class:`HitRate` / :class:`MRR` (grade > 0) read the targets under
+different rules and so rank separately; on binary or integer targets both
+rules agree, and passing the same ``relevance_threshold`` to every metric, or
+using one :class:`RankingMetrics`, gives one ranking per batch.
+
+Where this module deliberately differs from Ignite:
+
+* Ties: ``ties="average"`` (the default) gives the expected value over the
+  orders of tied items; Ignite takes ``torch.topk``'s order (HitRate, MRR,
+  MAP) or a stable sort (NDCG, the same as ``ties="first"``). Without ties
+  the numbers are the same.
+* A k larger than the number of items reads the list as padded with
+  non-relevant items (trec_eval); Ignite's HitRate, MRR and MAP raise there.
+* ``top_k`` may be any sequence of ints (repeats are dropped) or None (the
+  whole list; ``compute()`` then returns a float, as the whole-list metrics
+  ``RPrecision``, ``MeanRank`` and ``AUC`` always do).
+* Sums are float64 (Ignite's are float32), so long runs can differ from
+  Ignite's in the last float32 digits, ours being the exact ones.
+* Besides ``(y_pred, y)``, a 3-tuple ``(y_pred, y, mask)`` and the ``mask``
+  and ``indexes`` keys of a dict output are read; Ignite keeps only
+  ``y_pred`` and ``y`` of a dict.
+* NDCG: negative grades earn no gain, and a query whose ideal DCG is 0 counts
+  as having no relevant item (this matters only with ``relevance_threshold``
+  at or below 0).
+* :class:`RankingMetrics` puts only its flat keys into
+  ``engine.state.metrics`` (``metrics_result_mode="flatten"``; Ignite's
+  default for dict results is ``"both"``).
+* The state is one tensor, ``_sums``: a ``state_dict`` of Ignite's own
+  metrics cannot be loaded into these (nor the reverse).
 """
 
 from __future__ import annotations
