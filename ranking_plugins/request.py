@@ -24,6 +24,7 @@ import torch
 from torch import Tensor
 
 from ranking_plugins import _validation as V
+from ranking_plugins.embeddings import EmbeddingScores, embedding_stats
 from ranking_plugins.kernel import TIES, GainRule, ListStats, normalize_input
 from ranking_plugins.metrics import (
     Evaluation,
@@ -119,17 +120,30 @@ class RankingRequest:
 
     def evaluate(
         self,
-        preds: Tensor,
+        preds: Tensor | EmbeddingScores,
         target: Tensor,
         *,
         indexes: Tensor | None = None,
         mask: Tensor | None = None,
     ) -> Evaluation:
-        """Per-query values of every metric at every k for one batch (no gradient)."""
+        """Per-query values of every metric at every k for one batch (no gradient).
+
+        ``preds`` is a score tensor, or :class:`EmbeddingScores` with item-index targets.
+        """
         depth = rank_depth(self.metrics, self.ks)
         inputs = (preds, target, indexes, mask)
         ranking = (self.target_format, self.rule, self.ties, self.validate_args)
         stats = _last_batch.lookup(inputs, ranking, depth)
+        if stats is None and isinstance(preds, EmbeddingScores):
+            _embeddings_only(indexes=indexes, mask=mask, target_format=self.target_format)
+            stats = embedding_stats(
+                preds,
+                target,
+                ties=self.ties,
+                rule=self.rule,
+                validate_args=self.validate_args,
+            )
+            _last_batch.store(inputs, ranking, None, stats)
         if stats is None:
             with torch.no_grad():
                 data = normalize_input(
@@ -154,6 +168,30 @@ class RankingRequest:
             )
 
 
+def _embeddings_only(
+    *, indexes: Tensor | None, mask: Tensor | None, target_format: str | None
+) -> None:
+    if mask is not None:
+        raise ValueError(
+            "`mask` does not apply to EmbeddingScores: list the items to leave out of "
+            "the ranking in EmbeddingScores(..., exclude=item_ids)"
+        )
+    if indexes is not None:
+        raise ValueError("`indexes` (grouped layout) does not apply to EmbeddingScores")
+    if target_format == "dense":
+        raise ValueError("EmbeddingScores needs item-index targets, not `target_format='dense'`")
+
+
+def _version(value: Tensor | EmbeddingScores) -> object:
+    """Changes whenever the value is modified in place."""
+    if isinstance(value, EmbeddingScores):
+        return tuple(t._version for t in value.tensors())
+    return value._version
+
+
+Input = Tensor | EmbeddingScores
+
+
 class _LastBatch(threading.local):
     """The rank statistics of the last batch seen by this thread.
 
@@ -164,13 +202,13 @@ class _LastBatch(threading.local):
     """
 
     def __init__(self) -> None:
-        self.inputs: tuple[tuple[weakref.ref[Tensor], int] | None, ...] = ()
+        self.inputs: tuple[tuple[weakref.ref[Input], object] | None, ...] = ()
         self.ranking: tuple[object, ...] = ()
         self.depth: int | None = 0
         self.stats: ListStats | None = None
 
     def lookup(
-        self, inputs: tuple[Tensor | None, ...], ranking: tuple[object, ...], depth: int | None
+        self, inputs: tuple[Input | None, ...], ranking: tuple[object, ...], depth: int | None
     ) -> ListStats | None:
         if self.stats is None or ranking != self.ranking or len(inputs) != len(self.inputs):
             return None
@@ -181,7 +219,7 @@ class _LastBatch(threading.local):
                 return None
             if tensor is not None and held is not None:
                 ref, version = held
-                if ref() is not tensor or tensor._version != version:
+                if ref() is not tensor or _version(tensor) != version:
                     return None
         return self.stats
 
@@ -193,6 +231,11 @@ class _LastBatch(threading.local):
         stats: ListStats,
     ) -> None:
         if not all(t is None or isinstance(t, Tensor) for t in inputs):
+            return
+        if any(t is not None and t.is_inference() for t in inputs):
+            # tensors made under torch.inference_mode (Lightning's evaluation
+            # loops) have no version counter: an in-place change could not be
+            # seen, so their ranking is not kept
             return
         self.inputs = tuple(None if t is None else (weakref.ref(t), t._version) for t in inputs)
         self.ranking = ranking
