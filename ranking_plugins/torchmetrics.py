@@ -468,6 +468,7 @@ class _IgnoredEntries(threading.local):
         inputs = (preds, target, mask)
         if self.result is not None and key == self.key and _same(inputs, self.refs):
             return self.result
+        cacheable = not any(t is not None and t.is_inference() for t in inputs)
         ignored = target == ignore_index
         result: tuple[Tensor, Tensor | None]
         if dense:
@@ -475,6 +476,8 @@ class _IgnoredEntries(threading.local):
             result = (target.masked_fill(ignored, 0), keep)
         else:
             result = (target.masked_fill(ignored, -1), mask)
+        if not cacheable:  # no version counter under torch.inference_mode
+            return result
         self.key = key
         self.refs = tuple(None if t is None else (weakref.ref(t), t._version) for t in inputs)
         self.result = result

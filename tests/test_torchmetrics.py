@@ -636,3 +636,22 @@ def test_missing_torchmetrics_names_the_extra(monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.delitem(sys.modules, "ranking_plugins.torchmetrics")
     with pytest.raises(ImportError, match=r'pip install "ranking-plugins\[torchmetrics\]"'):
         importlib.import_module("ranking_plugins.torchmetrics")
+
+
+@pytest.mark.parametrize("options", [{}, {"ignore_index": 2}])
+def test_updates_under_inference_mode(kernel_calls: list[int], options: dict[str, Any]) -> None:
+    """Lightning evaluates under torch.inference_mode: inference tensors have no
+    version counter, so their ranking is not kept for reuse (one pass per metric),
+    and the numbers are unchanged."""
+    data = batches(seed=18)
+    metrics = collection(**options)
+    with torch.inference_mode():
+        inference_data = [(p.clone(), t.clone()) for p, t in data]
+        for preds, target in inference_data:
+            metrics.update(preds, target)
+    assert len(kernel_calls) == 3 * len(data)
+    result = metrics.compute()
+    expected_metrics = collection(**options)
+    for preds, target in data:
+        expected_metrics.update(preds, target)
+    assert_same(result, expected_metrics.compute())
