@@ -19,6 +19,7 @@ from torch import Tensor
 from typing_extensions import Unpack
 
 from ranking_plugins import _validation as V
+from ranking_plugins.embeddings import EmbeddingScores
 from ranking_plugins.metrics import get_metrics
 from ranking_plugins.request import RankingRequest, TopK
 from ranking_plugins.totals import Totals
@@ -40,7 +41,7 @@ __all__ = [
 
 
 def rank_metrics(
-    preds: Tensor,
+    preds: Tensor | EmbeddingScores,
     target: Tensor,
     metrics: str | Sequence[str] = ("hit_rate", "mrr", "ndcg"),
     top_k: TopK = 10,
@@ -61,7 +62,9 @@ def rank_metrics(
     """Rank a batch once and compute several metrics at several cutoffs.
 
     Args:
-        preds: scores, higher ranks first: ``(Q, N)``, or ``(M,)`` with ``indexes``.
+        preds: scores, higher ranks first: ``(Q, N)``, or ``(M,)`` with ``indexes``; or
+            :class:`~ranking_plugins.embeddings.EmbeddingScores` (query and item
+            embeddings, scored chunk by chunk) with item-index targets.
         target: relevance: grades ``(Q, N)`` (dense), relevant item ids ``(Q,)`` or
             ``(Q, T)`` padded with ``-1`` (item indices), or grades ``(M,)`` (grouped).
         metrics: names from :data:`ranking_plugins.metrics.METRICS`.

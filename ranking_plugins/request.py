@@ -225,19 +225,25 @@ class _LastBatch(threading.local):
 
     def store(
         self,
-        inputs: tuple[Tensor | None, ...],
+        inputs: tuple[Input | None, ...],
         ranking: tuple[object, ...],
         depth: int | None,
         stats: ListStats,
     ) -> None:
-        if not all(t is None or isinstance(t, Tensor) for t in inputs):
+        if not all(t is None or isinstance(t, (Tensor, EmbeddingScores)) for t in inputs):
             return
-        if any(t is not None and t.is_inference() for t in inputs):
+        tensors = [
+            part
+            for t in inputs
+            if t is not None
+            for part in (t.tensors() if isinstance(t, EmbeddingScores) else (t,))
+        ]
+        if any(t.is_inference() for t in tensors):
             # tensors made under torch.inference_mode (Lightning's evaluation
             # loops) have no version counter: an in-place change could not be
             # seen, so their ranking is not kept
             return
-        self.inputs = tuple(None if t is None else (weakref.ref(t), t._version) for t in inputs)
+        self.inputs = tuple(None if t is None else (weakref.ref(t), _version(t)) for t in inputs)
         self.ranking = ranking
         self.depth = depth
         self.stats = stats
