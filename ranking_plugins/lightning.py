@@ -1,0 +1,254 @@
+"""A Lightning callback that computes and logs ranking metrics at the end of each epoch.
+
+It replaces the hand-written ``validation_epoch_end`` loop: return the scores
+and the relevance from ``validation_step`` / ``test_step`` and the callback
+accumulates them in a :class:`ranking_plugins.torchmetrics.RankingMetrics` on
+the module's device, then logs ``"val/mrr@10"``, ``"test/ndcg@5"``, … through
+the LightningModule, so that every logger, checkpoint monitor and
+``trainer.callback_metrics`` sees them. With several processes the sums (and
+the grouped layout's triples) are gathered before the numbers are computed.
+
+>>> import torch
+>>> import lightning.pytorch as pl
+>>> from ranking_plugins.lightning import RankingMetricsCallback
+>>> class Scorer(pl.LightningModule):
+...     def __init__(self):
+...         super().__init__()
+...         self.layer = torch.nn.Linear(4, 6)
+...
+...     def validation_step(self, batch, batch_idx):
+...         features, target = batch
+...         return {"preds": self.layer(features), "target": target}
+>>> from torch.utils.data import DataLoader, TensorDataset
+>>> items = TensorDataset(torch.randn(6, 4), torch.randint(0, 6, (6,)))  # (features, next item)
+>>> data = DataLoader(items, batch_size=3)
+>>> trainer = pl.Trainer(
+...     callbacks=[RankingMetricsCallback(metrics=["mrr", "hit_rate"], top_k=[1, 5])],
+...     logger=False,
+...     enable_progress_bar=False,
+...     enable_model_summary=False,
+... )
+>>> _ = trainer.validate(Scorer(), data, verbose=False)
+>>> sorted(trainer.callback_metrics)
+['val/hit_rate@1', 'val/hit_rate@5', 'val/mrr@1', 'val/mrr@5']
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from torch import Tensor
+from typing_extensions import Unpack
+
+from ranking_plugins.request import TopK
+
+try:
+    import lightning.pytorch as pl
+    from lightning.pytorch.callbacks import Callback
+except ImportError as error:  # pragma: no cover - exercised without the extra
+    raise ImportError(
+        "ranking_plugins.lightning needs Lightning; install it with "
+        '`pip install "ranking-plugins[lightning]"`'
+    ) from error
+
+from ranking_plugins.torchmetrics import RankingMetrics, RankingOptions
+
+__all__ = ["RankingMetricsCallback"]
+
+#: the stages the callback can evaluate, and the prefix of their logged keys
+STAGE_PREFIX = {"validate": "val", "test": "test"}
+
+#: what ``output_transform`` returns: ``(preds, target)``, ``(preds, target, mask)``
+#: or a mapping with ``preds``, ``target`` and optionally ``mask`` / ``indexes``
+StepInputs = Sequence[Tensor | None] | Mapping[str, Tensor | None]
+
+
+class RankingMetricsCallback(Callback):
+    """Log ranking metrics of ``validation_step`` / ``test_step`` outputs at epoch end.
+
+    Args:
+        metrics: metric names (see :data:`ranking_plugins.metrics.METRICS`).
+        top_k: a cutoff, a sequence of cutoffs, or None (the whole list).
+        stages: which loops to evaluate: ``"validate"`` (the validation loop of
+            ``fit`` and ``trainer.validate``, logged as ``val/...``) and/or
+            ``"test"`` (logged as ``test/...``).
+        output_transform: ``output_transform(outputs, batch)`` returns the
+            update's inputs from what the step returned: ``(preds, target)``,
+            ``(preds, target, mask)``, or a mapping with ``preds``, ``target``
+            and optionally ``mask`` / ``indexes``. By default the step's output
+            itself must be such a mapping.
+        prog_bar: also show the values in the progress bar.
+        options: every option of :class:`~ranking_plugins.torchmetrics.RankingMetrics`
+            (``ties``, ``empty_target_action``, ``ignore_index``, ``gain``, ...).
+
+    Keys are ``"{prefix}/{metric}@{k}"``; with several dataloaders each gets its
+    own state and the keys end in ``/dataloader_idx_{i}``, as Lightning names
+    them. The sanity check's batches are evaluated and thrown away, so they
+    never reach the first epoch's numbers. The last logged values are kept in
+    :attr:`last_results`.
+    """
+
+    def __init__(
+        self,
+        metrics: str | Sequence[str] = ("mrr", "ndcg", "hit_rate"),
+        top_k: TopK = (1, 5, 10),
+        stages: str | Sequence[str] = ("validate", "test"),
+        output_transform: Callable[[Any, Any], StepInputs] | None = None,
+        prog_bar: bool = False,
+        **options: Unpack[RankingOptions],
+    ) -> None:
+        super().__init__()
+        stage_list = [stages] if isinstance(stages, str) else list(stages)
+        if not stage_list or any(s not in STAGE_PREFIX for s in stage_list):
+            raise ValueError(
+                f"`stages` must name one or more of {list(STAGE_PREFIX)}, got {stages!r}"
+            )
+        if output_transform is not None and not callable(output_transform):
+            raise TypeError(
+                f"`output_transform` must be callable or None, got {output_transform!r}"
+            )
+        if not isinstance(prog_bar, bool):
+            raise TypeError(f"`prog_bar` must be a bool, got {prog_bar!r}")
+        self.metric_names = metrics
+        self.top_k = top_k
+        self.stages = tuple(stage_list)
+        self.output_transform = output_transform
+        self.prog_bar = prog_bar
+        self.options = options
+        RankingMetrics(metrics, top_k, **options)  # every option checked now, not at epoch end
+        #: per stage, one RankingMetrics per dataloader
+        self.states: dict[str, list[RankingMetrics]] = {}
+        #: the values logged at the end of the last epoch of each stage
+        self.last_results: dict[str, dict[str, Tensor]] = {}
+
+    # ------------------------------------------------------------------ hooks
+
+    def on_validation_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._start("validate", trainer, pl_module)
+
+    def on_test_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._start("test", trainer, pl_module)
+
+    def on_validation_batch_end(
+        self,
+        trainer: pl.Trainer,
+        pl_module: pl.LightningModule,
+        outputs: Any,
+        batch: Any,
+        batch_idx: int,
+        dataloader_idx: int = 0,
+    ) -> None:
+        self._update("validate", outputs, batch, dataloader_idx)
+
+    def on_test_batch_end(
+        self,
+        trainer: pl.Trainer,
+        pl_module: pl.LightningModule,
+        outputs: Any,
+        batch: Any,
+        batch_idx: int,
+        dataloader_idx: int = 0,
+    ) -> None:
+        self._update("test", outputs, batch, dataloader_idx)
+
+    def on_validation_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._end("validate", trainer, pl_module)
+
+    def on_test_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._end("test", trainer, pl_module)
+
+    # ------------------------------------------------------------------- work
+
+    def _start(self, stage: str, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        """Fresh states, one per dataloader, on the module's device.
+
+        Every process makes all of them, even for a dataloader it has no
+        batch of, so that every process takes part in every synchronisation.
+        """
+        if stage not in self.stages:
+            return
+        batches = trainer.num_test_batches if stage == "test" else trainer.num_val_batches
+        count = max(len(batches), 1)
+        states = self.states.get(stage, [])
+        states = states[:count] + [
+            RankingMetrics(self.metric_names, self.top_k, **self.options)
+            for _ in range(count - len(states))
+        ]
+        for state in states:
+            state.reset()
+            state.to(pl_module.device)
+        self.states[stage] = states
+
+    def _update(self, stage: str, outputs: Any, batch: Any, dataloader_idx: int) -> None:
+        if stage not in self.stages:
+            return
+        states = self.states[stage]
+        if dataloader_idx >= len(states):  # a dataloader Lightning did not announce
+            states.extend(
+                RankingMetrics(self.metric_names, self.top_k, **self.options).to(states[0].device)
+                for _ in range(dataloader_idx + 1 - len(states))
+            )
+        inputs = outputs if self.output_transform is None else self.output_transform(outputs, batch)
+        preds, target, indexes, mask = _unpack(inputs, stage, self.output_transform is None)
+        states[dataloader_idx].update(preds, target, indexes=indexes, mask=mask)
+
+    def _end(self, stage: str, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if stage not in self.stages:
+            return
+        states = self.states.get(stage, [])
+        if trainer.sanity_checking:
+            for state in states:
+                state.reset()
+            return
+        prefix = STAGE_PREFIX[stage]
+        logged: dict[str, Tensor] = {}
+        for index, state in enumerate(states):
+            suffix = f"/dataloader_idx_{index}" if len(states) > 1 else ""
+            values = state.compute()  # gathered over every process
+            assert isinstance(values, dict)
+            for key, value in values.items():
+                logged[f"{prefix}/{key}{suffix}"] = value
+        for name, value in logged.items():
+            pl_module.log(
+                name,
+                value,
+                prog_bar=self.prog_bar,
+                logger=None,  # every configured logger; no warning when there is none
+                on_step=False,
+                on_epoch=True,
+                # already equal on every process: the mean over processes is the value
+                sync_dist=True,
+                add_dataloader_idx=False,
+                batch_size=1,
+            )
+        self.last_results[stage] = logged
+
+
+def _unpack(
+    inputs: Any, stage: str, from_step: bool
+) -> tuple[Tensor, Tensor, Tensor | None, Tensor | None]:
+    """(preds, target, indexes, mask) from a step's output or ``output_transform``'s."""
+    step = "validation_step" if stage == "validate" else "test_step"
+    if isinstance(inputs, Mapping):
+        if "preds" not in inputs or "target" not in inputs:
+            raise ValueError(
+                f"RankingMetricsCallback: the {'output of ' + step if from_step else 'mapping'} "
+                f"must have 'preds' and 'target' keys, got keys {sorted(map(str, inputs))}"
+                + (". Return them, or pass `output_transform`." if from_step else "")
+            )
+        return inputs["preds"], inputs["target"], inputs.get("indexes"), inputs.get("mask")
+    if not from_step and isinstance(inputs, Sequence) and len(inputs) in (2, 3):
+        preds, target, *rest = inputs
+        return preds, target, None, rest[0] if rest else None
+    if from_step:
+        raise ValueError(
+            f"RankingMetricsCallback: {step} must return a dict with 'preds' and 'target' "
+            f"(and optionally 'mask' or 'indexes'), got {type(inputs).__name__}; "
+            "or pass `output_transform(outputs, batch)`"
+        )
+    raise ValueError(
+        "RankingMetricsCallback: `output_transform` must return (preds, target), "
+        "(preds, target, mask) or a mapping with 'preds' and 'target', "
+        f"got {type(inputs).__name__}"
+    )
