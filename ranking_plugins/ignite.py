@@ -34,7 +34,11 @@ What every metric here reads from the engine's output (after
 ``y_pred`` is what the rest of the package calls ``preds`` and ``y`` its
 ``target``; every layout of :func:`ranking_plugins.rank_metrics` works:
 dense grades ``(Q, N)``, relevant item ids ``(Q,)`` or ``(Q, T)`` padded
-with ``-1``, or grouped ``(M,)`` lists with ``indexes``. In the grouped
+with ``-1``, or grouped ``(M,)`` lists with ``indexes``. For full-catalogue
+evaluation ``y_pred`` may be an :class:`ranking_plugins.EmbeddingScores`
+(query and item embeddings, never turned into a score matrix) with item-id
+targets: return ``(EmbeddingScores(user_emb, item_emb, exclude=seen), y)``
+from the evaluator's process function. In the grouped
 layout every batch must hold complete queries: a query whose items arrive in
 two batches counts as two queries (the per-query values are added up as
 batches come, nothing is kept to regroup later).
@@ -98,6 +102,7 @@ except ImportError as error:  # pragma: no cover - exercised only without the ex
         'pip install "ranking-plugins[ignite]" (or pip install pytorch-ignite)'
     ) from error
 
+from ranking_plugins.embeddings import EmbeddingScores
 from ranking_plugins.request import RankingRequest, TopK
 from ranking_plugins.totals import Totals
 
@@ -196,7 +201,7 @@ _EXPECTED_OUTPUT = (
     "(optionally 'mask' and 'indexes')"
 )
 
-Batch = tuple[Tensor, Tensor, Tensor | None, Tensor | None]
+Batch = tuple[Tensor | EmbeddingScores, Tensor, Tensor | None, Tensor | None]
 
 
 def _unpack(output: object, owner: str) -> Batch:
@@ -220,6 +225,8 @@ def _unpack(output: object, owner: str) -> Batch:
         )
     for key, value in parts.items():
         required = key in ("y_pred", "y")
+        if key == "y_pred" and isinstance(value, EmbeddingScores):
+            continue  # scores described by embeddings, walked chunk by chunk by the kernel
         if (required or value is not None) and not isinstance(value, Tensor):
             raise TypeError(
                 f"{owner}: `{key}` in the engine output must be a torch.Tensor"

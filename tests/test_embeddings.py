@@ -181,3 +181,39 @@ def test_the_same_scores_object_is_walked_once_for_several_requests(
     assert a["mrr@5"] == rank_metrics(users @ (items.sub(1).div(2)).T, target, "mrr", 5)["mrr@5"]
     assert b["ndcg@5"] == rank_metrics(users @ (items.sub(1).div(2)).T, target, "ndcg", 5)["ndcg@5"]
     assert c["mrr@5"] == rank_metrics(users @ items.T, target, "mrr", 5)["mrr@5"]
+
+
+# ------------------------------------------------------------------ adapters
+
+
+def test_an_ignite_evaluator_can_return_embedding_scores() -> None:
+    pytest.importorskip("ignite")
+    from ignite.engine import Engine
+
+    from ranking_plugins.ignite import MRR, RankingMetrics
+
+    users, items, target, exclude = _case(6, q=12)
+    batches = [(users[:5], target[:5], exclude[:5]), (users[5:], target[5:], exclude[5:])]
+
+    def step(engine: Engine, batch: tuple) -> tuple:
+        user_emb, y, seen = batch
+        return EmbeddingScores(user_emb, items, exclude=seen, chunk_size=16), y
+
+    evaluator = Engine(step)
+    RankingMetrics(["ndcg", "hit_rate", "auc"], top_k=[3, 10]).attach(evaluator, "ranking")
+    MRR(top_k=[3, 10]).attach(evaluator, "mrr")
+    metrics = evaluator.run(batches).metrics
+
+    dense = users @ items.T
+    mask = _mask_of(exclude, items.shape[0])
+    want = rank_metrics(
+        dense,
+        target,
+        ["ndcg", "hit_rate", "auc", "mrr"],
+        [3, 10],
+        mask=mask,
+        empty_target_action="skip",
+    )
+    for key in ("ndcg@3", "ndcg@10", "hit_rate@3", "hit_rate@10", "auc"):
+        assert metrics[key] == pytest.approx(want[key].item(), abs=1e-12)
+    assert metrics["mrr"] == pytest.approx([want["mrr@3"].item(), want["mrr@10"].item()], abs=1e-12)
