@@ -563,13 +563,24 @@ def rows_to_complete(is_cut: Tensor) -> Tensor | None:
     Elsewhere every row is completed (correct for every row, and it keeps the
     device from synchronising with the host).
     """
-    if is_cut.device.type == "cpu" and not COMPLETE_ALL_ROWS:
+    if host_reads_are_free(is_cut):
         rows = is_cut.nonzero().squeeze(1)
         return rows if rows.numel() else None
     return torch.arange(is_cut.shape[0], device=is_cut.device)
 
 
-COMPLETE_ALL_ROWS = False  # tests set it to check both paths agree
+def host_reads_are_free(t: Tensor) -> bool:
+    """Whether the kernel may read values of ``t`` on the host to save work.
+
+    True on the CPU. On an accelerator a read would synchronise it with the
+    host, so the kernel takes a path that needs no read (``validate_args=False``
+    promises none).
+    """
+    return t.device.type == "cpu" and not ACCELERATOR_PATHS_ON_CPU
+
+
+#: tests set it to run the accelerator (read-free) paths on the CPU
+ACCELERATOR_PATHS_ON_CPU = False
 
 
 # ---------------------------------------------------------------------------
@@ -679,13 +690,20 @@ class RankStats:
     def cum_first_hit(self) -> Tensor:
         return self._cumulative(self.first_hit)
 
-    def at(self, cutoff: Tensor, adaptive_k: bool, whole_list: bool = False) -> Cutoff:
+    def at(
+        self,
+        cutoff: Tensor,
+        adaptive_k: bool,
+        whole_list: bool = False,
+        deepest: int | None = None,
+    ) -> Cutoff:
         """Statistics at a per-query cutoff (Q, K) (float64, may exceed the list).
 
         ``whole_list``: the cutoff is the end of the list (``top_k=None``), so
         the ideal DCG is not cut: it covers every relevant item, retrieved or not.
+        ``deepest``: the largest cutoff, when the host knows it (the largest k).
         """
-        return Cutoff(self, cutoff, adaptive_k, whole_list)
+        return Cutoff(self, cutoff, adaptive_k, whole_list, deepest)
 
     # -- sums over the top k, for a cutoff k (Q, K) ------------------------
 
@@ -707,7 +725,7 @@ class RankStats:
     def ap_sum_at(self, k: Tensor) -> Tensor:
         return self._read(self.cum_ap, k)
 
-    def reciprocal_rank_at(self, k: Tensor) -> Tensor:
+    def reciprocal_rank_at(self, k: Tensor, deepest: int | None = None) -> Tensor:
         return self._read(self.cum_rr, k)
 
     def hit_probability_at(self, k: Tensor) -> Tensor:
@@ -752,19 +770,33 @@ class ListStats(Protocol):
     def dcg_at(self, k: Tensor) -> Tensor: ...
     def idcg_at(self, k: Tensor, whole_list: bool) -> Tensor: ...
     def ap_sum_at(self, k: Tensor) -> Tensor: ...
-    def reciprocal_rank_at(self, k: Tensor) -> Tensor: ...
+    def reciprocal_rank_at(self, k: Tensor, deepest: int | None = None) -> Tensor: ...
     def hit_probability_at(self, k: Tensor) -> Tensor: ...
-    def at(self, cutoff: Tensor, adaptive_k: bool, whole_list: bool = False) -> Cutoff: ...
+    def at(
+        self,
+        cutoff: Tensor,
+        adaptive_k: bool,
+        whole_list: bool = False,
+        deepest: int | None = None,
+    ) -> Cutoff: ...
 
 
 class Cutoff:
     """Rank statistics read at one cutoff per query and k: what a metric formula sees."""
 
-    def __init__(self, stats: ListStats, k: Tensor, adaptive_k: bool, whole_list: bool) -> None:
+    def __init__(
+        self,
+        stats: ListStats,
+        k: Tensor,
+        adaptive_k: bool,
+        whole_list: bool,
+        deepest: int | None = None,
+    ) -> None:
         self.stats = stats
         self.k = k
         self.adaptive_k = adaptive_k
         self.whole_list = whole_list
+        self.deepest = deepest  # an upper bound of k known on the host, if any
 
     @cached_property
     def hits(self) -> Tensor:
@@ -784,7 +816,7 @@ class Cutoff:
 
     @cached_property
     def reciprocal_rank(self) -> Tensor:
-        return self.stats.reciprocal_rank_at(self.k)
+        return self.stats.reciprocal_rank_at(self.k, self.deepest)
 
     @cached_property
     def hit_probability(self) -> Tensor:

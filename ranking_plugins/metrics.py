@@ -275,6 +275,7 @@ def read_metrics(
             .to(device, non_blocking=True)
             .expand(num_queries, len(ks)),
             adaptive_k,
+            deepest=max(ks),
         )
     )
     cutoffs = {

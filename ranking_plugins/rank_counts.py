@@ -26,7 +26,7 @@ from functools import cached_property
 import torch
 from torch import Tensor
 
-from ranking_plugins.kernel import Cutoff, ItemIds, count_true
+from ranking_plugins.kernel import Cutoff, ItemIds, count_true, host_reads_are_free
 
 
 def distinct_ids(item_ids: Tensor) -> Tensor:
@@ -286,7 +286,7 @@ class CountStats:
         share = (1 - miss) / r
         return torch.where(self._first_group(), share, 0.0).sum(dim=1)
 
-    def reciprocal_rank_at(self, k: Tensor) -> Tensor:
+    def reciprocal_rank_at(self, k: Tensor, deepest: int | None = None) -> Tensor:
         """Σ_i P(first hit at T+i) / (T+i) over the first group's places within k, / r."""
         _, harmonic = self._prefix
         t = self.size.unsqueeze(2)
@@ -295,20 +295,29 @@ class CountStats:
         m = torch.minimum(self._inside(k), t - r + 1)
         # r = 1: P = 1/t at every place, a harmonic difference
         single = (self._read(harmonic, start + m) - self._read(harmonic, start)) / t
-        share = torch.where(r == 1, single, self._several_relevant(start, t, r, m))
+        several = self._several_relevant(start, t, r, m, deepest)
+        share = torch.where(r == 1, single, several)
         return torch.where(self._first_group(), share / r, 0.0).sum(dim=1)
 
-    def _several_relevant(self, start: Tensor, t: Tensor, r: Tensor, m: Tensor) -> Tensor:
+    def _several_relevant(
+        self, start: Tensor, t: Tensor, r: Tensor, m: Tensor, deepest: int | None
+    ) -> Tensor:
         """Σ_{i≤m} C(t-i, r-1)/C(t, r) / (T+i) for first groups with r ≥ 2 (rare: tied hits).
 
         Walks the places of the group in blocks: P(first hit at place 1) = r/t and
         P(i+1) = P(i) (t - i - r + 1) / (t - i), as in the ranked-list kernel.
+        On the CPU the walk stops at the last place any such group needs; on an
+        accelerator, where reading that would synchronise, at the largest cutoff
+        (or the end of the catalogue).
         """
         several = (r > 1) & self._first_group()
         total = torch.zeros_like(m)
-        if self.ranked.shape[1] < 2 or not bool(several.any()):
-            return total
-        places = int(torch.where(several, m, 0).max().item())
+        if self.ranked.shape[1] < 2:
+            return total  # one relevant item per query: never several in a group
+        if host_reads_are_free(m):
+            places = int(torch.where(several, m, 0).max()) if m.numel() else 0
+        else:
+            places = self._table_length if deepest is None else min(deepest, self._table_length)
         t, r, start = t.squeeze(2), r.squeeze(2), start.squeeze(2)  # (Q, T)
 
         def ratio(i: Tensor) -> Tensor:
@@ -354,8 +363,14 @@ class CountStats:
         below = self.nonrelevant_ranked.unsqueeze(1) - nonrelevant_to_group_end
         return torch.where(self.ranked, below + (t - r) / 2, 0.0).sum(dim=1)
 
-    def at(self, cutoff: Tensor, adaptive_k: bool, whole_list: bool = False) -> Cutoff:
-        return Cutoff(self, cutoff, adaptive_k, whole_list)
+    def at(
+        self,
+        cutoff: Tensor,
+        adaptive_k: bool,
+        whole_list: bool = False,
+        deepest: int | None = None,
+    ) -> Cutoff:
+        return Cutoff(self, cutoff, adaptive_k, whole_list, deepest)
 
 
 __all__ = ["CountStats", "RankCounter", "count_ranks", "distinct_ids"]

@@ -32,9 +32,9 @@ def test_selection_paths_agree(ties: str, seed: int, monkeypatch: pytest.MonkeyP
         ks = sorted(set(torch.randint(1, n + 3, (3,), generator=generator).tolist()))
         options = {"mask": mask, "ties": ties, "reduction": "none"}
 
-        monkeypatch.setattr(kernel, "COMPLETE_ALL_ROWS", False)
+        monkeypatch.setattr(kernel, "ACCELERATOR_PATHS_ON_CPU", False)
         cut_rows_only = rank_metrics(preds, target, AT_K, ks, **options)
-        monkeypatch.setattr(kernel, "COMPLETE_ALL_ROWS", True)
+        monkeypatch.setattr(kernel, "ACCELERATOR_PATHS_ON_CPU", True)
         every_row = rank_metrics(preds, target, AT_K, ks, **options)
         whole_rows = rank_metrics(preds, target, [*AT_K, "auc"], ks, **options)
         for key, values in cut_rows_only.items():

@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from ranking_plugins import rank_metrics
+from ranking_plugins import kernel, rank_metrics
 from ranking_plugins.kernel import TIES, GainRule, ItemIds, normalize_input
 from ranking_plugins.metrics import METRICS, rank_stats, read_metrics
 from ranking_plugins.rank_counts import RankCounter, distinct_ids
@@ -55,7 +55,12 @@ def _both_paths(case: dict, ties: str, ks: tuple[int, ...] | None, threshold: fl
 
 @pytest.mark.parametrize("ties", TIES)
 @pytest.mark.parametrize("seed", range(3))
-def test_counting_equals_the_ranked_list_for_every_metric(ties: str, seed: int) -> None:
+@pytest.mark.parametrize("accelerator_paths", [False, True])
+def test_counting_equals_the_ranked_list_for_every_metric(
+    ties: str, seed: int, accelerator_paths: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the accelerator paths read nothing back to the host, and must agree too
+    monkeypatch.setattr(kernel, "ACCELERATOR_PATHS_ON_CPU", accelerator_paths)
     generator = torch.Generator().manual_seed(seed)
     for trial in range(60):
         case = _random_case(generator, trial)
@@ -149,7 +154,11 @@ def test_an_item_never_counts_against_itself_when_its_score_differs_in_the_last_
     assert counter.stats().size.tolist() == [[1.0]]
 
 
-def test_reciprocal_rank_in_a_long_tie_with_several_relevant_items() -> None:
+@pytest.mark.parametrize("accelerator_paths", [False, True])
+def test_reciprocal_rank_in_a_long_tie_with_several_relevant_items(
+    accelerator_paths: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(kernel, "ACCELERATOR_PATHS_ON_CPU", accelerator_paths)
     # one tie group of 3000 items holding 3 relevant ones: the place-by-place sum
     # runs over several blocks of places
     n = 3000
