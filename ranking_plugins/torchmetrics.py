@@ -44,6 +44,7 @@ from torch import Tensor
 from typing_extensions import Unpack
 
 from ranking_plugins import _validation as V
+from ranking_plugins.embeddings import EmbeddingScores
 from ranking_plugins.metrics import METRICS
 from ranking_plugins.request import RankingRequest, TopK
 from ranking_plugins.totals import Totals
@@ -231,7 +232,7 @@ class RankingMetric(Metric):
 
     def update(
         self,
-        preds: Tensor,
+        preds: Tensor | EmbeddingScores,
         target: Tensor,
         indexes: Tensor | None = None,
         mask: Tensor | None = None,
@@ -240,7 +241,9 @@ class RankingMetric(Metric):
 
         Args:
             preds: scores, higher ranks first: ``(Q, N)``; with ``indexes``,
-                any shape, flattened as TorchMetrics does.
+                any shape, flattened as TorchMetrics does; or
+                :class:`ranking_plugins.EmbeddingScores` (query and item embeddings,
+                the whole catalogue scored chunk by chunk) with item-id targets.
             target: grades ``(Q, N)``, relevant item ids ``(Q,)`` / ``(Q, T)``
                 padded with ``-1``, or with ``indexes`` grades of ``preds``' shape.
             indexes: the query id of each entry (grouped layout).
@@ -249,11 +252,19 @@ class RankingMetric(Metric):
         """
         if indexes is None:
             self._update_ranked(preds, target, mask)
+        elif isinstance(preds, EmbeddingScores):
+            raise ValueError("`indexes` (grouped layout) does not apply to EmbeddingScores")
         else:
             self._update_flat(preds, target, indexes, mask)
 
-    def _update_ranked(self, preds: Tensor, target: Tensor, mask: Tensor | None) -> None:
-        if self.ignore_index is not None:
+    def _update_ranked(
+        self, preds: Tensor | EmbeddingScores, target: Tensor, mask: Tensor | None
+    ) -> None:
+        if isinstance(preds, EmbeddingScores):
+            if self.ignore_index is not None and isinstance(target, Tensor):
+                # item ids: an ignored one becomes padding
+                target = target.masked_fill(target == self.ignore_index, -1)
+        elif self.ignore_index is not None:
             target, mask = _ignored.apply(
                 preds, target, mask, self.ignore_index, self.request.target_format
             )

@@ -217,3 +217,34 @@ def test_an_ignite_evaluator_can_return_embedding_scores() -> None:
     for key in ("ndcg@3", "ndcg@10", "hit_rate@3", "hit_rate@10", "auc"):
         assert metrics[key] == pytest.approx(want[key].item(), abs=1e-12)
     assert metrics["mrr"] == pytest.approx([want["mrr@3"].item(), want["mrr@10"].item()], abs=1e-12)
+
+
+def test_torchmetrics_metrics_and_a_collection_take_embedding_scores() -> None:
+    pytest.importorskip("torchmetrics")
+    from torchmetrics import MetricCollection
+
+    from ranking_plugins import torchmetrics as rp
+
+    users, items, target, exclude = _case(8, q=12)
+    target[0, 0] = -5  # ignored through ignore_index
+    collection = MetricCollection(
+        {"mrr": rp.MRR(top_k=10), "ndcg": rp.NDCG(top_k=10), "auc": rp.AUC()}
+    )
+    ranking = rp.RankingMetrics(["hit_rate", "map"], top_k=[1, 5], ignore_index=-5)
+    for rows in (slice(0, 7), slice(7, 12)):
+        scores = EmbeddingScores(users[rows], items, exclude=exclude[rows], chunk_size=11)
+        clean = target[rows].clamp(min=-1)
+        collection.update(scores, clean)
+        ranking.update(scores, target[rows])
+
+    dense = users @ items.T
+    mask = _mask_of(exclude, items.shape[0])
+    clean = target.clamp(min=-1)
+    want = rank_metrics(dense, clean, ["mrr", "ndcg"], 10, mask=mask, gain="linear")
+    want |= rank_metrics(dense, clean, ["auc", "hit_rate", "map"], [1, 5], mask=mask)
+    got = collection.compute()
+    torch.testing.assert_close(got["mrr"], want["mrr@10"], rtol=0, atol=1e-12)
+    torch.testing.assert_close(got["ndcg"], want["ndcg@10"], rtol=0, atol=1e-12)
+    torch.testing.assert_close(got["auc"], want["auc"], rtol=0, atol=1e-12)
+    for key, value in ranking.compute().items():
+        torch.testing.assert_close(value, want[key], rtol=0, atol=1e-12)
