@@ -46,7 +46,10 @@ batches come, nothing is kept to regroup later).
 State is four float64 rows per result (see :class:`ranking_plugins.totals.Totals`)
 on ``device``, summed across processes by Ignite's ``sync_all_reduce``.
 ``update`` never reads a value back to the host when the metric lives on the
-inputs' device and ``validate_args=False``.
+inputs' device and ``validate_args=False``; except in the grouped layout, where
+turning flat lists into padded rows needs the number of queries and the
+longest list (one synchronisation per batch; the TorchMetrics adapter keeps
+grouped input until ``compute`` instead).
 
 Several metrics attached to one engine rank each batch once when they share
 the ranking options (``ties``, ``relevance_threshold``, ``gain_function``,

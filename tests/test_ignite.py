@@ -28,8 +28,9 @@ from ignite.exceptions import NotComputableError
 from ignite.metrics import MetricsLambda
 
 import ranking_plugins.request
+from ranking_plugins import EmbeddingScores, rank_metrics
 from ranking_plugins import ignite as rp
-from ranking_plugins import rank_metrics
+from tests.host_reads import forbid_host_reads
 
 CLASSES: dict[str, type[rp.BaseRankingMetric]] = {
     "hit_rate": rp.HitRate,
@@ -804,6 +805,61 @@ def test_update_does_not_synchronise_on_the_inputs_device() -> None:
     for batch in batches:
         cpu_metric.update(batch)  # inputs on the GPU, state on the CPU
     assert cpu_metric.compute() == pytest.approx(metrics[0].compute(), rel=1e-12)
+
+
+@pytest.mark.parametrize(
+    # not "grouped": putting flat lists into padded rows needs the number of queries and
+    # the longest list on the host (documented in the module)
+    "layout",
+    ["dense ties", "dense masked", "one item id", "three item ids", "embeddings"],
+)
+@pytest.mark.parametrize("metrics", [("mrr", "ndcg", "hit_rate", "map"), ("auc", "mean_rank")])
+def test_update_reads_nothing_back_to_the_host_without_validate_args(
+    layout: str, metrics: tuple[str, ...], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What would synchronise an accelerator is made to fail on the CPU (tests/host_reads.py)."""
+    g = torch.Generator().manual_seed(21)
+    preds = torch.randint(0, 4, (6, 9), generator=g).float()  # ties, cut at k
+    output: dict[str, Any] = {"y_pred": preds, "y": torch.randint(0, 2, (6, 9), generator=g)}
+    if layout == "dense masked":
+        output["mask"] = torch.rand(6, 9, generator=g) < 0.8
+    elif layout == "one item id":
+        output["y"] = torch.randint(-1, 9, (6,), generator=g)
+    elif layout == "three item ids":
+        output["y"] = torch.randint(-1, 9, (6, 3), generator=g)
+    elif layout == "grouped":
+        output = {
+            "y_pred": preds.flatten(),
+            "y": output["y"].flatten(),
+            "indexes": torch.randint(0, 5, (54,), generator=g),
+        }
+    elif layout == "embeddings":
+        users, items = (
+            torch.randint(-1, 2, (6, 2), generator=g),
+            torch.randint(-1, 2, (9, 2), generator=g),
+        )
+        output = {
+            "y_pred": EmbeddingScores(users.float(), items.float(), chunk_size=4),
+            "y": torch.randint(-1, 9, (6, 2), generator=g),
+        }
+    metric = rp.RankingMetrics(list(metrics), [1, 3], validate_args=False)
+    with forbid_host_reads(monkeypatch):
+        metric.update(output)
+    y_pred = output["y_pred"]
+    dense = y_pred.query_emb @ y_pred.item_emb.T if layout == "embeddings" else y_pred
+    expected = rank_metrics(
+        dense,
+        output["y"],
+        list(metrics),
+        [1, 3],
+        mask=output.get("mask"),
+        indexes=output.get("indexes"),
+        empty_target_action="skip",
+    )
+    result = metric.compute()
+    assert result.keys() == expected.keys()
+    for key, value in expected.items():
+        assert result[key] == pytest.approx(value.item(), abs=1e-12, nan_ok=True)
 
 
 def test_load_state_dict_of_another_metric_is_refused() -> None:

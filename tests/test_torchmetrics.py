@@ -21,9 +21,9 @@ from torchmetrics import MetricCollection
 
 import ranking_plugins
 import ranking_plugins.request
-from ranking_plugins import kernel
 from ranking_plugins import torchmetrics as rp
 from ranking_plugins.metrics import METRICS
+from tests.host_reads import forbid_host_reads
 
 SINGLE = {
     "hit_rate": rp.HitRate,
@@ -552,7 +552,6 @@ def test_update_never_reads_tensor_values_without_validate_args(
 
     On the CPU the kernel may read values where that saves work (it costs no
     sync there); the test runs the kernel's accelerator paths, which must not."""
-    monkeypatch.setattr(kernel, "ACCELERATOR_PATHS_ON_CPU", True)
     g = torch.Generator().manual_seed(16)
     preds = torch.randn(5, 7, generator=g)
     if layout == "dense":
@@ -565,24 +564,7 @@ def test_update_never_reads_tensor_values_without_validate_args(
         kwargs = {"indexes": torch.randint(0, 4, (35,), generator=g)}
     metric = rp.RankingMetrics(list(METRICS), top_k=top_k, validate_args=False, ignore_index=-7)
 
-    def forbidden(name: str) -> Callable[..., Any]:
-        def fail(*a: Any, **k: Any) -> Any:
-            raise AssertionError(f"update called Tensor.{name}")
-
-        return fail
-
-    original_getitem = torch.Tensor.__getitem__
-
-    def getitem(self: torch.Tensor, index: Any) -> Any:
-        if isinstance(index, torch.Tensor) and index.dtype == torch.bool:
-            raise AssertionError("update indexed with a boolean mask")
-        return original_getitem(self, index)
-
-    with monkeypatch.context() as patch:
-        for name in ("item", "tolist", "__bool__", "__int__", "__float__", "__index__", "nonzero"):
-            patch.setattr(torch.Tensor, name, forbidden(name))
-        patch.setattr(torch.Tensor, "__getitem__", getitem)
-        patch.setattr(torch, "nonzero", forbidden("nonzero"))
+    with forbid_host_reads(monkeypatch):
         metric.update(*args, **kwargs)
     result = metric.compute()
     expected = ranking_plugins.rank_metrics(*args, list(METRICS), top_k, gain="linear", **kwargs)
