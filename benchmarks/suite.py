@@ -1,0 +1,1010 @@
+"""Side by side: this package against what a user would run instead, same tensors.
+
+Each workload runs through ``ranking_plugins`` (``rank_metrics`` and the
+Ignite and TorchMetrics adapters) and through its peers (Ignite's
+``rec_sys`` metrics, ``torchmetrics.retrieval``, the hand-written "topk then
+gather" pattern of blog posts), in one process, on the same tensors. Every
+time is the median of several runs after a warm-up, timed alternately with
+the workload's floor (a bare ``torch.topk``, the least any exact top-k metric
+has to do) so that a change of load hits both alike. Peak extra memory is
+measured in a fresh subprocess per row (``VmHWM`` minus ``VmRSS`` just before
+the call, the high-water mark reset through ``/proc/self/clear_refs``).
+
+Workloads:
+
+1. dense binary ``Q=1024, N=20000``, 5 relevant per row, HitRate/MRR/NDCG/MAP/
+   Precision/Recall at k = 1, 5, 10, 20, 50, 100;
+2. item-index targets ``Q=1024, N=100000``, one target per row, HR/MRR/NDCG;
+3. grouped layout, 10,000 queries x 100 candidates over 50 updates, MRR+NDCG+MAP;
+4. graded relevance (0..4) NDCG@10, exponential and linear gain;
+5. embeddings ``Q=1024, N=1,000,000, d=64``, HR/MRR/NDCG without the score matrix.
+
+    python benchmarks/suite.py                     # every workload, full sizes
+    python benchmarks/suite.py --quick             # tiny sizes, a few seconds (CI)
+    python benchmarks/suite.py --workload 1 3      # some workloads only
+    python benchmarks/suite.py --write-results     # also write benchmarks/RESULTS.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import gc
+import json
+import os
+import platform
+import re
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from ranking_plugins import EmbeddingScores, rank_metrics
+from ranking_plugins.request import _last_batch
+
+KS = (1, 5, 10, 20, 50, 100)
+ALL_METRICS = ("hit_rate", "mrr", "ndcg", "map", "precision", "recall")
+NEXT_ITEM_METRICS = ("hit_rate", "mrr", "ndcg")
+RESULTS = Path(__file__).with_name("RESULTS.md")
+MB = 1024.0 * 1024.0
+
+Fn = Callable[[], object]
+
+
+# --------------------------------------------------------------------------- sizes
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--workload", "-w", type=int, nargs="+", choices=[1, 2, 3, 4, 5], default=[1, 2, 3, 4, 5]
+    )
+    parser.add_argument("--repeats", type=int, default=5, help="timed runs (median reported)")
+    parser.add_argument("--warmup", type=int, default=1, help="untimed runs first")
+    parser.add_argument(
+        "--tm-queries",
+        type=int,
+        default=64,
+        help="Q at which torchmetrics.retrieval runs on workloads 1, 2 and 4 (too slow at 1024)",
+    )
+    parser.add_argument("--chunk-size", type=int, default=32768, help="workload 5 chunk size")
+    parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--no-memory", action="store_true", help="skip the peak-memory runs")
+    parser.add_argument(
+        "--quick", action="store_true", help="tiny sizes and few repeats: a smoke run for CI"
+    )
+    parser.add_argument(
+        "--write-results", action="store_true", help=f"write the tables to {RESULTS.name}"
+    )
+    parser.add_argument(
+        "--check", action="store_true", help="exit with status 1 if a target is missed"
+    )
+    parser.add_argument("--_peak", default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.repeats, args.warmup, args.tm_queries = 2, 1, 8
+        args.chunk_size = min(args.chunk_size, 4096)
+    args.sizes = QUICK if args.quick else FULL
+    return args
+
+
+FULL = {
+    1: {"Q": 1024, "N": 20000, "relevant": 5},
+    2: {"Q": 1024, "N": 100000},
+    3: {"queries": 10000, "candidates": 100, "updates": 50},
+    4: {"Q": 1024, "N": 20000, "graded": 20},
+    5: {"Q": 1024, "N": 1_000_000, "d": 64},
+}
+QUICK = {
+    1: {"Q": 64, "N": 2000, "relevant": 5},
+    2: {"Q": 64, "N": 5000},
+    3: {"queries": 200, "candidates": 100, "updates": 5},
+    4: {"Q": 64, "N": 2000, "graded": 20},
+    5: {"Q": 64, "N": 20000, "d": 16},
+}
+
+
+# --------------------------------------------------------------------------- entries
+
+
+@dataclass
+class Entry:
+    """One way of computing a workload's metrics.
+
+    ``make`` builds the callable (metric objects, imports) so that a memory
+    subprocess builds only the row it measures. ``ours`` rows clear the
+    kernel's last-batch cache before every run (see :func:`run_once`).
+    """
+
+    name: str
+    kind: str  # "floor", "ours" or "peer"
+    make: Callable[[], Fn]
+    size: str = ""  # set when the row runs at a reduced size
+    memory: bool = False
+    quick_memory: bool = False
+    repeats: int | None = None  # fewer runs for slow peers
+    note: str = ""
+
+
+@dataclass
+class Workload:
+    number: int
+    title: str
+    size: str
+    preds_bytes: int
+    entries: list[Entry]
+    note: str = ""
+
+
+@dataclass
+class Row:
+    workload: int
+    entry: Entry
+    ms: float
+    floor_ms: float
+    peak_bytes: int | None = None
+    per_run: list[float] = field(default_factory=list)
+
+    @property
+    def ratio(self) -> float:
+        return self.ms / self.floor_ms
+
+
+def run_once(entry: Entry, fn: Fn) -> object:
+    if entry.kind == "ours":
+        # ranking_plugins.request keeps the last batch's rank statistics and
+        # reuses them when the very same tensor objects come again; without
+        # this every run after the first would time a cache hit.
+        _last_batch.clear()
+    return fn()
+
+
+# --------------------------------------------------------------------------- peers
+
+
+def handwritten_dense(preds: torch.Tensor, target: torch.Tensor, ks: tuple[int, ...]) -> dict:
+    """HR/MRR/NDCG@k from one topk, as blog posts and LightningModules write it."""
+    max_k = max(ks)
+    _, top = torch.topk(preds, max_k, dim=1)
+    hits = torch.gather(target, 1, top) > 0  # (Q, max_k)
+    n_rel = (target > 0).sum(dim=1)
+    return _from_hits(hits, n_rel, ks)
+
+
+def handwritten_ids(preds: torch.Tensor, item: torch.Tensor, ks: tuple[int, ...]) -> dict:
+    """Next-item HR/MRR/NDCG@k: compare the topk ids with the target id."""
+    max_k = max(ks)
+    _, top = torch.topk(preds, max_k, dim=1)
+    hits = top == item.unsqueeze(1)
+    return _from_hits(hits, torch.ones_like(item), ks)
+
+
+def _from_hits(hits: torch.Tensor, n_rel: torch.Tensor, ks: tuple[int, ...]) -> dict:
+    max_k = hits.shape[1]
+    positions = torch.arange(1, max_k + 1, dtype=torch.float32)
+    discounts = 1.0 / torch.log2(positions + 1)
+    ideal = torch.cumsum(discounts, 0)
+    first = torch.where(hits.any(1), hits.int().argmax(1), max_k)
+    cum_dcg = torch.cumsum(hits.float() * discounts, 1)
+    out = {}
+    for k in ks:
+        out[f"hit_rate@{k}"] = (first < k).float().mean()
+        out[f"mrr@{k}"] = torch.where(first < k, 1.0 / (first + 1), 0.0).mean()
+        idcg = ideal[(n_rel.clamp(max=k) - 1).clamp(min=0)]
+        out[f"ndcg@{k}"] = (cum_dcg[:, k - 1] / idcg).mean()
+    return out
+
+
+def handwritten_graded(preds: torch.Tensor, grades: torch.Tensor, k: int, gain: str) -> object:
+    _, top = torch.topk(preds, k, dim=1)
+    got = torch.gather(grades, 1, top).float()
+    best = torch.topk(grades, k, dim=1).values.float()
+    discounts = 1.0 / torch.log2(torch.arange(2, k + 2, dtype=torch.float32))
+    if gain == "exponential":
+        got, best = torch.pow(2.0, got) - 1, torch.pow(2.0, best) - 1
+    idcg = (best * discounts).sum(1)
+    ndcg = (got * discounts).sum(1) / idcg.clamp(min=1e-12)
+    return ndcg[idcg > 0].mean()
+
+
+def chunked_topk(
+    query: torch.Tensor, items: torch.Tensor, k: int, chunk: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The embeddings floor: ``query @ chunk.T``, topk per chunk, merged as it goes."""
+    best_v = best_i = None
+    for start in range(0, items.shape[0], chunk):
+        scores = query @ items[start : start + chunk].T
+        v, i = torch.topk(scores, min(k, scores.shape[1]), dim=1)
+        i = i + start
+        if best_v is not None and best_i is not None:
+            v, i = torch.cat([best_v, v], 1), torch.cat([best_i, i], 1)
+            v, j = torch.topk(v, min(k, v.shape[1]), dim=1)
+            i = torch.gather(i, 1, j)
+        best_v, best_i = v, i
+    assert best_v is not None and best_i is not None
+    return best_v, best_i
+
+
+def ignite_cycle(*metrics: object) -> Callable[[tuple], object]:
+    """reset, update, compute of Ignite metrics (ours or Ignite's own)."""
+
+    def call(output: tuple) -> object:
+        results = []
+        for metric in metrics:
+            metric.reset()  # type: ignore[attr-defined]
+            metric.update(output)  # type: ignore[attr-defined]
+            results.append(metric.compute())  # type: ignore[attr-defined]
+        return results
+
+    return call
+
+
+def tm_cycle(metric: object, batches: list[tuple]) -> object:
+    """reset, one update per batch, compute of a TorchMetrics metric or collection."""
+    metric.reset()  # type: ignore[attr-defined]
+    for batch in batches:
+        metric.update(*batch[:2], **batch[2])  # type: ignore[attr-defined]
+    return metric.compute()  # type: ignore[attr-defined]
+
+
+def retrieval_collection(specs: list[tuple[str, int | None]], **kwargs: object) -> object:
+    """torchmetrics.retrieval: one object per metric per k, in a MetricCollection."""
+    from torchmetrics import MetricCollection
+    from torchmetrics import retrieval as R
+
+    classes = {
+        "hit_rate": R.RetrievalHitRate,
+        "mrr": R.RetrievalMRR,
+        "ndcg": R.RetrievalNormalizedDCG,
+        "map": R.RetrievalMAP,
+        "precision": R.RetrievalPrecision,
+        "recall": R.RetrievalRecall,
+    }
+    return MetricCollection(
+        {
+            f"{name}_{k}": classes[name](top_k=k, **kwargs)  # type: ignore[arg-type]
+            for name, k in specs
+        }
+    )
+
+
+def flat(preds: torch.Tensor, target: torch.Tensor) -> tuple:
+    """TorchMetrics' retrieval input for a (Q, N) batch: flat preds, target, indexes."""
+    q, n = preds.shape
+    indexes = torch.arange(q).repeat_interleave(n)
+    return (preds.flatten(), target.flatten(), {"indexes": indexes})
+
+
+# --------------------------------------------------------------------------- workloads
+
+
+def workload_1(args: argparse.Namespace) -> Workload:
+    s = args.sizes[1]
+    q, n = s["Q"], s["N"]
+    gen = torch.Generator().manual_seed(args.seed)
+    preds = torch.randn(q, n, generator=gen)
+    relevant = torch.rand(q, n, generator=gen).topk(s["relevant"], dim=1).indices
+    target = torch.zeros(q, n).scatter_(1, relevant, 1.0)
+    ks, mets = KS, ALL_METRICS
+    tq = min(args.tm_queries, q)
+    small = (preds[:tq].contiguous(), target[:tq].contiguous())
+
+    def ours_fn() -> Fn:
+        return lambda: rank_metrics(preds, target, mets, ks, validate_args=False)
+
+    def ours_small() -> Fn:
+        return lambda: rank_metrics(*small, mets, ks, validate_args=False)
+
+    def ours_bool() -> Fn:
+        target_bool = target.bool()
+        return lambda: rank_metrics(preds, target_bool, mets, ks, validate_args=False)
+
+    def ours_ignite() -> Fn:
+        from ranking_plugins.ignite import RankingMetrics
+
+        cycle = ignite_cycle(RankingMetrics(mets, top_k=list(ks), validate_args=False))
+        return lambda: cycle((preds, target))
+
+    def ours_tm() -> Fn:
+        from ranking_plugins.torchmetrics import RankingMetrics
+
+        metric = RankingMetrics(mets, top_k=list(ks), validate_args=False)
+        return lambda: tm_cycle(metric, [(preds, target, {})])
+
+    def ignite_pair() -> Fn:
+        from ignite.metrics.rec_sys import NDCG, HitRate
+
+        cycle = ignite_cycle(HitRate(top_k=list(ks)), NDCG(top_k=list(ks)))
+        return lambda: cycle((preds, target))
+
+    def retrieval() -> Fn:
+        metric = retrieval_collection([(m, k) for m in mets for k in ks])
+        batch = flat(*small)
+        return lambda: tm_cycle(metric, [batch])
+
+    return Workload(
+        1,
+        "dense binary, 6 metrics x 6 ks",
+        f"Q={q}, N={n}, {s['relevant']} relevant/row, float32 0/1 target",
+        preds.nelement() * preds.element_size(),
+        [
+            Entry("torch.topk(preds, 100)", "floor", lambda: lambda: torch.topk(preds, 100)),
+            Entry("rank_metrics", "ours", ours_fn, memory=True, quick_memory=True),
+            Entry(
+                "rank_metrics, bool target",
+                "ours",
+                ours_bool,
+                note="target.bool() made outside the timing",
+            ),
+            Entry("ranking_plugins.ignite.RankingMetrics", "ours", ours_ignite, memory=True),
+            Entry("ranking_plugins.torchmetrics.RankingMetrics", "ours", ours_tm, memory=True),
+            Entry(
+                "ignite rec_sys HitRate + NDCG",
+                "peer",
+                ignite_pair,
+                memory=True,
+                note="2 of the 6 metrics",
+            ),
+            Entry(
+                "hand-written topk + gather",
+                "peer",
+                lambda: lambda: handwritten_dense(preds, target, ks),
+                memory=True,
+                note="HR/MRR/NDCG only",
+            ),
+            Entry(
+                "torch.topk(preds, 100)",
+                "floor",
+                lambda: lambda: torch.topk(small[0], 100),
+                size=f"Q={tq}",
+            ),
+            Entry("rank_metrics", "ours", ours_small, size=f"Q={tq}"),
+            Entry(
+                "torchmetrics.retrieval (36 objects)",
+                "peer",
+                retrieval,
+                size=f"Q={tq}",
+                repeats=3,
+                note="MetricCollection, grouped layout; indexes built outside the timing",
+            ),
+        ],
+    )
+
+
+def workload_2(args: argparse.Namespace) -> Workload:
+    s = args.sizes[2]
+    q, n = s["Q"], s["N"]
+    gen = torch.Generator().manual_seed(args.seed)
+    preds = torch.randn(q, n, generator=gen)
+    item = torch.randint(n, (q,), generator=gen)
+    ks, mets = KS, NEXT_ITEM_METRICS
+    tq = min(max(1, args.tm_queries // 4), q)  # N is 5x workload 1's
+    small = (preds[:tq].contiguous(), item[:tq].contiguous())
+
+    def dense(p: torch.Tensor, i: torch.Tensor) -> torch.Tensor:
+        return torch.zeros_like(p).scatter_(1, i.unsqueeze(1), 1.0)
+
+    def ours_fn() -> Fn:
+        return lambda: rank_metrics(preds, item, mets, ks, validate_args=False)
+
+    def ours_small() -> Fn:
+        return lambda: rank_metrics(*small, mets, ks, validate_args=False)
+
+    def ours_ignite() -> Fn:
+        from ranking_plugins.ignite import RankingMetrics
+
+        cycle = ignite_cycle(RankingMetrics(mets, top_k=list(ks), validate_args=False))
+        return lambda: cycle((preds, item))
+
+    def ours_tm() -> Fn:
+        from ranking_plugins.torchmetrics import RankingMetrics
+
+        metric = RankingMetrics(mets, top_k=list(ks), validate_args=False)
+        return lambda: tm_cycle(metric, [(preds, item, {})])
+
+    def ignite_pair() -> Fn:
+        from ignite.metrics.rec_sys import NDCG, HitRate
+
+        cycle = ignite_cycle(HitRate(top_k=list(ks)), NDCG(top_k=list(ks)))
+        return lambda: cycle((preds, dense(preds, item)))
+
+    def retrieval() -> Fn:
+        metric = retrieval_collection([(m, k) for m in mets for k in ks])
+        p, i = small
+        indexes = flat(p, p)[2]
+        return lambda: tm_cycle(metric, [(p.flatten(), dense(p, i).flatten(), indexes)])
+
+    return Workload(
+        2,
+        "item-index targets, HR/MRR/NDCG x 6 ks",
+        f"Q={q}, N={n}, one target id per row",
+        preds.nelement() * preds.element_size(),
+        [
+            Entry("torch.topk(preds, 100)", "floor", lambda: lambda: torch.topk(preds, 100)),
+            Entry("rank_metrics", "ours", ours_fn, memory=True),
+            Entry("ranking_plugins.ignite.RankingMetrics", "ours", ours_ignite, memory=True),
+            Entry("ranking_plugins.torchmetrics.RankingMetrics", "ours", ours_tm, memory=True),
+            Entry(
+                "ignite rec_sys HitRate + NDCG",
+                "peer",
+                ignite_pair,
+                memory=True,
+                repeats=3,
+                note="dense (Q, N) target built inside the timing",
+            ),
+            Entry(
+                "hand-written topk + compare ids",
+                "peer",
+                lambda: lambda: handwritten_ids(preds, item, ks),
+                memory=True,
+            ),
+            Entry(
+                "torch.topk(preds, 100)",
+                "floor",
+                lambda: lambda: torch.topk(small[0], 100),
+                size=f"Q={tq}",
+            ),
+            Entry("rank_metrics", "ours", ours_small, size=f"Q={tq}"),
+            Entry(
+                "torchmetrics.retrieval (18 objects)",
+                "peer",
+                retrieval,
+                size=f"Q={tq}",
+                repeats=3,
+                note="dense target built inside the timing",
+            ),
+        ],
+        note="Peers that need a dense (Q, N) target build it inside their timed call: "
+        "a user of them has to.",
+    )
+
+
+def workload_3(args: argparse.Namespace) -> Workload:
+    s = args.sizes[3]
+    nq, nc, nu = s["queries"], s["candidates"], s["updates"]
+    gen = torch.Generator().manual_seed(args.seed)
+    preds = torch.randn(nq, nc, generator=gen)
+    target = (torch.rand(nq, nc, generator=gen) < 0.05).long()
+    indexes = torch.arange(nq).unsqueeze(1).expand(nq, nc)
+    per = nq // nu
+    batches = [
+        (
+            preds[i : i + per].flatten(),
+            target[i : i + per].flatten(),
+            {"indexes": indexes[i : i + per].flatten()},
+        )
+        for i in range(0, nq, per)
+    ]
+    mets = ("mrr", "ndcg", "map")
+
+    def ours_one() -> Fn:
+        from ranking_plugins.torchmetrics import RankingMetrics
+
+        metric = RankingMetrics(mets, validate_args=False)
+        return lambda: tm_cycle(metric, batches)
+
+    def ours_collection() -> Fn:
+        from torchmetrics import MetricCollection
+
+        from ranking_plugins.torchmetrics import MAP, MRR, NDCG
+
+        metric = MetricCollection(
+            {
+                "mrr": MRR(validate_args=False),
+                "ndcg": NDCG(validate_args=False),
+                "map": MAP(validate_args=False),
+            }
+        )
+        return lambda: tm_cycle(metric, batches)
+
+    def retrieval() -> Fn:
+        metric = retrieval_collection([(m, None) for m in mets])
+        return lambda: tm_cycle(metric, batches)
+
+    return Workload(
+        3,
+        "grouped layout, MRR + NDCG + MAP, whole list",
+        f"{nq} queries x {nc} candidates over {nu} updates, ~5% relevant",
+        preds.nelement() * preds.element_size(),
+        [
+            Entry(
+                "torch.sort of every query's candidates",
+                "floor",
+                lambda: lambda: torch.sort(preds, dim=1, descending=True),
+            ),
+            Entry("ranking_plugins.torchmetrics.RankingMetrics", "ours", ours_one),
+            Entry("MetricCollection(ranking_plugins MRR, NDCG, MAP)", "ours", ours_collection),
+            Entry(
+                "torchmetrics.retrieval MRR + NDCG + MAP",
+                "peer",
+                retrieval,
+                repeats=3,
+                note="MetricCollection",
+            ),
+        ],
+        note="Each timed run is reset, every update, compute. The floor sorts the "
+        "same scores as a dense (queries, candidates) matrix.",
+    )
+
+
+def workload_4(args: argparse.Namespace) -> Workload:
+    s = args.sizes[4]
+    q, n = s["Q"], s["N"]
+    gen = torch.Generator().manual_seed(args.seed)
+    preds = torch.randn(q, n, generator=gen)
+    graded = torch.rand(q, n, generator=gen).topk(s["graded"], dim=1).indices
+    levels = torch.randint(1, 5, graded.shape, generator=gen)
+    grades = torch.zeros(q, n, dtype=torch.long).scatter_(1, graded, levels)
+    tq = min(args.tm_queries, q)
+    small = (preds[:tq].contiguous(), grades[:tq].contiguous())
+    entries = [Entry("torch.topk(preds, 10)", "floor", lambda: lambda: torch.topk(preds, 10))]
+    for gain, ignite_gain in (("exponential", "exp_rank"), ("linear", "linear_rank")):
+
+        def ours(gain: str = gain) -> Fn:
+            return lambda: rank_metrics(preds, grades, "ndcg", 10, gain=gain, validate_args=False)
+
+        def ignite_ndcg(ignite_gain: str = ignite_gain) -> Fn:
+            from ignite.metrics.rec_sys import NDCG
+
+            cycle = ignite_cycle(NDCG(top_k=[10], gain_function=ignite_gain))
+            return lambda: cycle((preds, grades))
+
+        def hand(gain: str = gain) -> Fn:
+            return lambda: handwritten_graded(preds, grades, 10, gain)
+
+        entries += [
+            Entry(f"rank_metrics, {gain} gain", "ours", ours),
+            Entry(f"ignite rec_sys NDCG, {ignite_gain}", "peer", ignite_ndcg),
+            Entry(f"hand-written topk + gather, {gain}", "peer", hand),
+        ]
+
+    def ours_small() -> Fn:
+        return lambda: rank_metrics(*small, "ndcg", 10, gain="linear", validate_args=False)
+
+    def retrieval() -> Fn:
+        metric = retrieval_collection([("ndcg", 10)])
+        batch = flat(*small)
+        return lambda: tm_cycle(metric, [batch])
+
+    entries += [
+        Entry(
+            "torch.topk(preds, 10)",
+            "floor",
+            lambda: lambda: torch.topk(small[0], 10),
+            size=f"Q={tq}",
+        ),
+        Entry("rank_metrics, linear gain", "ours", ours_small, size=f"Q={tq}"),
+        Entry(
+            "torchmetrics.retrieval NDCG (linear)",
+            "peer",
+            retrieval,
+            size=f"Q={tq}",
+            repeats=3,
+            note="linear gain only",
+        ),
+    ]
+    return Workload(
+        4,
+        "graded relevance 0..4, NDCG@10",
+        f"Q={q}, N={n}, {s['graded']} graded items/row (grades 1..4), the rest 0",
+        preds.nelement() * preds.element_size(),
+        entries,
+        note="Ratios to peers pair rows of the same gain.",
+    )
+
+
+def workload_5(args: argparse.Namespace) -> Workload:
+    s = args.sizes[5]
+    q, n, d = s["Q"], s["N"], s["d"]
+    gen = torch.Generator().manual_seed(args.seed)
+    query = torch.randn(q, d, generator=gen)
+    items = torch.randn(n, d, generator=gen)
+    item = torch.randint(n, (q,), generator=gen)
+    chunk = args.chunk_size
+    ks, mets = KS, NEXT_ITEM_METRICS
+
+    def ours() -> Fn:
+        return lambda: rank_metrics(
+            EmbeddingScores(query, items, chunk_size=chunk),
+            item,
+            mets,
+            ks,
+            validate_args=False,
+        )
+
+    return Workload(
+        5,
+        "embeddings, HR/MRR/NDCG x 6 ks, no score matrix",
+        f"Q={q}, N={n}, d={d}, chunk_size={chunk}, one target id per row",
+        q * n * 4,  # the score matrix that is never built
+        [
+            Entry(
+                "chunked q @ chunk.T + topk(100) merged",
+                "floor",
+                lambda: lambda: chunked_topk(query, items, 100, chunk),
+                memory=True,
+                repeats=3,
+            ),
+            Entry(
+                "rank_metrics(EmbeddingScores)",
+                "ours",
+                ours,
+                memory=True,
+                quick_memory=True,
+                repeats=3,
+            ),
+        ],
+        note="'x preds' for memory here is a multiple of the full (Q, N) float32 score "
+        f"matrix ({q * n * 4 / MB:.0f} MB), which neither row builds.",
+    )
+
+
+WORKLOADS = {1: workload_1, 2: workload_2, 3: workload_3, 4: workload_4, 5: workload_5}
+
+
+# --------------------------------------------------------------------------- measuring
+
+
+def paired_ms(
+    entry: Entry, fn: Fn, floor: Entry, floor_fn: Fn, repeats: int, warmup: int
+) -> tuple[float, float, list[float]]:
+    """Median ms of ``fn`` and of the floor, timed alternately, after a warm-up."""
+
+    def timed(e: Entry, f: Fn) -> float:
+        if e.kind == "ours":
+            _last_batch.clear()  # see run_once: never time a cache hit
+        start = time.perf_counter()
+        f()
+        return time.perf_counter() - start
+
+    for _ in range(warmup):
+        run_once(entry, fn)
+        run_once(floor, floor_fn)
+    times, floor_times = [], []
+    for _ in range(repeats):
+        floor_times.append(timed(floor, floor_fn))
+        times.append(timed(entry, fn))
+    return (
+        1000.0 * statistics.median(times),
+        1000.0 * statistics.median(floor_times),
+        [1000.0 * t for t in times],
+    )
+
+
+def _status(key: str) -> int:
+    with open("/proc/self/status") as f:
+        match = re.search(rf"^{key}:\s+(\d+) kB", f.read(), re.MULTILINE)
+    assert match is not None
+    return int(match.group(1)) * 1024
+
+
+def peak_child(args: argparse.Namespace) -> int:
+    """In the subprocess: peak extra bytes of one run of one entry."""
+    number, name = args._peak.split(":", 1)
+    workload = WORKLOADS[int(number)](args)
+    entry = next(e for e in workload.entries if f"{e.name}|{e.size}" == name)
+    fn = entry.make()
+    run_once(entry, fn)  # warm-up: imports, thread pools, lazy initialisation
+    gc.collect()
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")  # reset VmHWM to the current RSS
+    before = _status("VmRSS")
+    result = run_once(entry, fn)
+    peak = _status("VmHWM") - before
+    del result
+    print(json.dumps({"peak_bytes": peak}))
+    return 0
+
+
+def measure_peak(args: argparse.Namespace, number: int, entry: Entry) -> int | None:
+    command = [sys.executable, __file__, "--_peak", f"{number}:{entry.name}|{entry.size}"]
+    command += ["--seed", str(args.seed), "--chunk-size", str(args.chunk_size)]
+    command += ["--tm-queries", str(args.tm_queries)]
+    if args.quick:
+        command.append("--quick")
+    if args.threads is not None:
+        command += ["--threads", str(args.threads)]
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        print(f"  peak memory of {entry.name!r} failed:\n{done.stderr}", file=sys.stderr)
+        return None
+    return int(json.loads(done.stdout.strip().splitlines()[-1])["peak_bytes"])
+
+
+def run_workload(args: argparse.Namespace, number: int) -> tuple[Workload, list[Row]]:
+    workload = WORKLOADS[number](args)
+    floors = {e.size: (e, e.make()) for e in workload.entries if e.kind == "floor"}
+    rows = []
+    for entry in workload.entries:
+        started = time.perf_counter()
+        fn = entry.make()
+        repeats = min(args.repeats, entry.repeats or args.repeats)
+        # rows at a reduced size are timed against the floor at that size
+        floor, floor_fn = floors.get(entry.size, floors[""])
+        if entry is floor:
+            ms, _, per_run = paired_ms(entry, fn, floor, lambda: None, repeats, args.warmup)
+            floor_ms = ms
+        else:
+            ms, floor_ms, per_run = paired_ms(entry, fn, floor, floor_fn, repeats, args.warmup)
+        row = Row(number, entry, ms, floor_ms, per_run=per_run)
+        wanted = entry.quick_memory if args.quick else entry.memory
+        if wanted and not args.no_memory:
+            row.peak_bytes = measure_peak(args, number, entry)
+        rows.append(row)
+        took = time.perf_counter() - started
+        print(f"  {entry.name} {entry.size}: {took:.1f} s", file=sys.stderr, flush=True)
+        del fn
+        gc.collect()
+    return workload, rows
+
+
+# --------------------------------------------------------------------------- report
+
+
+def machine() -> dict[str, str]:
+    cpu = platform.processor() or "unknown"
+    try:
+        with open("/proc/cpuinfo") as f:
+            found = re.search(r"^model name\s*:\s*(.+)$", f.read(), re.MULTILINE)
+        if found:
+            cpu = found.group(1).strip()
+    except OSError:
+        pass
+    load = os.getloadavg()
+    return {
+        "cpu": cpu,
+        "cores": str(os.cpu_count()),
+        "torch": torch.__version__,
+        "threads": str(torch.get_num_threads()),
+        "python": platform.python_version(),
+        "date": datetime.datetime.now().strftime("%Y-%m-%d %H:%M"),
+        "load": ", ".join(f"{x:.2f}" for x in load),
+        "busy": str(load[0] > 1.0),
+    }
+
+
+def fmt_ms(ms: float) -> str:
+    return f"{ms:,.0f}" if ms >= 100 else f"{ms:.2f}" if ms < 10 else f"{ms:.1f}"
+
+
+def speedups(workload: Workload, rows: list[Row]) -> list[tuple[Row, Row, float]]:
+    """(ours, peer, peer_ms / ours_ms) for every pair at the same size.
+
+    In workload 4 only rows of the same gain are paired.
+    """
+    out = []
+    for ours in (r for r in rows if r.entry.kind == "ours"):
+        for peer in (r for r in rows if r.entry.kind == "peer"):
+            if ours.entry.size != peer.entry.size:
+                continue
+            if workload.number == 4 and not _same_gain(ours.entry.name, peer.entry.name):
+                continue
+            out.append((ours, peer, peer.ms / ours.ms))
+    return out
+
+
+def _same_gain(a: str, b: str) -> bool:
+    def gain(name: str) -> str:
+        return "exp" if "exp" in name else "linear"
+
+    return gain(a) == gain(b)
+
+
+def workload_table(workload: Workload, rows: list[Row]) -> list[str]:
+    lines = [
+        f"### {workload.number}. {workload.title}",
+        "",
+        f"{workload.size}.",
+        "",
+        "| row | kind | size | ms | x floor | peak extra MB | x preds | note |",
+        "| --- | --- | --- | ---: | ---: | ---: | ---: | --- |",
+    ]
+    for row in rows:
+        e = row.entry
+        peak = mult = ""
+        if row.peak_bytes is not None:
+            peak = f"{row.peak_bytes / MB:,.0f}"
+            mult = f"{row.peak_bytes / workload.preds_bytes:.2f}"
+        lines.append(
+            f"| {e.name} | {e.kind} | {e.size or 'full'} | {fmt_ms(row.ms)} | "
+            f"{row.ratio:.2f} | {peak} | {mult} | {e.note} |"
+        )
+    pairs = speedups(workload, rows)
+    if pairs:
+        lines += ["", "| ours | peer | size | peer / ours |", "| --- | --- | --- | ---: |"]
+        for ours, peer, factor in pairs:
+            lines.append(
+                f"| {ours.entry.name} | {peer.entry.name} | {ours.entry.size or 'full'} | "
+                f"{factor:,.1f}x |"
+            )
+    if workload.note:
+        lines += ["", workload.note]
+    return [*lines, ""]
+
+
+@dataclass
+class Target:
+    text: str
+    value: float
+    limit: float
+    at_most: bool  # value <= limit passes; else value >= limit passes
+
+    @property
+    def ok(self) -> bool:
+        return self.value <= self.limit if self.at_most else self.value >= self.limit
+
+    def verdict(self) -> str:
+        if self.ok:
+            return "PASS"
+        by = self.value / self.limit if self.at_most else self.limit / self.value
+        return f"MISS by {by:.2f}x"
+
+
+def find(rows: list[Row], name: str, size: str = "") -> Row | None:
+    return next((r for r in rows if r.entry.name == name and r.entry.size == size), None)
+
+
+def targets(results: dict[int, tuple[Workload, list[Row]]]) -> list[Target]:
+    out: list[Target] = []
+    ours_names = (
+        "rank_metrics",
+        "ranking_plugins.ignite.RankingMetrics",
+        "ranking_plugins.torchmetrics.RankingMetrics",
+    )
+    for number, limit in ((1, 1.5), (2, 1.0)):
+        if number not in results:
+            continue
+        workload, rows = results[number]
+        for name in ours_names:
+            row = find(rows, name)
+            if row:
+                out.append(Target(f"W{number} {name} / floor", row.ratio, limit, True))
+        for name in ours_names:
+            row = find(rows, name)
+            if row and row.peak_bytes is not None:
+                mult = row.peak_bytes / workload.preds_bytes
+                out.append(Target(f"W{number} {name} peak extra / preds", mult, 1.0, True))
+    if 1 in results:
+        workload, rows = results[1]
+        ignite_pair = find(rows, "ignite rec_sys HitRate + NDCG")
+        for name in ("ranking_plugins.ignite.RankingMetrics", "rank_metrics"):
+            row = find(rows, name)
+            if row and ignite_pair:
+                factor = ignite_pair.ms / row.ms
+                out.append(Target(f"W1 Ignite pair / {name}", factor, 20.0, False))
+        for ours, peer, factor in speedups(workload, rows):
+            if peer.entry.name.startswith("torchmetrics.retrieval"):
+                out.append(
+                    Target(
+                        f"W1 torchmetrics.retrieval / {ours.entry.name} ({ours.entry.size})",
+                        factor,
+                        1000.0,
+                        False,
+                    )
+                )
+    if 3 in results:
+        workload, rows = results[3]
+        for ours, _peer, factor in speedups(workload, rows):
+            out.append(
+                Target(f"W3 torchmetrics.retrieval / {ours.entry.name}", factor, 1000.0, False)
+            )
+    if 5 in results:
+        workload, rows = results[5]
+        row = find(rows, "rank_metrics(EmbeddingScores)")
+        if row:
+            out.append(
+                Target("W5 rank_metrics(EmbeddingScores) / chunked floor", row.ratio, 1.3, True)
+            )
+            if row.peak_bytes is not None:
+                out.append(
+                    Target(
+                        "W5 rank_metrics(EmbeddingScores) peak extra GB",
+                        row.peak_bytes / 1024**3,
+                        1.0,
+                        True,
+                    )
+                )
+            floor = find(rows, workload.entries[0].name)
+            if floor and floor.peak_bytes and row.peak_bytes is not None:
+                out.append(
+                    Target(
+                        "W5 peak extra / chunked floor's peak extra",
+                        row.peak_bytes / floor.peak_bytes,
+                        1.3,
+                        True,
+                    )
+                )
+    return out
+
+
+def target_table(found: list[Target]) -> list[str]:
+    lines = ["| target | measured | limit | verdict |", "| --- | ---: | ---: | --- |"]
+    for t in found:
+        limit = f"{'<=' if t.at_most else '>='} {t.limit:g}"
+        lines.append(f"| {t.text} | {t.value:,.2f} | {limit} | {t.verdict()} |")
+    return lines
+
+
+def report(
+    args: argparse.Namespace, results: dict[int, tuple[Workload, list[Row]]]
+) -> tuple[list[str], list[Target]]:
+    m = machine()
+    lines = [
+        f"Machine: {m['cpu']}, {m['cores']} cores, torch {m['torch']} (CPU), "
+        f"{m['threads']} threads, Python {m['python']}, {m['date']}, "
+        f"load average {m['load']}.",
+        "",
+        f"Medians of {args.repeats} runs (3 for rows marked slow) after {args.warmup} "
+        "warm-up, each timed alternately with its workload's floor; 'x floor' is the "
+        "ratio of the two medians. Peak extra memory: one run in a fresh subprocess, "
+        "VmHWM minus VmRSS just before the call. Every run of this package clears the "
+        "kernel's last-batch cache first (no cache hits are timed).",
+        "",
+    ]
+    if m["busy"] == "True":
+        lines += [
+            "**The machine was shared with other jobs (load average above 1): the "
+            "times are noisy.**",
+            "",
+        ]
+    if args.quick:
+        lines += ["`--quick`: tiny sizes; a smoke run, the ratios mean little.", ""]
+    for workload, rows in results.values():
+        lines += workload_table(workload, rows)
+    found = targets(results)
+    if found:
+        lines += ["### Targets", "", *target_table(found), ""]
+    context = ceilings(results)
+    if context:
+        lines += [
+            "The most any exact method can gain over a peer is the peer's time over the "
+            "floor's (the floor only sorts or ranks the scores):",
+            "",
+            *context,
+            "",
+        ]
+    return lines, found
+
+
+def ceilings(results: dict[int, tuple[Workload, list[Row]]]) -> list[str]:
+    out = []
+    for number, (_workload, rows) in results.items():
+        floors = {r.entry.size: r for r in rows if r.entry.kind == "floor"}
+        for row in rows:
+            if row.entry.kind != "peer" or row.entry.name.startswith("hand-written"):
+                continue
+            floor = floors.get(row.entry.size, floors.get(""))
+            if floor is not None and number in (1, 3):
+                out.append(
+                    f"- W{number} {row.entry.name} ({row.entry.size or 'full'}): "
+                    f"{row.ms / floor.ms:,.0f}x its floor ({floor.entry.name})"
+                )
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
+    if args._peak:
+        return peak_child(args)
+    results: dict[int, tuple[Workload, list[Row]]] = {}
+    for number in args.workload:
+        print(f"workload {number} ...", file=sys.stderr, flush=True)
+        results[number] = run_workload(args, number)
+    lines, found = report(args, results)
+    print("\n".join(lines))
+    if args.write_results:
+        RESULTS.write_text("# Benchmark results\n\n" + "\n".join(lines))
+        print(f"wrote {RESULTS}", file=sys.stderr)
+    return 1 if (args.check and not all(t.ok for t in found)) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
