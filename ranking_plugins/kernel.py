@@ -207,26 +207,7 @@ def normalize_input(
     validate_args: bool,
 ) -> RankingInput:
     """Check the inputs and bring any layout to :class:`RankingInput` (SPEC section 2)."""
-    preds = V.check_tensor("preds", preds).detach()
-    target = V.check_tensor("target", target).detach()
-    if indexes is not None:
-        indexes = V.check_tensor("indexes", indexes).detach()
-    if mask is not None:
-        mask = V.check_tensor("mask", mask).detach()
-        if mask.dtype != torch.bool:
-            raise TypeError(f"`mask` must be a bool tensor, got dtype {mask.dtype}")
-        if mask.shape != preds.shape:
-            raise ValueError(
-                f"`mask` must have the shape of `preds` {tuple(preds.shape)}, "
-                f"got {tuple(mask.shape)}"
-            )
-    if target_format is not None:
-        V.check_choice("target_format", target_format, V.TARGET_FORMATS)
-    V.check_preds_dtype(preds)
-    if target.is_complex():
-        raise TypeError(f"`target` must hold real grades or integer item ids, got {target.dtype}")
-    V.check_same_device(preds=preds, target=target, indexes=indexes, mask=mask)
-
+    preds, target, indexes, mask = check_inputs(preds, target, indexes, mask, target_format)
     if preds.ndim == 1:
         return _grouped(preds, target, indexes, mask, target_format, rule, validate_args)
     if preds.ndim != 2:
@@ -271,16 +252,40 @@ def normalize_input(
     return _at_least_one_item(RankingInput(preds, mask, ids))
 
 
-def _grouped(
-    preds: Tensor,
-    target: Tensor,
-    indexes: Tensor | None,
-    mask: Tensor | None,
+def check_inputs(
+    preds: object,
+    target: object,
+    indexes: object,
+    mask: object,
     target_format: str | None,
-    rule: GainRule,
-    validate_args: bool,
-) -> RankingInput:
-    """Flat (M,) triples with query ids -> padded (Q, L) rows, items in input order."""
+) -> tuple[Tensor, Tensor, Tensor | None, Tensor | None]:
+    """The checks of every layout that read no tensor value; returns the detached inputs."""
+    preds = V.check_tensor("preds", preds).detach()
+    target = V.check_tensor("target", target).detach()
+    if indexes is not None:
+        indexes = V.check_tensor("indexes", indexes).detach()
+    if mask is not None:
+        mask = V.check_tensor("mask", mask).detach()
+        if mask.dtype != torch.bool:
+            raise TypeError(f"`mask` must be a bool tensor, got dtype {mask.dtype}")
+        if mask.shape != preds.shape:
+            raise ValueError(
+                f"`mask` must have the shape of `preds` {tuple(preds.shape)}, "
+                f"got {tuple(mask.shape)}"
+            )
+    if target_format is not None:
+        V.check_choice("target_format", target_format, V.TARGET_FORMATS)
+    V.check_preds_dtype(preds)
+    if target.is_complex():
+        raise TypeError(f"`target` must hold real grades or integer item ids, got {target.dtype}")
+    V.check_same_device(preds=preds, target=target, indexes=indexes, mask=mask)
+    return preds, target, indexes, mask
+
+
+def check_grouped(
+    preds: Tensor, target: Tensor, indexes: Tensor | None, target_format: str | None
+) -> Tensor:
+    """The grouped layout's own checks (no tensor value read); returns ``indexes``."""
     if indexes is None:
         raise ValueError(
             "1-D `preds` is the grouped layout and needs `indexes` (M,) giving each item's query id"
@@ -294,6 +299,20 @@ def _grouped(
             "grouped layout: `preds`, `target` and `indexes` must all be (M,), got shapes "
             f"{tuple(preds.shape)}, {tuple(target.shape)} and {tuple(indexes.shape)}"
         )
+    return indexes
+
+
+def _grouped(
+    preds: Tensor,
+    target: Tensor,
+    indexes: Tensor | None,
+    mask: Tensor | None,
+    target_format: str | None,
+    rule: GainRule,
+    validate_args: bool,
+) -> RankingInput:
+    """Flat (M,) triples with query ids -> padded (Q, L) rows, items in input order."""
+    indexes = check_grouped(preds, target, indexes, target_format)
     if validate_args:
         V.check_values(preds, target, None, 0)
     queries, query_of_item, sizes = torch.unique(indexes, return_inverse=True, return_counts=True)

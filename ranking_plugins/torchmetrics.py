@@ -45,6 +45,7 @@ from typing_extensions import Unpack
 
 from ranking_plugins import _validation as V
 from ranking_plugins.embeddings import EmbeddingScores
+from ranking_plugins.kernel import check_grouped, check_inputs
 from ranking_plugins.metrics import METRICS
 from ranking_plugins.request import RankingRequest, TopK
 from ranking_plugins.totals import Totals
@@ -416,36 +417,13 @@ def _check_flat(
     They run in ``update`` (which only stores the triples); the kernel runs
     them again at ``compute``. The messages are the kernel's.
     """
-    preds = V.check_tensor("preds", preds)
-    target = V.check_tensor("target", target)
-    indexes = V.check_tensor("indexes", indexes)
-    if mask is not None:
-        mask = V.check_tensor("mask", mask)
-        if mask.dtype != torch.bool:
-            raise TypeError(f"`mask` must be a bool tensor, got dtype {mask.dtype}")
-        if mask.shape != preds.shape:
-            raise ValueError(
-                f"`mask` must have the shape of `preds` {tuple(preds.shape)}, "
-                f"got {tuple(mask.shape)}"
-            )
-    V.check_preds_dtype(preds)
-    if target.is_complex():
-        raise TypeError(f"`target` must hold real grades or integer item ids, got {target.dtype}")
-    V.check_same_device(preds=preds, target=target, indexes=indexes, mask=mask)
+    preds, target, _, mask = check_inputs(preds, target, indexes, mask, target_format)
     if preds.ndim != 1:
         raise ValueError(
             "`indexes` is only for the grouped layout, where `preds` is 1-D; "
             f"got `preds` of shape {tuple(preds.shape)}"
         )
-    if not V.is_integer_dtype(indexes.dtype):
-        raise TypeError(f"`indexes` must be an integer tensor of query ids, got {indexes.dtype}")
-    if target_format == "indices":
-        raise ValueError("`target_format='indices'` needs 2-D `preds` (Q, N)")
-    if target.shape != preds.shape or indexes.shape != preds.shape:
-        raise ValueError(
-            "grouped layout: `preds`, `target` and `indexes` must all be (M,), got shapes "
-            f"{tuple(preds.shape)}, {tuple(target.shape)} and {tuple(indexes.shape)}"
-        )
+    check_grouped(preds, target, V.check_tensor("indexes", indexes), target_format)
 
 
 class _IgnoredEntries(threading.local):
