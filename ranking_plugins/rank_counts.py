@@ -140,8 +140,8 @@ class RankCounter:
         if self.ties == "first" and not is_target:
             self.tied_before -= (tied & (items.unsqueeze(1) < self.ids.unsqueeze(2))).sum(dim=2)
 
-    def stats(self, relevant_count: Tensor | None = None) -> CountStats:
-        """The rank statistics; ``relevant_count`` overrides R (default: listed ids)."""
+    def stats(self) -> CountStats:
+        """The rank statistics; R counts every listed id, excluded or masked ones too."""
         ranked = self.ranked
         # relevant-vs-relevant, from the block scores the counts were made of
         other = ranked.unsqueeze(1) & ~torch.eye(
@@ -168,15 +168,13 @@ class RankCounter:
             )
         else:  # optimistic
             start, size, relevant, before = above, rel_tied + 1, rel_tied + 1, rel_above
-        if relevant_count is None:
-            relevant_count = self.listed.sum(dim=1)
         return CountStats(
             ranked=ranked,
             group_start=start.to(torch.float64),
             group_size=size.to(torch.float64),
             group_relevant=relevant.to(torch.float64),
             relevant_before=before.to(torch.float64),
-            relevant_count=relevant_count,
+            relevant_count=self.listed.sum(dim=1),
             num_ranked=self.num_items - self.unranked,
             num_items=self.num_items,
         )
