@@ -127,9 +127,43 @@ class DenseGrades:
     def ideal_gains(self, length: int, relevant_count: Tensor) -> Tensor:
         if self.binary:
             return binary_ideal_gains(relevant_count, length)
+        length = min(length, self.grades.shape[1])
+        if self.rule.relevance_threshold is not None or self.grades.dtype == torch.float64:
+            return self._top_gains(self.grades, length)
+        # Rows whose relevant items all have one grade (0/1 floats, the common
+        # case) need no selection: R copies of that grade's gain.
+        top_grade, one_grade = self._single_relevant_grade(relevant_count)
+        top_gain = self._relevant_and_gain(top_grade)[1].unsqueeze(1)
+        gains = binary_ideal_gains(relevant_count, length) * top_gain
+        if host_reads_are_free(one_grade):
+            rows = (~one_grade).nonzero().squeeze(1)
+            if rows.numel():
+                gains[rows] = self._top_gains(self.grades[rows], length)
+            return gains
+        return torch.where(one_grade.unsqueeze(1), gains, self._top_gains(self.grades, length))
+
+    def _top_gains(self, grades: Tensor, length: int) -> Tensor:
         # gains grow with grades, so the top grades give the top gains
-        top = torch.topk(self.grades, min(length, self.grades.shape[1]), dim=1).values
-        return self._relevant_and_gain(top)[1]
+        return self._relevant_and_gain(torch.topk(grades, length, dim=1).values)[1]
+
+    def _single_relevant_grade(self, relevant_count: Tensor) -> tuple[Tensor, Tensor]:
+        """(the largest grade, whether every relevant item has it) per row.
+
+        Without a threshold and with no negative grade, the relevant grades are
+        the positive ones, all equal to the largest exactly when they sum to R
+        times it. The sum is exact for integer and up-to-float32 grades (in
+        int64 / float64), so the test is exact (float64 grades and thresholds
+        always take the selection).
+        """
+        grades = self.grades
+        low, high = torch.aminmax(grades, dim=1)
+        if grades.is_floating_point():
+            total = grades.sum(dim=1, dtype=torch.float64)
+            expected = relevant_count.to(torch.float64) * high.to(torch.float64)
+        else:
+            total = grades.sum(dim=1, dtype=torch.int64)
+            expected = relevant_count * high.to(torch.int64)
+        return high, (low >= 0) & (total == expected)
 
 
 class ItemIds:

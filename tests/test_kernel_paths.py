@@ -58,3 +58,34 @@ def test_count_true_counts_every_row() -> None:
     flags = torch.rand(7, 1000) < 0.5
     assert torch.equal(kernel.count_true(flags), flags.sum(dim=1))
     assert torch.equal(kernel.count_true(flags[:, :3]), flags[:, :3].sum(dim=1))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.int64, torch.float64])
+@pytest.mark.parametrize("accelerator_paths", [False, True])
+def test_ideal_gains_shortcut_for_rows_with_one_relevant_grade(
+    dtype: torch.dtype, accelerator_paths: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rows whose relevant items share one grade skip the selection; others must not."""
+    monkeypatch.setattr(kernel, "ACCELERATOR_PATHS_ON_CPU", accelerator_paths)
+    generator = torch.Generator().manual_seed(11)
+    rows = []
+    for kind in range(6):
+        row = (torch.rand(30, generator=generator) < 0.2).to(torch.float64)
+        if kind == 1:
+            row = row * 3  # one grade, not 1
+        elif kind == 2:
+            row[row > 0] = torch.randint(1, 4, (int(row.sum()),), generator=generator).double()
+        elif kind == 3:
+            row[0], row[1] = 2.0, -1.0  # a negative grade: not "no negative"
+        elif kind == 4:
+            row[:] = 0.0  # nothing relevant
+        elif kind == 5:
+            row[3], row[4] = 2.0, 2.0 - 2.0**-8  # nearly equal grades
+        rows.append(row)
+    grades = torch.stack(rows).to(dtype)
+    for gain in ("exponential", "linear"):
+        relevance = kernel.DenseGrades(grades, kernel.GainRule(None, gain))
+        count = relevance.relevant_count()
+        got = relevance.ideal_gains(12, count)
+        want = relevance._top_gains(grades, 12)
+        torch.testing.assert_close(got, want, rtol=0, atol=0)
