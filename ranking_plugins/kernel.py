@@ -128,13 +128,11 @@ class DenseGrades:
         if self.binary:
             return binary_ideal_gains(relevant_count, length)
         length = min(length, self.grades.shape[1])
-        if self.rule.relevance_threshold is not None or self.grades.dtype == torch.float64:
-            return self._top_gains(self.grades, length)
         # Rows whose relevant items all have one grade (0/1 floats, the common
         # case) need no selection: R copies of that grade's gain.
         top_grade, one_grade = self._single_relevant_grade(relevant_count)
         top_gain = self._relevant_and_gain(top_grade)[1].unsqueeze(1)
-        gains = binary_ideal_gains(relevant_count, length) * top_gain
+        gains = torch.where(binary_ideal_gains(relevant_count, length) > 0, top_gain, 0.0)
         if host_reads_are_free(one_grade):
             rows = (~one_grade).nonzero().squeeze(1)
             if rows.numel():
@@ -149,21 +147,13 @@ class DenseGrades:
     def _single_relevant_grade(self, relevant_count: Tensor) -> tuple[Tensor, Tensor]:
         """(the largest grade, whether every relevant item has it) per row.
 
-        Without a threshold and with no negative grade, the relevant grades are
-        the positive ones, all equal to the largest exactly when they sum to R
-        times it. The sum is exact for integer and up-to-float32 grades (in
-        int64 / float64), so the test is exact (float64 grades and thresholds
-        always take the selection).
+        When a row has a relevant item, its largest grade is relevant, and all
+        R relevant grades equal it exactly when R items hold it: one max and
+        one comparison, exact for every dtype, much cheaper than a top-k.
         """
-        grades = self.grades
-        low, high = torch.aminmax(grades, dim=1)
-        if grades.is_floating_point():
-            total = grades.sum(dim=1, dtype=torch.float64)
-            expected = relevant_count.to(torch.float64) * high.to(torch.float64)
-        else:
-            total = grades.sum(dim=1, dtype=torch.int64)
-            expected = relevant_count * high.to(torch.int64)
-        return high, (low >= 0) & (total == expected)
+        high = self.grades.amax(dim=1)
+        holders = count_true(self.grades == high.unsqueeze(1))
+        return high, (relevant_count == 0) | (holders == relevant_count)
 
 
 class ItemIds:

@@ -62,8 +62,12 @@ def test_count_true_counts_every_row() -> None:
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.int64, torch.float64])
 @pytest.mark.parametrize("accelerator_paths", [False, True])
+@pytest.mark.parametrize("threshold", [None, 2.0])
 def test_ideal_gains_shortcut_for_rows_with_one_relevant_grade(
-    dtype: torch.dtype, accelerator_paths: bool, monkeypatch: pytest.MonkeyPatch
+    dtype: torch.dtype,
+    accelerator_paths: bool,
+    threshold: float | None,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Rows whose relevant items share one grade skip the selection; others must not."""
     monkeypatch.setattr(kernel, "ACCELERATOR_PATHS_ON_CPU", accelerator_paths)
@@ -84,7 +88,7 @@ def test_ideal_gains_shortcut_for_rows_with_one_relevant_grade(
         rows.append(row)
     grades = torch.stack(rows).to(dtype)
     for gain in ("exponential", "linear"):
-        relevance = kernel.DenseGrades(grades, kernel.GainRule(None, gain))
+        relevance = kernel.DenseGrades(grades, kernel.GainRule(threshold, gain))
         count = relevance.relevant_count()
         got = relevance.ideal_gains(12, count)
         want = relevance._top_gains(grades, 12)
