@@ -77,7 +77,9 @@ class RankingMetricsCallback(Callback):
             update's inputs from what the step returned: ``(preds, target)``,
             ``(preds, target, mask)``, or a mapping with ``preds``, ``target``
             and optionally ``mask`` / ``indexes``. By default the step's output
-            itself must be such a mapping.
+            itself must be such a mapping. ``preds`` may be an
+            :class:`ranking_plugins.EmbeddingScores` (user and item embeddings:
+            the whole catalogue is ranked without building the score matrix).
         prog_bar: also show the values in the progress bar.
         options: every option of :class:`~ranking_plugins.torchmetrics.RankingMetrics`
             (``ties``, ``empty_target_action``, ``ignore_index``, ``gain``, ...).

@@ -16,8 +16,9 @@ import lightning.pytorch as pl
 import pytest
 import torch
 from lightning.pytorch.loggers import CSVLogger
-from lightning_helpers import METRICS, TOP_K, NextItem, expected, loader
+from lightning_helpers import FEATURES, METRICS, NUM_ITEMS, TOP_K, NextItem, expected, loader
 
+from ranking_plugins import EmbeddingScores
 from ranking_plugins.lightning import RankingMetricsCallback
 
 
@@ -152,3 +153,41 @@ def test_states_live_on_the_module_device(tmp_path: Path) -> None:
     )
     assert all(state.device == model.device for state in callback.states["validate"])
     assert torch.isfinite(callback.last_results["validate"]["val/mrr@3"])
+
+
+class TwoTower(NextItem):
+    """Scores as user x item embeddings: the step returns EmbeddingScores, not a matrix."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.items = torch.nn.Embedding(NUM_ITEMS, 4)
+        self.users = torch.nn.Linear(FEATURES, 4)
+
+    def validation_step(self, batch: Any, batch_idx: int, dataloader_idx: int = 0) -> Any:
+        features, target, mask = batch
+        users = self.users(features)
+        all_items = torch.arange(NUM_ITEMS).expand_as(mask)
+        seen = torch.where(mask, -1, all_items)  # exclusion list, -1-padded
+        self.recorded.append(
+            {
+                "stage": "validate",
+                "sanity": self.trainer.sanity_checking,
+                "epoch": self.current_epoch,
+                "dataloader_idx": dataloader_idx,
+                "preds": (users @ self.items.weight.T).detach().cpu().clone(),
+                "target": target.cpu().clone(),
+                "mask": mask.cpu().clone(),
+            }
+        )
+        scores = EmbeddingScores(users, self.items.weight, exclude=seen, chunk_size=5)
+        return {"preds": scores, "target": target}
+
+
+def test_a_step_may_return_embedding_scores(tmp_path: Path) -> None:
+    model = TwoTower()
+    callback = RankingMetricsCallback(metrics=METRICS, top_k=TOP_K)
+    run = trainer(tmp_path, callback, logger=False)
+    run.validate(model, loader(seed=8, size=11, batch_size=4), verbose=False)
+    reference = expected(model.recorded, "validate", 0)
+    for key, value in reference.items():
+        assert float(run.callback_metrics[f"val/{key}"]) == pytest.approx(value, abs=1e-9), key
