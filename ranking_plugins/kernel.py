@@ -135,9 +135,11 @@ class DenseGrades:
         gains = torch.where(binary_ideal_gains(relevant_count, length) > 0, top_gain, 0.0)
         if host_reads_are_free(one_grade):
             rows = (~one_grade).nonzero().squeeze(1)
-            if rows.numel():
+            # a few rows are copied out and selected; many are selected in place
+            if 0 < rows.numel() <= one_grade.numel() // 4:
                 gains[rows] = self._top_gains(self.grades[rows], length)
-            return gains
+            if rows.numel() <= one_grade.numel() // 4:
+                return gains
         return torch.where(one_grade.unsqueeze(1), gains, self._top_gains(self.grades, length))
 
     def _top_gains(self, grades: Tensor, length: int) -> Tensor:

@@ -86,10 +86,12 @@ def test_ideal_gains_shortcut_for_rows_with_one_relevant_grade(
         elif kind == 5:
             row[3], row[4] = 2.0, 2.0 - 2.0**-8  # nearly equal grades
         rows.append(row)
-    grades = torch.stack(rows).to(dtype)
-    for gain in ("exponential", "linear"):
-        relevance = kernel.DenseGrades(grades, kernel.GainRule(threshold, gain))
-        count = relevance.relevant_count()
-        got = relevance.ideal_gains(12, count)
-        want = relevance._top_gains(grades, 12)
-        torch.testing.assert_close(got, want, rtol=0, atol=0)
+    mixed = torch.stack(rows).to(dtype)  # half the rows need the selection
+    mostly_one_grade = torch.cat([mixed, mixed[:1].expand(20, -1)])  # a few rows do
+    for grades in (mixed, mostly_one_grade):
+        for gain in ("exponential", "linear"):
+            relevance = kernel.DenseGrades(grades, kernel.GainRule(threshold, gain))
+            count = relevance.relevant_count()
+            got = relevance.ideal_gains(12, count)
+            want = relevance._top_gains(grades, 12)
+            torch.testing.assert_close(got, want, rtol=0, atol=0)
