@@ -91,11 +91,17 @@ def check_values(
         raise ValueError("`preds` must not contain NaN")
     if grades is not None and _has_nan(grades):
         raise ValueError("`target` must not contain NaN grades")
-    if item_ids is not None and item_ids.numel() > 0:
+    if item_ids is not None:
+        check_item_ids("target", item_ids, num_items)
+
+
+def check_item_ids(name: str, item_ids: Tensor, num_items: int) -> None:
+    """Item ids in [0, num_items) or -1 (padding); reads the values."""
+    if item_ids.numel() > 0:
         low, high = int(item_ids.min()), int(item_ids.max())
         if low < -1 or high >= num_items:
             raise ValueError(
-                f"`target` item indices must lie in [0, {num_items}) (or be -1 for padding), "
+                f"`{name}` item indices must lie in [0, {num_items}) (or be -1 for padding), "
                 f"got values in [{low}, {high}]"
             )
 

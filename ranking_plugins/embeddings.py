@@ -172,13 +172,8 @@ def embedding_stats(
     num_items = scores.num_items
     if validate_args:
         V.check_values(scores.query_emb, None, target, num_items)
-        if scores.exclude is not None and scores.exclude.numel():
-            low, high = int(scores.exclude.min()), int(scores.exclude.max())
-            if low < -1 or high >= num_items:
-                raise ValueError(
-                    f"`exclude` item ids must lie in [0, {num_items}) (or be -1 for padding), "
-                    f"got values in [{low}, {high}]"
-                )
+        if scores.exclude is not None:
+            V.check_item_ids("exclude", scores.exclude, num_items)
     with torch.no_grad():
         # ItemIds applies the relevance threshold (grade 1 for every listed id)
         ids = distinct_ids(ItemIds(target.to(torch.int64), num_items, rule).item_ids)

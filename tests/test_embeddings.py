@@ -144,7 +144,7 @@ def test_bad_targets_and_options_are_named(target, kwargs, error, words) -> None
 def test_exclusions_out_of_range_and_score_functions_of_the_wrong_shape_are_caught() -> None:
     users, items = torch.randn(3, 2), torch.randn(5, 2)
     bad_exclude = EmbeddingScores(users, items, exclude=torch.tensor([[7], [0], [1]]))
-    with pytest.raises(ValueError, match="`exclude` item ids"):
+    with pytest.raises(ValueError, match=r"`exclude` item indices must lie in \[0, 5\)"):
         rank_metrics(bad_exclude, torch.tensor([0, 1, 2]), "mrr", 3)
     wrong_shape = EmbeddingScores(users, items, score_fn=lambda q, c: q @ c.T[:, :1])
     with pytest.raises(ValueError, match="`score_fn` must return"):
