@@ -190,6 +190,28 @@ def _version(value: Tensor | EmbeddingScores) -> object:
 
 
 Input = Tensor | EmbeddingScores
+#: how an input is remembered: a weak reference and its version, or None
+Held = tuple[weakref.ref[Input], object] | None
+
+
+def hold(inputs: tuple[Input | None, ...]) -> tuple[Held, ...]:
+    """Remember ``inputs`` without keeping them alive (see :func:`still_held`)."""
+    return tuple(None if t is None else (weakref.ref(t), _version(t)) for t in inputs)
+
+
+def still_held(inputs: tuple[Input | None, ...], held: tuple[Held, ...]) -> bool:
+    """Whether ``inputs`` are the very objects :func:`hold` remembered, unmodified since."""
+    if len(inputs) != len(held):
+        return False
+    for value, remembered in zip(inputs, held, strict=True):
+        if value is None or remembered is None:
+            if value is not None or remembered is not None:
+                return False
+            continue
+        ref, version = remembered
+        if ref() is not value or _version(value) != version:
+            return False
+    return True
 
 
 class _LastBatch(threading.local):
@@ -202,7 +224,7 @@ class _LastBatch(threading.local):
     """
 
     def __init__(self) -> None:
-        self.inputs: tuple[tuple[weakref.ref[Input], object] | None, ...] = ()
+        self.inputs: tuple[Held, ...] = ()
         self.ranking: tuple[object, ...] = ()
         self.depth: int | None = 0
         self.stats: ListStats | None = None
@@ -210,18 +232,11 @@ class _LastBatch(threading.local):
     def lookup(
         self, inputs: tuple[Input | None, ...], ranking: tuple[object, ...], depth: int | None
     ) -> ListStats | None:
-        if self.stats is None or ranking != self.ranking or len(inputs) != len(self.inputs):
+        if self.stats is None or ranking != self.ranking:
             return None
         if self.depth is not None and (depth is None or depth > self.depth):
             return None
-        for tensor, held in zip(inputs, self.inputs, strict=True):
-            if (tensor is None) != (held is None):
-                return None
-            if tensor is not None and held is not None:
-                ref, version = held
-                if ref() is not tensor or _version(tensor) != version:
-                    return None
-        return self.stats
+        return self.stats if still_held(inputs, self.inputs) else None
 
     def store(
         self,
@@ -243,7 +258,7 @@ class _LastBatch(threading.local):
             # loops) have no version counter: an in-place change could not be
             # seen, so their ranking is not kept
             return
-        self.inputs = tuple(None if t is None else (weakref.ref(t), _version(t)) for t in inputs)
+        self.inputs = hold(inputs)
         self.ranking = ranking
         self.depth = depth
         self.stats = stats

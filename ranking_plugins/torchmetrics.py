@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import hashlib
 import threading
-import weakref
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar, TypedDict
 
@@ -47,7 +46,7 @@ from ranking_plugins import _validation as V
 from ranking_plugins.embeddings import EmbeddingScores
 from ranking_plugins.kernel import check_grouped, check_inputs
 from ranking_plugins.metrics import METRICS
-from ranking_plugins.request import RankingRequest, TopK
+from ranking_plugins.request import Held, RankingRequest, TopK, hold, still_held
 from ranking_plugins.totals import Totals
 
 try:
@@ -437,7 +436,7 @@ class _IgnoredEntries(threading.local):
 
     def __init__(self) -> None:
         self.key: tuple[object, ...] = ()
-        self.refs: tuple[tuple[weakref.ref[Tensor], int] | None, ...] = ()
+        self.refs: tuple[Held, ...] = ()
         self.result: tuple[Tensor, Tensor | None] | None = None
 
     def apply(
@@ -455,7 +454,7 @@ class _IgnoredEntries(threading.local):
         dense = target.shape == preds.shape if target_format is None else target_format == "dense"
         key = (ignore_index, dense)
         inputs = (preds, target, mask)
-        if self.result is not None and key == self.key and _same(inputs, self.refs):
+        if self.result is not None and key == self.key and still_held(inputs, self.refs):
             return self.result
         cacheable = not any(t is not None and t.is_inference() for t in inputs)
         ignored = target == ignore_index
@@ -468,23 +467,9 @@ class _IgnoredEntries(threading.local):
         if not cacheable:  # no version counter under torch.inference_mode
             return result
         self.key = key
-        self.refs = tuple(None if t is None else (weakref.ref(t), t._version) for t in inputs)
+        self.refs = hold(inputs)
         self.result = result
         return result
-
-
-def _same(
-    inputs: tuple[Tensor | None, ...], refs: tuple[tuple[weakref.ref[Tensor], int] | None, ...]
-) -> bool:
-    for tensor, held in zip(inputs, refs, strict=True):
-        if tensor is None or held is None:
-            if tensor is not None or held is not None:
-                return False
-            continue
-        ref, version = held
-        if ref() is not tensor or tensor._version != version:
-            return False
-    return True
 
 
 _ignored = _IgnoredEntries()
