@@ -68,3 +68,15 @@ def test_readme_python_examples_run() -> None:
     assert blocks, "README.md shows a Python example"
     for block in blocks:
         exec(compile(block, str(README), "exec"), {"__name__": "readme_example"})
+
+
+def test_readme_links_every_documentation_page_and_example() -> None:
+    """Every page of the docs site and every example is one click from the README."""
+    text = README.read_text(encoding="utf-8")
+    linked = set(re.findall(r"\]\(([^)#\s]+)\)", text))
+    pages = {f"docs/{p.name}" for p in (ROOT / "docs").glob("*.rst")}
+    examples = {f"examples/{p.name}" for p in (ROOT / "examples").glob("*.py")}
+    assert pages, "docs/ has pages"
+    assert not (pages | examples) - linked, sorted((pages | examples) - linked)
+    missing = [target for target in linked if "://" not in target and not (ROOT / target).exists()]
+    assert not missing, missing
