@@ -112,7 +112,7 @@ def rank_metrics(
 
 
 class RankOptions(TypedDict, total=False):
-    """The keywords of :func:`rank_metrics` that every single-metric function takes."""
+    """Keywords of :func:`~ranking_plugins.rank_metrics` that each single-metric function takes."""
 
     indexes: Tensor | None
     mask: Tensor | None
@@ -144,7 +144,7 @@ def hit_rate(
 ) -> Tensor:
     """Hit rate@k: 1 if a relevant item is in the top k (trec_eval success_k).
 
-    See :func:`rank_metrics` for the inputs and options.
+    See :func:`~ranking_plugins.rank_metrics` for the inputs and options.
 
     >>> import torch
     >>> preds = torch.tensor([[4.0, 2.0, 3.0, 1.0], [1.0, 2.0, 3.0, 4.0]])
@@ -160,7 +160,7 @@ def mrr(
 ) -> Tensor:
     """Mean reciprocal rank@k: 1 / rank of the first relevant item if it is within k.
 
-    See :func:`rank_metrics` for the inputs and options.
+    See :func:`~ranking_plugins.rank_metrics` for the inputs and options.
 
     >>> import torch
     >>> preds = torch.tensor([[4.0, 2.0, 3.0, 1.0], [1.0, 2.0, 3.0, 4.0]])
@@ -176,7 +176,7 @@ def precision(
 ) -> Tensor:
     """Precision@k: relevant items in the top k, divided by k.
 
-    See :func:`rank_metrics` for the inputs and options.
+    See :func:`~ranking_plugins.rank_metrics` for the inputs and options.
 
     >>> import torch
     >>> preds = torch.tensor([[4.0, 2.0, 3.0, 1.0], [1.0, 2.0, 3.0, 4.0]])
@@ -192,7 +192,7 @@ def recall(
 ) -> Tensor:
     """Recall@k: relevant items in the top k, divided by R.
 
-    See :func:`rank_metrics` for the inputs and options.
+    See :func:`~ranking_plugins.rank_metrics` for the inputs and options.
 
     >>> import torch
     >>> preds = torch.tensor([[4.0, 2.0, 3.0, 1.0], [1.0, 2.0, 3.0, 4.0]])
@@ -206,7 +206,7 @@ def recall(
 def f1(preds: Tensor, target: Tensor, top_k: TopK = None, **options: Unpack[RankOptions]) -> Tensor:
     """F1@k: the harmonic mean of precision@k and recall@k, 2 hits / (k + R).
 
-    See :func:`rank_metrics` for the inputs and options.
+    See :func:`~ranking_plugins.rank_metrics` for the inputs and options.
 
     >>> import torch
     >>> preds = torch.tensor([[4.0, 2.0, 3.0, 1.0], [1.0, 2.0, 3.0, 4.0]])
@@ -222,7 +222,7 @@ def map(
 ) -> Tensor:
     """Mean average precision@k (trec_eval map_cut_k; map with ``top_k=None``).
 
-    See :func:`rank_metrics` for the inputs and options.
+    See :func:`~ranking_plugins.rank_metrics` for the inputs and options.
 
     >>> import torch
     >>> preds = torch.tensor([[4.0, 2.0, 3.0, 1.0], [1.0, 2.0, 3.0, 4.0]])
@@ -238,7 +238,7 @@ def ndcg(
 ) -> Tensor:
     """Normalised discounted cumulative gain@k.
 
-    See :func:`rank_metrics` for the inputs and options.
+    See :func:`~ranking_plugins.rank_metrics` for the inputs and options.
 
     >>> import torch
     >>> preds = torch.tensor([[4.0, 2.0, 3.0, 1.0], [1.0, 2.0, 3.0, 4.0]])
@@ -256,7 +256,7 @@ def fall_out(
 
     Lower is better.
 
-    See :func:`rank_metrics` for the inputs and options.
+    See :func:`~ranking_plugins.rank_metrics` for the inputs and options.
 
     >>> import torch
     >>> preds = torch.tensor([[4.0, 2.0, 3.0, 1.0], [1.0, 2.0, 3.0, 4.0]])
@@ -270,7 +270,7 @@ def fall_out(
 def r_precision(preds: Tensor, target: Tensor, **options: Unpack[RankOptions]) -> Tensor:
     """R-precision: precision at R, the number of relevant items.
 
-    See :func:`rank_metrics` for the inputs and options.
+    See :func:`~ranking_plugins.rank_metrics` for the inputs and options.
 
     >>> import torch
     >>> preds = torch.tensor([[4.0, 2.0, 3.0, 1.0], [1.0, 2.0, 3.0, 4.0]])
@@ -284,7 +284,7 @@ def r_precision(preds: Tensor, target: Tensor, **options: Unpack[RankOptions]) -
 def mean_rank(preds: Tensor, target: Tensor, **options: Unpack[RankOptions]) -> Tensor:
     """Mean rank of the relevant ranked items, 1 = best (lower is better).
 
-    See :func:`rank_metrics` for the inputs and options.
+    See :func:`~ranking_plugins.rank_metrics` for the inputs and options.
 
     >>> import torch
     >>> preds = torch.tensor([[4.0, 2.0, 3.0, 1.0], [1.0, 2.0, 3.0, 4.0]])
@@ -298,7 +298,7 @@ def mean_rank(preds: Tensor, target: Tensor, **options: Unpack[RankOptions]) -> 
 def auc(preds: Tensor, target: Tensor, **options: Unpack[RankOptions]) -> Tensor:
     """Per-query AUC: the fraction of (relevant, non-relevant) pairs ordered right.
 
-    See :func:`rank_metrics` for the inputs and options.
+    See :func:`~ranking_plugins.rank_metrics` for the inputs and options.
 
     >>> import torch
     >>> preds = torch.tensor([[4.0, 2.0, 3.0, 1.0], [1.0, 2.0, 3.0, 4.0]])

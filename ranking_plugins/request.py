@@ -109,7 +109,7 @@ class RankingRequest:
 
     @property
     def keys(self) -> tuple[str, ...]:
-        """Result keys in output order: metric by metric, each in ascending k."""
+        """The result keys in output order, metric by metric, each in ascending k."""
         keys: list[str] = []
         for metric in self.metrics:
             column_ks: Sequence[int | None] = (

@@ -54,7 +54,7 @@ class Totals:
 
     @property
     def weight(self) -> Tensor:
-        """Σw per key: the number of counted queries (their total R when weighted)."""
+        """Σw per key, the number of counted queries (their total R when weighted)."""
         return self.sums[WEIGHT]
 
     def mean(self) -> Tensor:
