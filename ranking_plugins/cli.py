@@ -1,0 +1,565 @@
+"""The ``ranking-plugins`` command: evaluate a run file against qrels.
+
+::
+
+    ranking-plugins evaluate QRELS RUN [-m ndcg@10 -m mrr ...] [--ties first] [--per-query]
+    python -m ranking_plugins evaluate QRELS RUN ...
+
+The files are read by :mod:`ranking_plugins.trec_files` (TREC, TSV or JSONL,
+gzip too), joined into the grouped layout, and evaluated by the package's
+kernel (:class:`ranking_plugins.request.RankingRequest`, the object behind
+:func:`ranking_plugins.rank_metrics`); no metric is computed here. Means and
+standard errors come from :class:`ranking_plugins.totals.Totals`.
+
+Exit status: 0 on success, 1 for a problem in an input file (the message
+says ``FILE:LINE: what was wrong``), 2 for a command-line usage error.
+
+>>> from ranking_plugins.cli import parse_metrics
+>>> parse_metrics(["ndcg@10", "mrr", "precision@5,10", "P_20"])
+[('ndcg', 10), ('mrr', None), ('precision', 5), ('precision', 10), ('precision', 20)]
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+import math
+import re
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import TextIO
+
+from torch import Tensor
+
+from ranking_plugins import _validation as V
+from ranking_plugins.kernel import TIES
+from ranking_plugins.metrics import METRICS, result_key
+from ranking_plugins.request import RankingRequest
+from ranking_plugins.totals import Totals
+from ranking_plugins.trec_files import (
+    FORMATS,
+    Collection,
+    FileFormatError,
+    Progress,
+    build_collection,
+    read_records,
+)
+
+PROG = "ranking-plugins"
+#: what ``evaluate`` reports when no ``-m`` is given
+DEFAULT_METRICS = ("ndcg@10", "mrr", "map", "precision@10", "recall@100")
+
+#: other tools' names for the package's metrics: trec_eval's (``P_10``,
+#: ``recip_rank``, ``ndcg_cut_10``, ...) and ir_measures' (``P@10``, ``RR``,
+#: ``nDCG@10``, ...); ``map_cut`` and ``ndcg_cut`` need a cutoff
+ALIASES = {
+    "P": "precision",
+    "R": "recall",
+    "success": "hit_rate",
+    "Success": "hit_rate",
+    "recip_rank": "mrr",
+    "RR": "mrr",
+    "AP": "map",
+    "map_cut": "map",
+    "nDCG": "ndcg",
+    "ndcg_cut": "ndcg",
+    "Rprec": "r_precision",
+}
+_CUT_ONLY = {"map_cut", "ndcg_cut"}
+_TREC_EVAL_NAME = re.compile(r"^(P|recall|success|map_cut|ndcg_cut)_(\d+)$")
+
+
+class UsageError(ValueError):
+    """A bad command-line value; reported by argparse (exit status 2)."""
+
+
+def sample_path(name: str) -> Path:
+    """Path of a sample file shipped with the package: ``"sample.qrels"`` or ``"sample.run"``.
+
+    >>> sample_path("sample.qrels").name
+    'sample.qrels'
+    """
+    return Path(str(resources.files("ranking_plugins") / "data" / name))
+
+
+# --------------------------------------------------------------------------- metrics
+
+
+def parse_metrics(values: Sequence[str]) -> list[tuple[str, int | None]]:
+    """``-m`` values to ``(metric, k)`` pairs, in the order asked, without repeats.
+
+    ``name`` (whole list), ``name@k`` or ``name@k1,k2``; several may share one
+    value, separated by commas (``ndcg@10,mrr``). ``k`` is None for the whole
+    list. trec_eval and ir_measures names are accepted (see :data:`ALIASES`).
+    """
+    wanted: list[tuple[str, int | None]] = []
+    last: str | None = None  # metric a bare ``,k`` continues
+    for value in values:
+        for token in value.split(","):
+            token = token.strip()
+            if not token:
+                raise UsageError(f"empty metric name in {value!r}")
+            pairs: list[tuple[str, int | None]]
+            if token.isdigit() and last is not None:
+                pairs = [(last, _cutoff(token, last))]
+            else:
+                pairs = _one_metric(token)
+                last = pairs[0][0] if pairs[0][1] is not None else None
+            for pair in pairs:
+                if pair not in wanted:
+                    wanted.append(pair)
+    return wanted
+
+
+def _one_metric(token: str) -> list[tuple[str, int | None]]:
+    found = _TREC_EVAL_NAME.match(token)
+    if found:
+        name, ks = found.group(1), [found.group(2)]
+    elif "@" in token:
+        name, _, k = token.partition("@")
+        ks = [k]
+    else:
+        name, ks = token, []
+    metric = _metric_name(name, token)
+    if not ks and name in _CUT_ONLY:
+        raise UsageError(f"{token!r} needs a cutoff, e.g. {name}_10")
+    if ks and not METRICS[metric].at_k:
+        raise UsageError(f"{metric!r} takes no cutoff @k (got {token!r})")
+    if not ks:
+        return [(metric, None)]
+    return [(metric, _cutoff(k, token)) for k in ks]
+
+
+def _metric_name(name: str, token: str) -> str:
+    if name in METRICS:
+        return name
+    if name in ALIASES:
+        return ALIASES[name]
+    if name.lower() in METRICS:
+        return name.lower()
+    raise UsageError(
+        f"unknown metric {token!r}; the metrics are {', '.join(METRICS)} "
+        "(as name, name@k or name@k1,k2; trec_eval names such as P_10 and "
+        "ndcg_cut_10 also work)"
+    )
+
+
+def _cutoff(text: str, token: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise UsageError(f"the cutoff in {token!r} must be a positive integer, got {text!r}")
+    return int(text)
+
+
+# --------------------------------------------------------------------------- evaluation
+
+
+@dataclass(frozen=True)
+class Options:
+    """The kernel options of one evaluation (the command's flags)."""
+
+    ties: str = "average"
+    gain: str = "linear"
+    relevance_threshold: float | None = None
+    empty_target_action: str = "neg"
+    ap_denominator: str = "relevant"
+
+
+@dataclass(frozen=True)
+class Results:
+    """Per-query values, means, standard errors and counts, one entry per result key."""
+
+    qids: list[str]
+    keys: list[str]
+    per_query: dict[str, Tensor]  # (Q,) float64, NaN where a query was left out
+    mean: dict[str, float]
+    standard_error: dict[str, float]
+    counted: dict[str, int]
+
+
+def evaluate(
+    collection: Collection,
+    wanted: Sequence[tuple[str, int | None]],
+    options: Options,
+    qrels_path: str = "qrels",
+) -> Results:
+    """Evaluate a joined collection with the kernel.
+
+    ``rank_metrics`` takes one ``top_k`` for all its metrics, so the whole-list
+    metrics are one request and the @k metrics another (with every k asked
+    for); the kernel ranks once for both (the second request reuses the
+    first's ranking of the same tensors).
+    """
+    keys = [result_key(METRICS[name], k) for name, k in wanted]
+    whole = list(dict.fromkeys(name for name, k in wanted if k is None))
+    at_k = list(dict.fromkeys(name for name, k in wanted if k is not None))
+    ks = sorted({k for _, k in wanted if k is not None})
+    groups = [(whole, None), (at_k, ks)] if whole else [(at_k, ks)]
+    per_query: dict[str, Tensor] = {}
+    mean: dict[str, float] = {}
+    standard_error: dict[str, float] = {}
+    counted: dict[str, int] = {}
+    for names, top_k in groups:
+        if not names:
+            continue
+        request = RankingRequest.create(
+            names,
+            top_k,
+            ties=options.ties,
+            relevance_threshold=options.relevance_threshold,
+            empty_target_action=options.empty_target_action,
+            gain=options.gain,
+            ap_denominator=options.ap_denominator,
+        )
+        try:
+            evaluation = request.evaluate(
+                collection.preds,
+                collection.target,
+                indexes=collection.indexes,
+                mask=collection.mask,
+            )
+        except ValueError as error:
+            # the kernel names a query by its row; the user knows it by its id
+            message = re.sub(
+                r"query (\d+)", lambda m: f"query {collection.qids[int(m.group(1))]!r}", str(error)
+            )
+            raise FileFormatError(qrels_path, None, message) from None
+        mine = tuple(key for key in request.keys if key in keys)
+        totals = Totals.of(evaluation, mine, weighted=False)
+        for key, m, se, n in zip(
+            mine,
+            totals.mean().tolist(),
+            totals.standard_error().tolist(),
+            totals.weight.tolist(),
+            strict=True,
+        ):
+            per_query[key] = evaluation.results[key].values
+            mean[key], standard_error[key], counted[key] = m, se, int(n)
+    return Results(collection.qids, keys, per_query, mean, standard_error, counted)
+
+
+# --------------------------------------------------------------------------- output
+
+
+def _number(value: float, decimals: int) -> str:
+    return "-" if math.isnan(value) else f"{value:.{decimals}f}"
+
+
+def format_table(results: Results, per_query: bool) -> str:
+    """The summary (metric, mean, standard error, queries counted), after per-query rows."""
+    lines: list[str] = []
+    if per_query:
+        width = max([5, *map(len, results.qids)])
+        columns = [max(len(key), 6) for key in results.keys]
+        header = "query".ljust(width) + "".join(
+            f"  {key:>{w}}" for key, w in zip(results.keys, columns, strict=True)
+        )
+        lines.append(header)
+        values = {key: results.per_query[key].tolist() for key in results.keys}
+        for row, qid in enumerate(results.qids):
+            lines.append(
+                qid.ljust(width)
+                + "".join(
+                    f"  {_number(values[key][row], 4):>{w}}"
+                    for key, w in zip(results.keys, columns, strict=True)
+                )
+            )
+        lines.append(
+            "all".ljust(width)
+            + "".join(
+                f"  {_number(results.mean[key], 4):>{w}}"
+                for key, w in zip(results.keys, columns, strict=True)
+            )
+        )
+        lines.append("")
+    width = max([6, *map(len, results.keys)])
+    lines.append(f"{'metric':<{width}}  {'mean':>6}  {'stderr':>6}  {'queries':>7}")
+    for key in results.keys:
+        lines.append(
+            f"{key:<{width}}  {_number(results.mean[key], 4):>6}  "
+            f"{_number(results.standard_error[key], 4):>6}  {results.counted[key]:>7}"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def _json_number(value: float) -> float | None:
+    return None if math.isnan(value) else value
+
+
+def format_json(results: Results, per_query: bool, collection: Collection, options: Options) -> str:
+    """Means, standard errors, counts, and per-query values with ``--per-query`` (NaN → null)."""
+    document: dict[str, object] = {
+        "metrics": {key: _json_number(results.mean[key]) for key in results.keys},
+        "standard_error": {key: _json_number(results.standard_error[key]) for key in results.keys},
+        "queries_counted": {key: results.counted[key] for key in results.keys},
+        "num_queries": len(results.qids),
+        "unjudged_queries_skipped": collection.unjudged,
+        "unretrieved_queries": collection.unretrieved,
+        "options": {
+            "ties": options.ties,
+            "gain": options.gain,
+            "relevance_threshold": options.relevance_threshold,
+            "empty_target_action": options.empty_target_action,
+            "ap_denominator": options.ap_denominator,
+        },
+    }
+    if per_query:
+        values = {key: results.per_query[key].tolist() for key in results.keys}
+        document["per_query"] = {
+            qid: {key: _json_number(values[key][row]) for key in results.keys}
+            for row, qid in enumerate(results.qids)
+        }
+    return json.dumps(document, indent=2) + "\n"
+
+
+def format_csv(results: Results, per_query: bool) -> str:
+    """``query,<keys>``; a row per query with ``--per-query``, then the ``all`` row (means)."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(["query", *results.keys])
+
+    def cell(value: float) -> str:
+        return "" if math.isnan(value) else repr(value)
+
+    if per_query:
+        values = {key: results.per_query[key].tolist() for key in results.keys}
+        for row, qid in enumerate(results.qids):
+            writer.writerow([qid, *(cell(values[key][row]) for key in results.keys)])
+    writer.writerow(["all", *(cell(results.mean[key]) for key in results.keys)])
+    return buffer.getvalue()
+
+
+# --------------------------------------------------------------------------- command line
+
+_DESCRIPTION = "Exact ranking metrics (ranking_plugins) from the command line."
+
+_EVALUATE_DESCRIPTION = """\
+Evaluate a run (scored results) against qrels (relevance judgments), the way
+trec_eval does, with the ranking_plugins kernel: exact under ties, every
+metric and cutoff from one ranking.
+
+Files: TREC (qrels "qid iter docno grade", run "qid Q0 docno rank score runid";
+the rank column is ignored, documents are ordered by score), TSV ("qid docno
+grade|score", an optional header line), or JSONL (one object per line with
+"query_id", "doc_id" and "relevance" or "score"). A .gz file is read through
+gzip. Judged relevant documents the run does not retrieve count in R and in
+the ideal DCG.
+
+To reproduce trec_eval: --ties first (trec_eval breaks ties by document id,
+descending); -l N for trec_eval -l N (but trec_eval's nDCG ignores -l, so
+leave -l out for ndcg); --unretrieved-queries count for trec_eval -c.
+"""
+
+_EVALUATE_EPILOG = f"""\
+metrics: {", ".join(METRICS)}.
+  -m ndcg@10 -m mrr -m precision@5,10   (no @k: the whole ranked list)
+  trec_eval / ir_measures names work too: P_10, recall_100, success_1,
+  recip_rank, map_cut_10, ndcg_cut_10, Rprec; P@10, R@100, nDCG@10, RR, AP.
+  default: {" ".join("-m " + m for m in DEFAULT_METRICS)}
+
+exit status: 0 success, 1 a problem in an input file (FILE:LINE: what was
+wrong), 2 a usage error.
+
+example:
+  ranking-plugins evaluate qrels.txt run.txt -m ndcg@10 -m map --ties first
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=PROG, description=_DESCRIPTION)
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    commands.required = True
+    evaluate_parser = commands.add_parser(
+        "evaluate",
+        help="evaluate a run file against qrels (trec_eval-compatible)",
+        description=_EVALUATE_DESCRIPTION,
+        epilog=_EVALUATE_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add = evaluate_parser.add_argument
+    add("qrels", metavar="QRELS", help="relevance judgments: TREC, TSV or JSONL (.gz too)")
+    add("run", metavar="RUN", help="scored results: TREC, TSV or JSONL (.gz too)")
+    add(
+        "-m",
+        "--metric",
+        action="append",
+        default=None,
+        metavar="NAME[@K[,K...]]",
+        help=f"a metric to report; repeat for more (default: {' '.join(DEFAULT_METRICS)})",
+    )
+    add(
+        "--ties",
+        choices=TIES,
+        default="average",
+        help="what equal scores mean (default: average, the expected value over every "
+        "order of each tie group); 'first' is trec_eval's tie break (document id, "
+        "descending)",
+    )
+    add(
+        "--gain",
+        choices=V.GAINS,
+        default="linear",
+        help="nDCG gain of a grade g: linear g (default, trec_eval's) or exponential 2^g - 1",
+    )
+    add(
+        "-l",
+        "--relevance-threshold",
+        type=float,
+        default=None,
+        metavar="GRADE",
+        help="grades at or above GRADE are relevant (default: above 0); trec_eval -l",
+    )
+    add(
+        "--empty-target-action",
+        choices=V.EMPTY_TARGET_ACTIONS,
+        default="neg",
+        help="a query without relevant documents counts as 0 (neg, default, as trec_eval), "
+        "1 (pos), is left out of the means (skip), or is an error",
+    )
+    add(
+        "--ap-denominator",
+        choices=V.AP_DENOMINATORS,
+        default="relevant",
+        help="map@k divides by R (relevant, default, trec_eval's map_cut) or min(k, R)",
+    )
+    add(
+        "--unjudged-queries",
+        choices=("error", "skip"),
+        default="error",
+        help="a query in the run but not in the qrels is an error (default) or is "
+        "left out with a note on stderr",
+    )
+    add(
+        "--unretrieved-queries",
+        choices=("skip", "count"),
+        default="skip",
+        help="a query in the qrels but not in the run is left out with a note on stderr "
+        "(skip, default, as trec_eval) or counted with nothing retrieved (count, trec_eval -c)",
+    )
+    add(
+        "--per-query",
+        action="store_true",
+        help="also print every query's values (queries sorted as strings)",
+    )
+    add("--format", choices=("table", "json", "csv"), default="table", help="output format")
+    for kind in ("qrels", "run"):
+        add(
+            f"--{kind}-format",
+            choices=FORMATS,
+            default="auto",
+            help=f"format of the {kind} file (default: auto, from the extension .tsv/.jsonl, "
+            "else from the first line)",
+        )
+    add("-o", "--output", metavar="FILE", default=None, help="write to FILE instead of stdout")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command; returns the exit status (argparse exits 2 on usage errors)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    return run_evaluate(parser, args, sys.stdout, sys.stderr)
+
+
+def run_evaluate(
+    parser: argparse.ArgumentParser, args: argparse.Namespace, stdout: TextIO, stderr: TextIO
+) -> int:
+    try:
+        wanted = parse_metrics(args.metric or list(DEFAULT_METRICS))
+    except UsageError as error:
+        parser.error(f"-m/--metric: {error}")
+    threshold = args.relevance_threshold
+    if threshold is not None and not math.isfinite(threshold):
+        parser.error(f"-l/--relevance-threshold must be a finite number, got {threshold}")
+    options = Options(
+        ties=args.ties,
+        gain=args.gain,
+        relevance_threshold=threshold,
+        empty_target_action=args.empty_target_action,
+        ap_denominator=args.ap_denominator,
+    )
+    progress = Progress(stderr)
+    try:
+        qrels = read_records(args.qrels, "qrels", args.qrels_format, progress)
+        run = read_records(args.run, "run", args.run_format, progress)
+        collection = build_collection(
+            qrels,
+            run,
+            trec_eval_order=args.ties == "first",
+            relevance_threshold=threshold,
+            unjudged=args.unjudged_queries,
+            unretrieved=args.unretrieved_queries,
+        )
+        del qrels, run
+        _notes(collection, args, stderr)
+        if not collection.qids:
+            raise FileFormatError(args.run, None, "no query is both in the run and in the qrels")
+        results = evaluate(collection, wanted, options, args.qrels)
+    except FileFormatError as error:
+        stderr.write(f"{PROG}: error: {error}\n")
+        return 1
+    if args.format == "json":
+        text = format_json(results, args.per_query, collection, options)
+    elif args.format == "csv":
+        text = format_csv(results, args.per_query)
+    else:
+        text = format_table(results, args.per_query)
+    if args.output is None:
+        stdout.write(text)
+        stdout.flush()
+        return 0
+    try:
+        Path(args.output).write_text(text)
+    except OSError as error:
+        stderr.write(f"{PROG}: error: {args.output}: cannot write: {error.strerror or error}\n")
+        return 1
+    return 0
+
+
+def _notes(collection: Collection, args: argparse.Namespace, stderr: TextIO) -> None:
+    """Say on stderr which queries were left out or counted empty: never silently."""
+
+    def listing(qids: list[str]) -> str:
+        shown = ", ".join(qids[:10])
+        return shown + (f", ... ({len(qids) - 10} more)" if len(qids) > 10 else "")
+
+    def queries(n: int) -> str:
+        return f"{n} {'query' if n == 1 else 'queries'}"
+
+    if collection.unjudged:
+        stderr.write(
+            f"{PROG}: note: {queries(len(collection.unjudged))} of the run "
+            f"{'is' if len(collection.unjudged) == 1 else 'are'} not in the qrels and "
+            f"{'was' if len(collection.unjudged) == 1 else 'were'} left out: "
+            f"{listing(collection.unjudged)}\n"
+        )
+    if collection.unretrieved:
+        if args.unretrieved_queries == "count":
+            what = "counted as retrieving nothing"
+        else:
+            what = "left out (--unretrieved-queries count counts them as retrieving nothing)"
+        stderr.write(
+            f"{PROG}: note: {queries(len(collection.unretrieved))} of the qrels "
+            f"{'has' if len(collection.unretrieved) == 1 else 'have'} no line in the run, "
+            f"{what}: {listing(collection.unretrieved)}\n"
+        )
+
+
+__all__ = [
+    "ALIASES",
+    "DEFAULT_METRICS",
+    "Options",
+    "Results",
+    "build_parser",
+    "evaluate",
+    "format_csv",
+    "format_json",
+    "format_table",
+    "main",
+    "parse_metrics",
+    "sample_path",
+]
