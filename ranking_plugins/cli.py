@@ -380,6 +380,8 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=_EVALUATE_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    # usage errors found after parsing are reported with this parser's usage line
+    evaluate_parser.set_defaults(command_parser=evaluate_parser)
     add = evaluate_parser.add_argument
     add("qrels", metavar="QRELS", help="relevance judgments: TREC, TSV or JSONL (.gz too)")
     add("run", metavar="RUN", help="scored results: TREC, TSV or JSONL (.gz too)")
@@ -468,6 +470,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 def run_evaluate(
     parser: argparse.ArgumentParser, args: argparse.Namespace, stdout: TextIO, stderr: TextIO
 ) -> int:
+    """``evaluate`` with parsed arguments, writing to the given streams; returns the exit status."""
+    parser = getattr(args, "command_parser", parser)
     try:
         wanted = parse_metrics(args.metric or list(DEFAULT_METRICS))
     except UsageError as error:

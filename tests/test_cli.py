@@ -1,0 +1,785 @@
+"""The ``ranking-plugins evaluate`` command against trec_eval, pytrec_eval and rank_metrics.
+
+Expected numbers come from trec_eval's printed outputs (``out.test.aq``,
+``out.test.aql``), from pytrec_eval on the same files, or from
+``rank_metrics`` on tensors built here by the tests' own reader
+(``tests/trec_files.py``), never from the command itself.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import io
+import json
+import math
+import os
+import random
+import re
+import shutil
+import subprocess
+import sys
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import torch
+from trec_files import read_qrels, read_run, read_trec_eval_output, to_tensors
+
+from ranking_plugins import rank_metrics
+from ranking_plugins import trec_files as readers
+from ranking_plugins.cli import (
+    DEFAULT_METRICS,
+    build_parser,
+    main,
+    parse_metrics,
+    run_evaluate,
+    sample_path,
+)
+
+TOL_PRINTED = 5e-5 + 1e-12  # trec_eval prints %.4f
+TOL_EXACT = 1e-9  # against pytrec_eval's doubles
+
+# trec_eval measure family -> (this package's metric, takes a cutoff)
+FAMILIES = {
+    "P": ("precision", True),
+    "recall": ("recall", True),
+    "success": ("hit_rate", True),
+    "recip_rank": ("mrr", False),
+    "map": ("map", False),
+    "map_cut": ("map", True),
+    "ndcg": ("ndcg", False),
+    "ndcg_cut": ("ndcg", True),
+    "Rprec": ("r_precision", False),
+}
+UNTHRESHOLDED = {"ndcg", "ndcg_cut"}  # trec_eval's nDCG ignores -l
+
+
+@dataclass
+class Outcome:
+    status: int
+    out: str
+    err: str
+
+    def json(self) -> dict:
+        assert self.status == 0, self.err
+        return json.loads(self.out)
+
+
+def run_cli(*argv: object) -> Outcome:
+    """``main(argv)`` in this process, with stdout and stderr captured."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            status = main([str(a) for a in argv])
+        except SystemExit as done:
+            status = done.code if isinstance(done.code, int) else 1
+    return Outcome(status, out.getvalue(), err.getvalue())
+
+
+def measures_of(out_all: dict[str, str]) -> list[str]:
+    """trec_eval measures of FAMILIES printed in an output file."""
+    found = []
+    for name in out_all:
+        family = re.sub(r"_\d+$", "", name)
+        if (name in FAMILIES and not FAMILIES[name][1]) or (
+            family in FAMILIES and FAMILIES[family][1] and family != name
+        ):
+            found.append(name)
+    return sorted(found)
+
+
+def key_of(measure: str) -> str:
+    """The command's result key for a trec_eval measure name (the test's own mapping)."""
+    if measure in FAMILIES:
+        return FAMILIES[measure][0]
+    family, k = measure.rsplit("_", 1)
+    return f"{FAMILIES[family][0]}@{k}"
+
+
+def metric_args(measures: list[str]) -> list[str]:
+    return [arg for m in measures for arg in ("-m", m)]
+
+
+CASES = {
+    "aq": ("qrels.test", "out.test.aq", None),
+    "aql-l2": ("qrels.rel_level", "out.test.aql", 2),
+}
+
+
+# --------------------------------------------------------------------------- trec_eval
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_reproduces_trec_eval_output(trec_eval_dir: Path, case: str) -> None:
+    qrels_file, out_file, level = CASES[case]
+    expected = read_trec_eval_output(trec_eval_dir / out_file)
+    measures = measures_of(expected["all"])
+    assert len(measures) > 30
+    qrels, run = trec_eval_dir / qrels_file, trec_eval_dir / "results.test"
+    base = [
+        "evaluate",
+        qrels,
+        run,
+        "--ties",
+        "first",
+        "--per-query",
+        "--format",
+        "json",
+    ]
+    thresholded = [m for m in measures if re.sub(r"_\d+$", "", m) not in UNTHRESHOLDED]
+    graded = [m for m in measures if m not in thresholded]
+    results = {}
+    level_args = [] if level is None else ["-l", str(level)]
+    for group, extra in ((thresholded, level_args), (graded, [])):
+        document = run_cli(*base, *extra, *metric_args(group)).json()
+        for m in group:
+            results[m] = document, key_of(m)
+    qids = sorted(q for q in expected if q != "all")
+    mismatches = []
+    for measure, (document, key) in results.items():
+        assert document["num_queries"] == int(expected["all"]["num_q"])
+        for qid in qids:
+            got = document["per_query"][qid][key]
+            if not abs(got - float(expected[qid][measure])) <= TOL_PRINTED:
+                mismatches.append(f"{measure} {qid}: trec_eval {expected[qid][measure]}, got {got}")
+        got = document["metrics"][key]
+        if not abs(got - float(expected["all"][measure])) <= TOL_PRINTED:
+            mismatches.append(f"{measure} all: trec_eval {expected['all'][measure]}, got {got}")
+    assert not mismatches, "\n".join(mismatches)
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_matches_pytrec_eval_at_full_precision(trec_eval_dir: Path, case: str) -> None:
+    pytrec_eval = pytest.importorskip("pytrec_eval")
+    qrels_file, _, level = CASES[case]
+    qrels_path, run_path = trec_eval_dir / qrels_file, trec_eval_dir / "results.test"
+    with open(qrels_path) as f:
+        qrels = pytrec_eval.parse_qrel(f)
+    with open(run_path) as f:
+        run = pytrec_eval.parse_run(f)
+    cut = "5,10,15,20,30,100,200,500,1000"
+    names = {
+        f"P.{cut}",
+        f"recall.{cut}",
+        "success.1,5,10",
+        "recip_rank",
+        "map",
+        f"map_cut.{cut}",
+        "ndcg",
+        f"ndcg_cut.{cut}",
+        "Rprec",
+    }
+    reference = pytrec_eval.RelevanceEvaluator(qrels, names, relevance_level=level or 1).evaluate(
+        run
+    )
+    measures = sorted(next(iter(reference.values())))
+    thresholded = [m for m in measures if re.sub(r"_\d+$", "", m) not in UNTHRESHOLDED]
+    graded = [m for m in measures if m not in thresholded]
+    level_args = [] if level is None else ["-l", str(level)]
+    mismatches = []
+    for group, extra in ((thresholded, level_args), (graded, [])):
+        document = run_cli(
+            "evaluate", qrels_path, run_path, "--ties", "first", "--per-query", "--format",
+            "json", *extra, *metric_args(group),
+        ).json()  # fmt: skip
+        for measure in group:
+            for qid, values in reference.items():
+                got = document["per_query"][qid][key_of(measure)]
+                if not abs(got - values[measure]) <= TOL_EXACT:
+                    mismatches.append(
+                        f"{measure} {qid}: pytrec_eval {values[measure]!r}, got {got!r}"
+                    )
+    assert not mismatches, "\n".join(mismatches)
+
+
+def test_python_dash_m_reproduces_trec_eval(trec_eval_dir: Path) -> None:
+    expected = read_trec_eval_output(trec_eval_dir / "out.test.aq")
+    done = subprocess.run(
+        [
+            sys.executable, "-m", "ranking_plugins", "evaluate",
+            str(trec_eval_dir / "qrels.test"), str(trec_eval_dir / "results.test"),
+            "--ties", "first", "-m", "map", "-m", "ndcg_cut_10", "-m", "P_5", "--format", "csv",
+        ],
+        capture_output=True, text=True, check=False, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    header, all_row = done.stdout.strip().splitlines()
+    assert header == "query,map,ndcg@10,precision@5"
+    row = dict(zip(header.split(","), all_row.split(",")))
+    assert row["query"] == "all"
+    for measure, key in (("map", "map"), ("ndcg_cut_10", "ndcg@10"), ("P_5", "precision@5")):
+        assert abs(float(row[key]) - float(expected["all"][measure])) <= TOL_PRINTED
+
+
+def _script() -> str | None:
+    beside = Path(sys.executable).parent / "ranking-plugins"
+    return str(beside) if beside.exists() else shutil.which("ranking-plugins")
+
+
+def test_console_script_reproduces_trec_eval(trec_eval_dir: Path) -> None:
+    script = _script()
+    if script is None:
+        pytest.skip("the ranking-plugins script is not installed (pip install -e .)")
+    expected = read_trec_eval_output(trec_eval_dir / "out.test.aql")
+    done = subprocess.run(
+        [
+            script, "evaluate", str(trec_eval_dir / "qrels.rel_level"),
+            str(trec_eval_dir / "results.test"), "--ties", "first", "-l", "2",
+            "-m", "recip_rank", "-m", "Rprec", "--per-query", "--format", "json",
+        ],
+        capture_output=True, text=True, check=False, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    document = json.loads(done.stdout)
+    for qid, values in document["per_query"].items():
+        assert abs(values["mrr"] - float(expected[qid]["recip_rank"])) <= TOL_PRINTED
+        assert abs(values["r_precision"] - float(expected[qid]["Rprec"])) <= TOL_PRINTED
+
+
+# --------------------------------------------------------------------------- formats
+
+
+def write_formats(
+    qrels_path: Path, run_path: Path, directory: Path
+) -> dict[str, tuple[Path, Path]]:
+    """The collection rewritten as TSV, JSONL (with alias keys in the run) and gzip."""
+    qrels, run = read_qrels(qrels_path), read_run(run_path)
+    # scores as written in the TREC file: the same text parses to the same double
+    score_text = {}
+    for line in run_path.read_text().splitlines():
+        qid, _, docno, _, score, _ = line.split()
+        score_text[qid, docno] = score
+    files = {}
+    tsv_q, tsv_r = directory / "qrels.tsv", directory / "run.tsv"
+    tsv_q.write_text("".join(f"{q}\t{d}\t{g}\n" for q in qrels for d, g in qrels[q].items()))
+    tsv_r.write_text(
+        "query_id\tdoc_id\tscore\n"  # a header line, as DataFrame.to_csv writes
+        + "".join(f"{q}\t{d}\t{score_text[q, d]}\n" for q in run for d in run[q])
+    )
+    files["tsv"] = (tsv_q, tsv_r)
+    jq, jr = directory / "qrels.jsonl", directory / "run.jsonl"
+    jq.write_text(
+        "".join(
+            json.dumps({"query_id": q, "doc_id": d, "relevance": g}) + "\n"
+            for q in qrels
+            for d, g in qrels[q].items()
+        )
+    )
+    jr.write_text(
+        "".join(
+            json.dumps({"qid": q, "docno": d, "score": s}) + "\n"
+            for q in run
+            for d, s in run[q].items()
+        )
+    )
+    files["jsonl"] = (jq, jr)
+    gz_q, gz_r = directory / "qrels.test.gz", directory / "results.test.gz"
+    gz_q.write_bytes(gzip.compress(qrels_path.read_bytes()))
+    gz_r.write_bytes(gzip.compress(run_path.read_bytes()))
+    files["gz"] = (gz_q, gz_r)
+    return files
+
+
+COMPARED = ["-m", "ndcg@10,100", "-m", "map", "-m", "recall@1000", "-m", "mrr", "-m", "r_precision"]
+
+
+@pytest.mark.parametrize("ties", ["first", "average"])
+def test_tsv_jsonl_and_gzip_give_the_same_numbers(
+    trec_eval_dir: Path, tmp_path: Path, ties: str
+) -> None:
+    qrels, run = trec_eval_dir / "qrels.test", trec_eval_dir / "results.test"
+    common = ["--ties", ties, "--per-query", "--format", "json", *COMPARED]
+    reference = run_cli("evaluate", qrels, run, *common).json()
+    files = write_formats(qrels, run, tmp_path)
+    for name, (q, r) in files.items():
+        assert run_cli("evaluate", q, r, *common).json() == reference, name
+    # mixed formats, and formats named rather than guessed
+    mixed = run_cli("evaluate", files["jsonl"][0], files["tsv"][1], *common).json()
+    assert mixed == reference
+    renamed = tmp_path / "run.txt"
+    shutil.copy(files["jsonl"][1], renamed)
+    named = run_cli("evaluate", qrels, renamed, "--run-format", "jsonl", *common).json()
+    assert named == reference
+
+
+def test_whitespace_variants_and_chunk_boundaries(
+    trec_eval_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Spaces, tabs, CRLF, blank lines and tiny chunks: the same numbers."""
+    qrels, run = trec_eval_dir / "qrels.test", trec_eval_dir / "results.test"
+    common = ["--ties", "first", "--per-query", "--format", "json", *COMPARED]
+    reference = run_cli("evaluate", qrels, run, *common).json()
+    lines = [line.split() for line in run.read_text().splitlines()]
+    variants = {
+        "spaces": "".join(" ".join(t) + "\n" for t in lines),
+        "tabs": "".join("\t".join(t) + "\n" for t in lines),
+        "crlf": "".join(" ".join(t) + "\r\n" for t in lines),
+        "blank lines, runs of blanks, no final newline": "\n".join(
+            ("  " + "   ".join(t) + "\n" if i % 7 == 0 else " ".join(t))
+            for i, t in enumerate(lines)
+        ),
+    }
+    for chunk in (readers.CHUNK_BYTES, 97):
+        monkeypatch.setattr(readers, "CHUNK_BYTES", chunk)
+        for name, text in variants.items():
+            path = tmp_path / "run.trec"
+            path.write_text(text)
+            assert run_cli("evaluate", qrels, path, *common).json() == reference, (name, chunk)
+
+
+def test_interleaved_queries(trec_eval_dir: Path, tmp_path: Path) -> None:
+    """A run that does not keep a query's lines together is read the same."""
+    qrels, run = trec_eval_dir / "qrels.test", trec_eval_dir / "results.test"
+    common = ["--ties", "first", "--per-query", "--format", "json", *COMPARED]
+    reference = run_cli("evaluate", qrels, run, *common).json()
+    lines = run.read_text().splitlines(keepends=True)
+    random.Random(0).shuffle(lines)
+    shuffled = tmp_path / "shuffled.run"
+    shuffled.write_text("".join(lines))
+    assert run_cli("evaluate", qrels, shuffled, *common).json() == reference
+    # a repeated document is still found when the query's lines are apart
+    lines.append(lines[0])
+    shuffled.write_text("".join(lines))
+    outcome = run_cli("evaluate", qrels, shuffled)
+    assert outcome.status == 1
+    assert f"{shuffled}:{len(lines)}:" in outcome.err
+    assert "listed twice" in outcome.err
+
+
+# --------------------------------------------------------------------------- ties
+
+
+def sample_tensors(qids: list[str] | None = None):
+    return to_tensors(
+        read_qrels(sample_path("sample.qrels")), read_run(sample_path("sample.run")), qids
+    )
+
+
+@pytest.mark.parametrize("ties", ["first", "average", "pessimistic", "optimistic"])
+def test_ties_match_rank_metrics_on_tensors(ties: str) -> None:
+    qids, preds, target, mask = sample_tensors()
+    metrics = ("ndcg", "map", "mrr", "precision", "recall", "hit_rate")
+    ks = [1, 2, 3, 5]
+    expected = {}
+    for top_k in (ks, None):
+        expected.update(
+            rank_metrics(
+                preds, target, metrics, top_k, mask=mask, ties=ties, gain="linear",
+                reduction="none",
+            )
+        )  # fmt: skip
+    args = [f"{m}@1,2,3,5" for m in metrics] + list(metrics)
+    document = run_cli(
+        "evaluate", sample_path("sample.qrels"), sample_path("sample.run"), "--ties", ties,
+        "--per-query", "--format", "json", *metric_args(args),
+    ).json()  # fmt: skip
+    assert list(document["per_query"]) == qids
+    for key, values in expected.items():
+        got = [document["per_query"][q][key] for q in qids]
+        assert got == pytest.approx(values.tolist(), abs=1e-12), key
+
+
+def test_sample_files_have_a_tie_that_matters() -> None:
+    first = run_cli("evaluate", sample_path("sample.qrels"), sample_path("sample.run"),
+                    "--ties", "first", "--format", "json").json()  # fmt: skip
+    average = run_cli("evaluate", sample_path("sample.qrels"), sample_path("sample.run"),
+                      "--format", "json").json()  # fmt: skip
+    assert first["metrics"] != average["metrics"]
+    assert first["options"]["ties"] == "first" and average["options"]["ties"] == "average"
+    # and a judged relevant document that the run does not retrieve
+    _, _, target, mask = sample_tensors()
+    assert bool(((target > 0) & ~mask).any())
+
+
+def test_sample_files_reproduce_pytrec_eval_with_ties_first() -> None:
+    pytrec_eval = pytest.importorskip("pytrec_eval")
+    with open(sample_path("sample.qrels")) as f:
+        qrels = pytrec_eval.parse_qrel(f)
+    with open(sample_path("sample.run")) as f:
+        run = pytrec_eval.parse_run(f)
+    reference = pytrec_eval.RelevanceEvaluator(qrels, {"ndcg_cut.3", "map", "P.2"}).evaluate(run)
+    document = run_cli(
+        "evaluate", sample_path("sample.qrels"), sample_path("sample.run"), "--ties", "first",
+        "-m", "ndcg@3,map,precision@2", "--per-query", "--format", "json",
+    ).json()  # fmt: skip
+    for qid, values in reference.items():
+        got = document["per_query"][qid]
+        assert got["ndcg@3"] == pytest.approx(values["ndcg_cut_3"], abs=TOL_EXACT)
+        assert got["map"] == pytest.approx(values["map"], abs=TOL_EXACT)
+        assert got["precision@2"] == pytest.approx(values["P_2"], abs=TOL_EXACT)
+
+
+# --------------------------------------------------------------------------- errors
+
+
+def bad_run(tmp_path: Path, body: str, name: str = "bad.run") -> Path:
+    path = tmp_path / name
+    path.write_text(body)
+    return path
+
+
+GOOD_QRELS = "q1 0 d1 1\nq1 0 d2 0\nq1 0 d3 2\nq2 0 d1 1\n"
+GOOD_RUN = "q1 Q0 d1 1 3.0 r\nq1 Q0 d2 2 2.0 r\nq2 Q0 d1 1 1.0 r\n"
+
+ERRORS = {
+    # id: (which file, its text, line, words the message must contain)
+    "short line": ("run", "q1 Q0 d1 1 3.0 r\nq1 Q0 d2 2 2.0 r\nq1 Q0 d3 3 1.0\n", 3,
+                   ["expected 6 columns", "got 5"]),
+    "long line": ("run", "q1 Q0 d1 1 3.0 r\nq1 Q0 d2 2 2.0 r extra\n", 2,
+                  ["expected 6 columns", "got 7"]),
+    "non-numeric score": ("run", "q1 Q0 d1 1 3.0 r\nq1 Q0 d2 2 high r\n", 2,
+                          ["score is not a number", "'high'"]),
+    "NaN score": ("run", "q1 Q0 d1 1 3.0 r\nq1 Q0 d2 2 2.0 r\nq1 Q0 d3 3 nan r\n", 3,
+                  ["score is NaN"]),
+    "duplicate run document": ("run", "q1 Q0 d1 1 3.0 r\nq1 Q0 d2 2 2.0 r\nq1 Q0 d3 3 1.0 r\n"
+                               "q1 Q0 d2 4 0.5 r\n", 4, ["'d2'", "twice", "'q1'", "line 2"]),
+    "non-integer grade": ("qrels", "q1 0 d1 1\nq1 0 d2 0.5\n", 2,
+                          ["grade is not an integer", "'0.5'"]),
+    "qrels short line": ("qrels", "q1 0 d1 1\nq1 d2 0\n", 2, ["expected 4 columns", "got 3"]),
+    "duplicate judgment": ("qrels", "q1 0 d1 1\nq1 0 d2 0\nq1 0 d1 2\n", 3,
+                           ["'d1'", "twice", "line 1"]),
+    "invalid JSON": ("run.jsonl", '{"query_id": "q1", "doc_id": "d1", "score": 1}\n{"query_id": "q1",\n',
+                     2, ["invalid JSON"]),
+    "missing JSON key": ("run.jsonl", '{"query_id": "q1", "doc_id": "d1", "score": 1}\n'
+                         '{"query_id": "q1", "doc_id": "d2"}\n', 2, ["missing key 'score'"]),
+    "JSON score not a number": ("run.jsonl", '{"query_id": "q1", "doc_id": "d1", "score": "x"}\n',
+                                1, ["'score' must be a number"]),
+    "TSV bad score": ("run.tsv", "q1\td1\t3.0\nq1\td2\tn/a\n", 2, ["score is not a number"]),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", list(ERRORS))
+def test_file_errors_name_file_line_and_problem(tmp_path: Path, case: str) -> None:
+    which, text, line, words = ERRORS[case]
+    qrels = bad_run(tmp_path, GOOD_QRELS, "good.qrels")
+    run = bad_run(tmp_path, GOOD_RUN, "good.run")
+    if which == "qrels":
+        qrels = bad_run(tmp_path, text, "bad.qrels")
+        bad = qrels
+    else:
+        run = bad_run(tmp_path, text, "bad.run" if which == "run" else f"bad.{which.split('.')[1]}")
+        bad = run
+    outcome = run_cli("evaluate", qrels, run)
+    assert outcome.status == 1
+    assert outcome.out == ""
+    assert outcome.err.startswith(f"ranking-plugins: error: {bad}:{line}: "), outcome.err
+    for word in words:
+        assert word in outcome.err, (word, outcome.err)
+    assert "Traceback" not in outcome.err
+
+
+def test_error_past_the_first_chunk_has_the_right_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(readers, "CHUNK_BYTES", 64)
+    lines = [f"q1 Q0 d{i} {i} {100 - i}.5 r\n" for i in range(1, 60)]
+    lines[40] = "q1 Q0 d41 41 oops r\n"
+    qrels = bad_run(tmp_path, GOOD_QRELS, "good.qrels")
+    run = bad_run(tmp_path, "".join(lines))
+    outcome = run_cli("evaluate", qrels, run)
+    assert outcome.status == 1
+    assert f"{run}:41: the score is not a number (got 'oops')" in outcome.err
+
+
+def test_empty_and_unreadable_files(tmp_path: Path) -> None:
+    qrels = bad_run(tmp_path, GOOD_QRELS, "good.qrels")
+    empty = bad_run(tmp_path, "", "empty.run")
+    outcome = run_cli("evaluate", qrels, empty)
+    assert outcome.status == 1 and f"{empty}: " in outcome.err and "empty" in outcome.err
+    blank = bad_run(tmp_path, "\n  \n", "blank.run")
+    outcome = run_cli("evaluate", qrels, blank, "--run-format", "trec")
+    assert outcome.status == 1 and f"{blank}: " in outcome.err and "empty" in outcome.err
+    missing = tmp_path / "missing.run"
+    outcome = run_cli("evaluate", qrels, missing)
+    assert outcome.status == 1
+    assert f"{missing}: cannot read the file" in outcome.err
+    assert "Traceback" not in outcome.err
+    directory = run_cli("evaluate", tmp_path, missing)
+    assert directory.status == 1 and f"{tmp_path}: cannot read the file" in directory.err
+    broken_gz = bad_run(tmp_path, "not gzip", "run.gz")
+    outcome = run_cli("evaluate", qrels, broken_gz, "--run-format", "trec")
+    assert outcome.status == 1 and f"{broken_gz}: cannot read the file" in outcome.err
+
+
+def test_unknown_first_line_format(tmp_path: Path) -> None:
+    qrels = bad_run(tmp_path, GOOD_QRELS, "good.qrels")
+    run = bad_run(tmp_path, "\nq1 Q0 d1 1 3.0\n", "odd.run")
+    outcome = run_cli("evaluate", qrels, run)
+    assert outcome.status == 1
+    assert f"{run}:2: cannot tell the format" in outcome.err and "--run-format" in outcome.err
+
+
+# --------------------------------------------------------------------------- missing queries
+
+
+def test_query_in_run_but_not_in_qrels(tmp_path: Path) -> None:
+    qrels = bad_run(tmp_path, GOOD_QRELS, "good.qrels")
+    run = bad_run(tmp_path, GOOD_RUN + "q9 Q0 d1 1 5.0 r\nq8 Q0 d1 1 5.0 r\n")
+    outcome = run_cli("evaluate", qrels, run)
+    assert outcome.status == 1
+    assert f"{run}:4: query 'q9' is in the run but not in the qrels" in outcome.err
+    assert "2 such queries" in outcome.err and "--unjudged-queries skip" in outcome.err
+
+    skipped = run_cli("evaluate", qrels, run, "--unjudged-queries", "skip", "--format", "json",
+                      "--per-query")  # fmt: skip
+    assert skipped.status == 0
+    assert "2 queries of the run are not in the qrels and were left out: q8, q9" in skipped.err
+    plain = run_cli("evaluate", qrels, bad_run(tmp_path, GOOD_RUN, "plain.run"), "--format",
+                    "json", "--per-query")  # fmt: skip
+    document = skipped.json()
+    assert document["unjudged_queries_skipped"] == ["q8", "q9"]
+    del document["unjudged_queries_skipped"]
+    expected = plain.json()
+    del expected["unjudged_queries_skipped"]
+    assert document == expected
+
+
+def test_query_in_qrels_but_not_in_run(trec_eval_dir: Path, tmp_path: Path) -> None:
+    """Left out with a note by default; ``count`` is trec_eval -c: nothing retrieved."""
+    qrels, run = read_qrels(trec_eval_dir / "qrels.test"), trec_eval_dir / "results.test"
+    qrels_path = tmp_path / "qrels"
+    extra = {"999": {"DOC-A": 1, "DOC-B": 2, "DOC-C": 0}, "998": {"DOC-A": 0}}
+    qrels_path.write_text(
+        "".join(
+            f"{q} 0 {d} {g}\n" for q, docs in {**qrels, **extra}.items() for d, g in docs.items()
+        )
+    )
+    args = ["--ties", "first", "--per-query", "--format", "json", *COMPARED]
+    skipped = run_cli("evaluate", qrels_path, run, *args)
+    assert skipped.status == 0
+    assert "2 queries of the qrels have no line in the run, left out" in skipped.err
+    assert "998, 999" in skipped.err and "--unretrieved-queries count" in skipped.err
+    assert skipped.json()["num_queries"] == 3
+
+    counted = run_cli("evaluate", qrels_path, run, "--unretrieved-queries", "count", *args)
+    assert counted.status == 0 and "counted as retrieving nothing: 998, 999" in counted.err
+    document = counted.json()
+    assert document["num_queries"] == 5
+    # expectation: rank_metrics on tensors where the two queries retrieve nothing
+    qids, preds, target, mask = to_tensors(
+        {**qrels, **extra}, read_run(run), ["301", "302", "303", "998", "999"]
+    )
+    assert not mask[3:].any()
+    for top_k in ([10, 100, 1000], None):
+        expected = rank_metrics(
+            preds, target, ("ndcg", "map", "recall", "mrr", "r_precision"), top_k, mask=mask,
+            ties="first", gain="linear", reduction="none",
+        )  # fmt: skip
+        for key, values in expected.items():
+            if key not in document["metrics"]:
+                continue
+            got = [document["per_query"][q][key] for q in qids]
+            assert got == pytest.approx(values.tolist(), abs=1e-12), key
+            assert document["metrics"][key] == pytest.approx(float(values.mean()), abs=1e-12)
+    assert document["per_query"]["999"]["recall@1000"] == 0.0
+
+
+def test_empty_target_action(tmp_path: Path) -> None:
+    qrels = bad_run(tmp_path, GOOD_QRELS + "q3 0 d1 0\n", "good.qrels")
+    run = bad_run(tmp_path, GOOD_RUN + "q3 Q0 d1 1 1.0 r\n")
+    neg = run_cli("evaluate", qrels, run, "-m", "mrr", "--format", "json", "--per-query").json()
+    assert neg["per_query"]["q3"]["mrr"] == 0.0 and neg["queries_counted"]["mrr"] == 3
+    skip = run_cli("evaluate", qrels, run, "-m", "mrr", "--format", "json", "--per-query",
+                   "--empty-target-action", "skip").json()  # fmt: skip
+    assert skip["per_query"]["q3"]["mrr"] is None and skip["queries_counted"]["mrr"] == 2
+    error = run_cli("evaluate", qrels, run, "-m", "mrr", "--empty-target-action", "error")
+    assert error.status == 1 and "query 'q3'" in error.err and str(qrels) in error.err
+
+
+# --------------------------------------------------------------------------- output
+
+
+def test_table_json_and_csv_agree(trec_eval_dir: Path) -> None:
+    files = (trec_eval_dir / "qrels.test", trec_eval_dir / "results.test")
+    table = run_cli("evaluate", *files, "--per-query")
+    assert table.status == 0 and table.err == ""
+    document = run_cli("evaluate", *files, "--per-query", "--format", "json").json()
+    keys = list(document["metrics"])
+    assert keys == [key_of_default(m) for m in DEFAULT_METRICS]
+    summary = {}
+    for line in table.out.split("\n\n")[1].splitlines()[1:]:
+        key, mean, stderr, count = line.split()
+        summary[key] = (float(mean), float(stderr), int(count))
+    assert list(summary) == keys
+    for key in keys:
+        mean, stderr, count = summary[key]
+        assert mean == pytest.approx(document["metrics"][key], abs=5e-5)
+        assert stderr == pytest.approx(document["standard_error"][key], abs=5e-5)
+        assert count == document["queries_counted"][key] == 3
+        values = [document["per_query"][q][key] for q in ("301", "302", "303")]
+        expected_se = torch.tensor(values, dtype=torch.float64).std() / math.sqrt(3)
+        assert document["standard_error"][key] == pytest.approx(float(expected_se), abs=1e-12)
+    rows = table.out.split("\n\n")[0].splitlines()
+    assert rows[0].split() == ["query", *keys]
+    assert [r.split()[0] for r in rows[1:]] == ["301", "302", "303", "all"]
+
+    csv_text = run_cli("evaluate", *files, "--per-query", "--format", "csv").out
+    lines = [line.split(",") for line in csv_text.strip().splitlines()]
+    assert lines[0] == ["query", *keys]
+    assert [line[0] for line in lines[1:]] == ["301", "302", "303", "all"]
+    for column, key in enumerate(keys, 1):
+        per_query = [float(line[column]) for line in lines[1:4]]
+        assert sum(per_query) / 3 == pytest.approx(float(lines[4][column]), abs=1e-15)
+        assert float(lines[4][column]) == document["metrics"][key]  # full precision
+    only_all = run_cli("evaluate", *files, "--format", "csv").out.strip().splitlines()
+    assert [line.split(",")[0] for line in only_all] == ["query", "all"]
+
+
+def key_of_default(metric: str) -> str:
+    return metric  # the defaults are written in the command's own key form
+
+
+def test_output_file(tmp_path: Path) -> None:
+    target = tmp_path / "out.json"
+    outcome = run_cli("evaluate", sample_path("sample.qrels"), sample_path("sample.run"),
+                      "--format", "json", "-o", target)  # fmt: skip
+    assert outcome.status == 0 and outcome.out == ""
+    assert json.loads(target.read_text())["num_queries"] == 4
+
+
+# --------------------------------------------------------------------------- usage
+
+
+def test_metric_arguments() -> None:
+    assert parse_metrics(["ndcg@10", "mrr", "precision@5,10"]) == [
+        ("ndcg", 10), ("mrr", None), ("precision", 5), ("precision", 10),
+    ]  # fmt: skip
+    assert parse_metrics(["ndcg@10,mrr", "ndcg@10"]) == [("ndcg", 10), ("mrr", None)]
+    trec_eval_and_ir_measures = ["P_10", "recall_100", "success_1", "recip_rank", "map_cut_5",
+                                 "ndcg_cut_20", "Rprec", "nDCG@10", "RR", "AP"]  # fmt: skip
+    expected = [("precision", 10), ("recall", 100), ("hit_rate", 1), ("mrr", None), ("map", 5),
+                ("ndcg", 20), ("r_precision", None), ("ndcg", 10), ("map", None)]  # fmt: skip
+    assert parse_metrics(trec_eval_and_ir_measures) == expected  # RR repeats recip_rank
+
+
+@pytest.mark.parametrize(
+    ("value", "words"),
+    [
+        ("ndgc@10", ["unknown metric 'ndgc@10'", "hit_rate, mrr, precision"]),
+        ("r_precision@5", ["takes no cutoff"]),
+        ("ndcg@0", ["positive integer"]),
+        ("ndcg@x", ["positive integer"]),
+        ("map_cut", ["needs a cutoff"]),
+        ("ndcg@10,,mrr", ["empty metric name"]),
+    ],
+)
+def test_bad_metric_is_a_usage_error(value: str, words: list[str]) -> None:
+    outcome = run_cli(
+        "evaluate", sample_path("sample.qrels"), sample_path("sample.run"), "-m", value
+    )
+    assert outcome.status == 2
+    assert outcome.err.splitlines()[-1].startswith("ranking-plugins evaluate: error: -m/--metric")
+    for word in words:
+        assert word in outcome.err
+
+
+def test_usage_errors_exit_2() -> None:
+    assert run_cli().status == 2
+    assert run_cli("evaluate", sample_path("sample.qrels")).status == 2
+    outcome = run_cli("evaluate", "a", "b", "--ties", "random")
+    assert outcome.status == 2 and "invalid choice: 'random'" in outcome.err
+    outcome = run_cli("evaluate", "a", "b", "-l", "nan")
+    assert outcome.status == 2 and "relevance-threshold" in outcome.err
+
+
+def test_help() -> None:
+    top = run_cli("--help")
+    assert top.status == 0 and "evaluate" in top.out
+    sub = run_cli("evaluate", "--help")
+    assert sub.status == 0
+    for option in (
+        "--ties",
+        "--gain",
+        "--relevance-threshold",
+        "--per-query",
+        "--format",
+        "--unjudged-queries",
+        "--unretrieved-queries",
+        "--qrels-format",
+        "--run-format",
+        "--empty-target-action",
+        "--ap-denominator",
+        "--output",
+    ):
+        assert option in sub.out, option  # fmt: skip
+    assert "trec_eval" in sub.out and "ndcg_cut_10" in sub.out
+
+
+def test_help_through_both_entry_points() -> None:
+    done = subprocess.run([sys.executable, "-m", "ranking_plugins", "--help"],
+                          capture_output=True, text=True, check=False, timeout=300)  # fmt: skip
+    assert done.returncode == 0 and "evaluate" in done.stdout
+    assert done.stdout.startswith("usage: ranking-plugins")
+    script = _script()
+    if script is None:
+        pytest.skip("the ranking-plugins script is not installed (pip install -e .)")
+    done = subprocess.run([script, "evaluate", "--help"], capture_output=True, text=True,
+                          check=False, timeout=300)  # fmt: skip
+    assert done.returncode == 0 and "--ties" in done.stdout
+
+
+def test_sample_files_evaluate_quietly() -> None:
+    assert sample_path("sample.qrels").is_file() and sample_path("sample.run").is_file()
+    outcome = run_cli("evaluate", sample_path("sample.qrels"), sample_path("sample.run"))
+    assert outcome.status == 0 and outcome.err == ""
+    assert outcome.out.splitlines()[0].split() == ["metric", "mean", "stderr", "queries"]
+
+
+# --------------------------------------------------------------------------- progress
+
+
+def write_big_run(directory: Path, lines: int, queries: int = 1000) -> tuple[Path, Path]:
+    per_query = lines // queries + 1
+    run = directory / "big.run"
+    run.write_text(
+        "".join(
+            f"q{i // per_query} Q0 d{i} {i % per_query + 1} {(i * 7919) % 100003 / 7.0:.6f} r\n"
+            for i in range(lines)
+        )
+    )
+    qrels = directory / "big.qrels"
+    qrels.write_text("".join(f"q{q} 0 d{q * per_query + 3} 1\n" for q in range(queries)))
+    return qrels, run
+
+
+def collect(fd: int, into: list[bytes]) -> None:
+    while True:
+        try:
+            data = os.read(fd, 65536)
+        except OSError:  # EIO: the terminal's other end was closed
+            return
+        if not data:
+            return
+        into.append(data)
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="needs a pseudo-terminal")
+def test_progress_on_a_terminal_only(tmp_path: Path) -> None:
+    import pty  # noqa: F401  (the platform has pseudo-terminals)
+
+    qrels, run = write_big_run(tmp_path, 1_000_100)
+    parser = build_parser()
+    args = parser.parse_args(["evaluate", str(qrels), str(run), "-m", "mrr"])
+
+    master, slave = os.openpty()
+    received: list[bytes] = []
+    reader = threading.Thread(target=collect, args=(master, received))
+    reader.start()
+    with os.fdopen(slave, "w") as terminal:
+        assert terminal.isatty()
+        status = run_evaluate(parser, args, io.StringIO(), terminal)
+    reader.join(timeout=30)
+    os.close(master)
+    assert status == 0
+    shown = b"".join(received).decode()
+    assert re.search(r"reading big\.run: [\d,]+ lines, [\d,]+ MiB, \d+%", shown), shown
+    assert shown.endswith("\r"), "the progress line is cleared at the end"
+
+    read_end, write_end = os.pipe()
+    with os.fdopen(write_end, "w") as pipe:
+        status = run_evaluate(parser, args, io.StringIO(), pipe)
+    with os.fdopen(read_end) as pipe_reader:
+        assert pipe_reader.read() == ""
+    assert status == 0
