@@ -17,12 +17,18 @@ Workloads:
 2. item-index targets ``Q=1024, N=100000``, one target per row, HR/MRR/NDCG;
 3. grouped layout, 10,000 queries x 100 candidates over 50 updates, MRR+NDCG+MAP;
 4. graded relevance (0..4) NDCG@10, exponential and linear gain;
-5. embeddings ``Q=1024, N=1,000,000, d=64``, HR/MRR/NDCG without the score matrix.
+5. embeddings ``Q=1024, N=1,000,000, d=64``, HR/MRR/NDCG without the score matrix;
+6. files: ``ranking-plugins evaluate`` on a TREC qrels and run of 2,000 queries x
+   1,000 documents (2,000,000 run lines), reading included, against pytrec_eval
+   (its ``parse_qrel``/``parse_run``, ``RelevanceEvaluator.evaluate``, the means).
 
     python benchmarks/suite.py                     # every workload, full sizes
     python benchmarks/suite.py --quick             # tiny sizes, a few seconds (CI)
     python benchmarks/suite.py --workload 1 3      # some workloads only
     python benchmarks/suite.py --write-results     # also write benchmarks/RESULTS.md
+
+``--write-results`` after a run of some workloads replaces only their sections
+(and their rows of the targets) in RESULTS.md and keeps the others.
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ import re
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -62,7 +69,12 @@ Fn = Callable[[], object]
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
-        "--workload", "-w", type=int, nargs="+", choices=[1, 2, 3, 4, 5], default=[1, 2, 3, 4, 5]
+        "--workload",
+        "-w",
+        type=int,
+        nargs="+",
+        choices=[1, 2, 3, 4, 5, 6],
+        default=[1, 2, 3, 4, 5, 6],
     )
     parser.add_argument("--repeats", type=int, default=5, help="timed runs (median reported)")
     parser.add_argument("--warmup", type=int, default=1, help="untimed runs first")
@@ -100,6 +112,7 @@ FULL = {
     3: {"queries": 10000, "candidates": 100, "updates": 50},
     4: {"Q": 1024, "N": 20000, "graded": 20},
     5: {"Q": 1024, "N": 1_000_000, "d": 64},
+    6: {"queries": 2000, "docs": 1000, "judged": 50, "corpus": 1_000_000},
 }
 QUICK = {
     1: {"Q": 64, "N": 2000, "relevant": 5},
@@ -107,6 +120,7 @@ QUICK = {
     3: {"queries": 200, "candidates": 100, "updates": 5},
     4: {"Q": 64, "N": 2000, "graded": 20},
     5: {"Q": 64, "N": 20000, "d": 16},
+    6: {"queries": 50, "docs": 100, "judged": 10, "corpus": 10_000},
 }
 
 
@@ -645,7 +659,134 @@ def workload_5(args: argparse.Namespace) -> Workload:
     )
 
 
-WORKLOADS = {1: workload_1, 2: workload_2, 3: workload_3, 4: workload_4, 5: workload_5}
+#: workload 6: the measures asked of both tools (trec_eval names for pytrec_eval)
+FILE_METRICS = ("ndcg@10", "mrr", "map", "precision@10", "recall@100")
+PYTREC_MEASURES = {"ndcg_cut.10", "recip_rank", "map", "P.10", "recall.100"}
+
+
+#: workload 6's temporary directories, removed when the process ends
+_TEMP_DIRS: list[tempfile.TemporaryDirectory[str]] = []
+
+
+def write_trec_files(directory: Path, s: dict[str, int], seed: int) -> tuple[Path, Path]:
+    """A TREC run (``docs`` lines per query, 6 decimals, docs drawn from a corpus so
+    that they repeat across queries, as in MS MARCO runs) and its qrels (``judged``
+    per query, half of them retrieved, grades 0..2)."""
+    import random
+
+    rng = random.Random(seed)
+    run_lines: list[str] = []
+    qrels_lines: list[str] = []
+    for q in range(s["queries"]):
+        docs = rng.sample(range(s["corpus"]), s["docs"])
+        scores = sorted((rng.uniform(0.0, 30.0) for _ in docs), reverse=True)
+        run_lines.extend(
+            f"{q + 1} Q0 D{d:07d} {rank} {score:.6f} bench\n"
+            for rank, (d, score) in enumerate(zip(docs, scores, strict=True), 1)
+        )
+        half = s["judged"] // 2
+        judged = set(rng.sample(docs, half))
+        while len(judged) < s["judged"]:
+            judged.add(rng.randrange(s["corpus"]))
+        qrels_lines.extend(f"{q + 1} 0 D{d:07d} {rng.randrange(3)}\n" for d in sorted(judged))
+    qrels, run = directory / "bench.qrels", directory / "bench.run"
+    qrels.write_text("".join(qrels_lines))
+    run.write_text("".join(run_lines))
+    return qrels, run
+
+
+def evaluate_files(qrels: Path, run: Path, *extra: str) -> str:
+    """``ranking-plugins evaluate`` in this process; returns what it prints."""
+    import io
+
+    from ranking_plugins.cli import main
+
+    out = io.StringIO()
+    metrics = [a for m in FILE_METRICS for a in ("-m", m)]
+    stdout, sys.stdout = sys.stdout, out
+    try:
+        status = main(["evaluate", str(qrels), str(run), *metrics, "--format", "json", *extra])
+    finally:
+        sys.stdout = stdout
+    assert status == 0
+    return out.getvalue()
+
+
+def pytrec_eval_files(qrels: Path, run: Path) -> dict[str, float]:
+    import pytrec_eval
+
+    with open(qrels) as f:
+        judgments = pytrec_eval.parse_qrel(f)
+    with open(run) as f:
+        results = pytrec_eval.parse_run(f)
+    per_query = pytrec_eval.RelevanceEvaluator(judgments, PYTREC_MEASURES).evaluate(results)
+    names = next(iter(per_query.values()))
+    return {m: statistics.fmean(v[m] for v in per_query.values()) for m in names}
+
+
+def workload_6(args: argparse.Namespace) -> Workload:
+    s = args.sizes[6]
+    # the files live as long as this process (the closures below keep the directory)
+    directory = tempfile.TemporaryDirectory(prefix="ranking-plugins-bench-")
+    _TEMP_DIRS.append(directory)
+    qrels, run = write_trec_files(Path(directory.name), s, args.seed)
+    lines = s["queries"] * s["docs"]
+
+    def floor() -> Fn:
+        return lambda: (qrels.read_bytes().split(), run.read_bytes().split())
+
+    def ours(*extra: str) -> Callable[[], Fn]:
+        return lambda: lambda: evaluate_files(qrels, run, *extra)
+
+    def peer() -> Fn:
+        return lambda: pytrec_eval_files(qrels, run)
+
+    return Workload(
+        6,
+        "files: ranking-plugins evaluate vs pytrec_eval, reading included",
+        f"{s['queries']} queries x {s['docs']} documents = {lines:,} TREC run lines "
+        f"({run.stat().st_size / MB:.0f} MB), {s['judged']} judgments per query; "
+        "NDCG@10, MRR, MAP, P@10, recall@100",
+        run.stat().st_size,
+        [
+            Entry("read + split both files", "floor", floor, repeats=3),
+            Entry(
+                "ranking-plugins evaluate",
+                "ours",
+                ours(),
+                memory=True,
+                repeats=3,
+                note="ties=average: no sort by document id",
+            ),
+            Entry(
+                "ranking-plugins evaluate --ties first",
+                "ours",
+                ours("--ties", "first"),
+                repeats=3,
+                note="trec_eval's tie break",
+            ),
+            Entry(
+                "pytrec_eval parse + evaluate + mean",
+                "peer",
+                peer,
+                memory=True,
+                repeats=3,
+            ),
+        ],
+        note="Both rows of this package run the command in-process (`main([...])`, "
+        "JSON output); the floor is `bytes.split()` of both files, the least a "
+        "reader must do. 'x preds' for memory is a multiple of the run file's size.",
+    )
+
+
+WORKLOADS = {
+    1: workload_1,
+    2: workload_2,
+    3: workload_3,
+    4: workload_4,
+    5: workload_5,
+    6: workload_6,
+}
 
 
 # --------------------------------------------------------------------------- measuring
@@ -926,6 +1067,10 @@ def targets(results: dict[int, tuple[Workload, list[Row]]]) -> list[Target]:
                         True,
                     )
                 )
+    if 6 in results:
+        workload, rows = results[6]
+        for ours, _peer, factor in speedups(workload, rows):
+            out.append(Target(f"W6 pytrec_eval / {ours.entry.name}", factor, 1.0, False))
     return out
 
 
@@ -996,6 +1141,77 @@ def ceilings(results: dict[int, tuple[Workload, list[Row]]]) -> list[str]:
     return out
 
 
+def write_results(
+    args: argparse.Namespace, results: dict[int, tuple[Workload, list[Row]]], lines: list[str]
+) -> None:
+    """Write RESULTS.md: all of it after a run of every workload; otherwise replace only
+    the sections (and target rows) of the workloads that ran and keep the rest."""
+    if set(results) == set(WORKLOADS) or not RESULTS.exists():
+        RESULTS.write_text("# Benchmark results\n\n" + "\n".join(lines))
+        return
+    RESULTS.write_text(merge_results(RESULTS.read_text(), args, results))
+
+
+_SECTION = re.compile(r"^### (\d+)\. ")
+
+
+def merge_results(
+    old: str, args: argparse.Namespace, results: dict[int, tuple[Workload, list[Row]]]
+) -> str:
+    """``old`` RESULTS.md with the sections of the workloads in ``results`` replaced."""
+    preamble: list[str] = []
+    sections: list[list[str]] = []
+    for line in old.splitlines():
+        if line.startswith("### "):
+            sections.append([line])
+        elif sections:
+            sections[-1].append(line)
+        else:
+            preamble.append(line)
+    numbered: dict[int, list[str]] = {}
+    others: list[list[str]] = []
+    for section in sections:
+        found = _SECTION.match(section[0])
+        if found:
+            numbered[int(found.group(1))] = section
+        else:
+            others.append(section)
+    m = machine()
+    measured = (
+        f"Measured on its own: {m['cpu']}, {m['cores']} cores, torch {m['torch']}, "
+        f"{m['threads']} threads, {m['date']}, load average {m['load']}."
+    )
+    for number, (workload, rows) in results.items():
+        table = workload_table(workload, rows)
+        numbered[number] = [*table[:4], measured, "", *table[4:]]
+    ran = tuple(f"W{n} " for n in results)
+    new_targets = target_table(targets(results))[2:]
+    new_ceilings = ceilings(results)
+    if new_targets and not any(s[0] == "### Targets" for s in others):
+        others.insert(0, ["### Targets", "", *target_table([])[:2], ""])
+    for section in others:
+        if section[0] != "### Targets":
+            continue
+        kept = [
+            line
+            for line in section
+            if not (line.startswith("| ") and line[2:].startswith(ran))
+            and not (line.startswith("- ") and line[2:].startswith(ran))
+        ]
+        rows_end = max(i for i, line in enumerate(kept) if line.startswith("|")) + 1
+        kept[rows_end:rows_end] = new_targets
+        bullets = [i for i, line in enumerate(kept) if line.startswith("- W")]
+        at = bullets[-1] + 1 if bullets else len(kept)
+        kept[at:at] = new_ceilings
+        section[:] = kept
+    out = list(preamble)
+    for number in sorted(numbered):
+        out += numbered[number]
+    for section in others:
+        out += section
+    return "\n".join(out) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.threads is not None:
@@ -1009,7 +1225,7 @@ def main(argv: list[str] | None = None) -> int:
     lines, found = report(args, results)
     print("\n".join(lines))
     if args.write_results:
-        RESULTS.write_text("# Benchmark results\n\n" + "\n".join(lines))
+        write_results(args, results, lines)
         print(f"wrote {RESULTS}", file=sys.stderr)
     return 1 if (args.check and not all(t.ok for t in found)) else 0
 
