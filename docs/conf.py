@@ -41,7 +41,9 @@ html_static_path = ["_static"]
 # runs those (``--doctest-modules``, also in ``tox -e docs``).
 doctest_test_doctest_blocks = ""
 doctest_default_flags = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
-doctest_global_setup = """
+doctest_global_setup = f"""
+from pathlib import Path
 import torch
+REPOSITORY = Path({str(ROOT)!r})
 torch.manual_seed(0)
 """

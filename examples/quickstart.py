@@ -183,7 +183,7 @@ def main() -> None:
     print(f"\nThe three agree on all {len(keys[0])} values (largest gap {largest_gap:.1g}).\n")
 
     print("The same kernel on files: the sample TREC qrels and run shipped with the package.")
-    print("Two of the run's scores tie, so the tie policy changes a number.\n")
+    print("Some of the run's scores tie, so the tie policy changes the numbers.\n")
     evaluate_sample_files()
     print(f"Tour finished in {time.perf_counter() - start:.1f} s.")
 
