@@ -35,6 +35,7 @@ This module imports torch and the standard library only.
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import gzip
 import json
@@ -42,9 +43,9 @@ import math
 import os
 import time
 from array import array
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from itertools import chain, compress, groupby
+from itertools import chain, compress, groupby, islice, repeat
 from typing import BinaryIO, TextIO
 
 import torch
@@ -52,8 +53,9 @@ from torch import Tensor
 
 KINDS = ("qrels", "run")
 FORMATS = ("auto", "trec", "tsv", "jsonl")
-#: bytes read per chunk by the fast path (about 100,000 TREC run lines)
-CHUNK_BYTES = 4 * 1024 * 1024
+#: bytes read per chunk by the fast path (a few thousand lines): small enough
+#: that a chunk's tokens stay in the CPU cache (4 MiB chunks read 30% slower)
+CHUNK_BYTES = 256 * 1024
 
 
 class FileFormatError(Exception):
@@ -178,21 +180,30 @@ def _isatty(stream: TextIO) -> bool:
 class Records:
     """The records of one file as columns (one entry per non-blank line).
 
-    Ids are kept as bytes (as read, UTF-8 for JSONL), so that a TREC qrels
-    and a JSONL run name the same documents alike.
+    Query ids are kept per block of consecutive lines of one query (files
+    list a query's lines together, so there are about as many blocks as
+    queries); :attr:`qids` spells them out per line when needed. Ids are
+    bytes (as read, UTF-8 for JSONL), so that a TREC qrels and a JSONL run
+    name the same documents alike.
     """
 
     path: str
     kind: str
     format: str
-    qids: list[bytes]
+    blocks: list[bytes]  # the query id of each block
+    lengths: list[int]  # the number of lines of each block
     docnos: list[bytes]
     values: Tensor  # float64 grades (qrels) or scores (run)
     #: line number of the TSV header that was skipped, if any
     header_line: int | None = None
 
     def __len__(self) -> int:
-        return len(self.qids)
+        return len(self.docnos)
+
+    @functools.cached_property
+    def qids(self) -> list[bytes]:
+        """The query id of every line."""
+        return list(chain.from_iterable(map(repeat, self.blocks, self.lengths)))
 
 
 def open_binary(path: str) -> BinaryIO:
@@ -345,7 +356,8 @@ def _read_fast(path: str, kind: str, file_format: str, progress: Progress | None
         return _read_jsonl_fast(path, kind, progress)
     layout = LAYOUTS[(kind, file_format)]
     width = layout.width
-    qids: list[bytes] = []
+    blocks: list[bytes] = []
+    lengths: list[int] = []
     docnos: list[bytes] = []
     values: list[Tensor] = []
     header_line = None
@@ -370,47 +382,54 @@ def _read_fast(path: str, kind: str, file_format: str, progress: Progress | None
                 raise _Malformed
             tokens = list(chain.from_iterable(rows))
             del rows
-        qids.extend(tokens[layout.qid :: width])
+        _add_blocks(blocks, lengths, islice(tokens, layout.qid, None, width))
         docnos.extend(tokens[layout.docno :: width])
         values.append(_parse_values(tokens[layout.value :: width], kind, file_format))
     value_tensor = torch.cat(values) if values else torch.zeros(0, dtype=torch.float64)
     _check_values(value_tensor, kind)
-    return Records(path, kind, file_format, qids, docnos, value_tensor, header_line)
+    return Records(path, kind, file_format, blocks, lengths, docnos, value_tensor, header_line)
 
 
-#: for each separator, every byte but it and the newline: what ``translate`` deletes
-_ALL_BUT = {
-    separator: bytes(b for b in range(256) if b not in (separator[0], ord("\n")))
-    for separator in (b" ", b"\t")
-}
+def _add_blocks(blocks: list[bytes], lengths: list[int], qids: Iterable[bytes]) -> None:
+    """Append the blocks of consecutive equal ``qids``, continuing the last block."""
+    for qid, block in groupby(qids):
+        length = len(list(block))
+        if blocks and blocks[-1] == qid:
+            lengths[-1] += length
+        else:
+            blocks.append(qid)
+            lengths.append(length)
+
+
+#: every byte but the whitespace of ``bytes.split``: what ``translate`` deletes
+_NOT_WHITESPACE = bytes(b for b in range(256) if b not in b" \t\n\r\x0b\x0c")
 
 
 def _uniform_tokens(chunk: bytes, width: int) -> list[bytes] | None:
     """All tokens of a chunk whose every line has ``width`` columns; None when unsure.
 
-    The common file separates columns by one space (or one tab) per gap. If
-    the only whitespace in the chunk is that separator and line ends, every
-    line holds exactly ``width - 1`` separators (the chunk with everything
-    else deleted is that pattern repeated), and the chunk holds ``width``
-    tokens per line, then no line holds more than ``width`` tokens, so every
-    line holds exactly ``width``: one ``split`` of the whole chunk is enough,
-    and no Python runs per line. Anything else (blank lines, runs of blanks,
-    mixed tabs and spaces) returns None, and the chunk is split line by line.
+    The common file separates columns by one space (or one tab) per gap and
+    ends lines with ``\\n`` (or ``\\r\\n``). Then the chunk's whitespace alone
+    (everything else deleted) is that line pattern repeated, which proves no
+    line has more than ``width`` tokens; with ``width`` tokens per line in all,
+    every line has exactly ``width``. One ``split`` of the whole chunk is then
+    enough, and no Python runs per line. Anything else (blank lines, runs of
+    blanks, mixed tabs and spaces) returns None, and the chunk is split line
+    by line.
     """
-    if b"\x0b" in chunk or b"\x0c" in chunk or chunk.count(b"\r") != chunk.count(b"\r\n"):
-        return None
-    has_tab = b"\t" in chunk
-    if has_tab and b" " in chunk:
-        return None
-    separator = b"\t" if has_tab else b" "
+    first_line = chunk[: chunk.find(b"\n")]
+    separator = b"\t" if b"\t" in first_line else b" "
+    whitespace = chunk.translate(None, _NOT_WHITESPACE)
     full_lines = chunk.count(b"\n")
+    lines = full_lines if chunk.endswith(b"\n") else full_lines + 1
     gaps = separator * (width - 1)
-    expected = (gaps + b"\n") * full_lines
-    lines = full_lines
-    if not chunk.endswith(b"\n"):
-        expected += gaps
-        lines += 1
-    if chunk.translate(None, _ALL_BUT[separator]) != expected:
+    for line_end in (b"\n", b"\r\n"):
+        expected = (gaps + line_end) * full_lines
+        if lines > full_lines:
+            expected += gaps
+        if whitespace == expected:
+            break
+    else:
         return None
     tokens = chunk.split()
     return tokens if len(tokens) == width * lines else None
@@ -458,7 +477,10 @@ def _read_jsonl_fast(path: str, kind: str, progress: Progress | None) -> Records
     if value_tensor is None:
         value_tensor = torch.zeros(0, dtype=torch.float64)
     _check_values(value_tensor, kind)
-    return Records(path, kind, "jsonl", qids, docnos, value_tensor)
+    blocks: list[bytes] = []
+    lengths: list[int] = []
+    _add_blocks(blocks, lengths, qids)
+    return Records(path, kind, "jsonl", blocks, lengths, docnos, value_tensor)
 
 
 def _json_record(record: object, kind: str) -> tuple[bytes, bytes, float]:
@@ -667,8 +689,8 @@ def _join(
     unjudged: str,
     unretrieved: str,
 ) -> Collection:
-    run_blocks, run_lengths = _blocks(run.qids)
-    qrels_blocks, qrels_lengths = _blocks(qrels.qids)
+    run_blocks, run_lengths = run.blocks, run.lengths
+    qrels_blocks, qrels_lengths = qrels.blocks, qrels.lengths
     judged_qids = dict.fromkeys(qrels_blocks)
     run_qids = dict.fromkeys(run_blocks)
     # which run lines are judged, and by which qrels line (checking that no
@@ -818,21 +840,6 @@ def _listing(qids: list[bytes], limit: int = 10) -> str:
         return ""
     shown = ", ".join(_text(q) for q in qids[:limit])
     return f": {shown}{', ...' if len(qids) > limit else ''}"
-
-
-def _blocks(qids: list[bytes]) -> tuple[list[bytes], list[int]]:
-    """Consecutive lines of one query, as (query ids, lengths).
-
-    Files list a query's lines together, so there are as many blocks as
-    queries and per-query work is per block, not per line; a file that
-    interleaves its queries is still read right, only with more blocks.
-    """
-    keys: list[bytes] = []
-    lengths: list[int] = []
-    for key, block in groupby(qids):
-        keys.append(key)
-        lengths.append(len(list(block)))
-    return keys, lengths
 
 
 def _expand(block_values: list[int], lengths: list[int]) -> Tensor:
