@@ -447,7 +447,12 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="also print every query's values (queries sorted as strings)",
     )
-    add("--format", choices=("table", "json", "csv"), default="table", help="output format")
+    add(
+        "--format",
+        choices=("table", "json", "csv"),
+        default="table",
+        help="output format (default: table, 4 decimals; json and csv: full precision)",
+    )
     for kind in ("qrels", "run"):
         add(
             f"--{kind}-format",
