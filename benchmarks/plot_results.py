@@ -320,7 +320,9 @@ _RST_SPECIAL = re.compile(r"([\\*`_|\[\]@])")
 
 
 def _escape(text: str) -> str:
-    return _RST_SPECIAL.sub(r"\\\1", text)
+    escaped = _RST_SPECIAL.sub(r"\\\1", text)
+    # Sphinx's smart quotes would turn "--ties" into an en dash and "ties"
+    return re.sub(r"-{2,}", lambda found: "\\-" * len(found.group()), escaped)
 
 
 def inline(text: str) -> str:

@@ -178,3 +178,4 @@ def test_generic_over_sections(plot_results: ModuleType) -> None:
     assert "7\\. files vs pytrec\\_eval" in rst
     assert "- W7 pytrec\\_eval: 123x its floor" in rst
     assert "NDCG\\@10 \\[trec\\]." in rst  # no mailto: link, no reference
+    assert plot_results.inline("evaluate --ties first") == "evaluate \\-\\-ties first"
