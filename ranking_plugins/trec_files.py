@@ -359,7 +359,9 @@ def _read_fast(path: str, kind: str, file_format: str, progress: Progress | None
     blocks: list[bytes] = []
     lengths: list[int] = []
     docnos: list[bytes] = []
-    values: list[Tensor] = []
+    values = array("d")
+    # trec_eval's grades are integers: "1.5" is an error, not a 1
+    parse = _integer if kind == "qrels" and file_format == "trec" else float
     header_line = None
     for chunk, first_line in _chunks(path, progress):
         tokens = None
@@ -383,9 +385,12 @@ def _read_fast(path: str, kind: str, file_format: str, progress: Progress | None
             tokens = list(chain.from_iterable(rows))
             del rows
         _add_blocks(blocks, lengths, islice(tokens, layout.qid, None, width))
-        docnos.extend(tokens[layout.docno :: width])
-        values.append(_parse_values(tokens[layout.value :: width], kind, file_format))
-    value_tensor = torch.cat(values) if values else torch.zeros(0, dtype=torch.float64)
+        docnos.extend(islice(tokens, layout.docno, None, width))
+        try:
+            values.extend(map(parse, islice(tokens, layout.value, None, width)))
+        except (ValueError, OverflowError):
+            raise _Malformed from None
+    value_tensor = _tensor(values)
     _check_values(value_tensor, kind)
     return Records(path, kind, file_format, blocks, lengths, docnos, value_tensor, header_line)
 
@@ -439,17 +444,14 @@ def _is_tsv_header(row: list[bytes]) -> bool:
     return len(row) == 3 and row[2].decode("utf-8", "replace").lower() in TSV_HEADER_VALUES
 
 
-def _parse_values(tokens: list[bytes], kind: str, file_format: str) -> Tensor:
-    try:
-        if not tokens:
-            return torch.zeros(0, dtype=torch.float64)
-        if kind == "qrels" and file_format == "trec":
-            # trec_eval's grades are integers; "1.5" is an error, not a 1
-            grades = array("q", map(int, tokens))
-            return torch.frombuffer(grades, dtype=torch.int64).to(torch.float64)
-        return torch.frombuffer(array("d", map(float, tokens)), dtype=torch.float64).clone()
-    except (ValueError, OverflowError):
-        raise _Malformed from None
+def _integer(token: bytes) -> float:
+    return float(int(token))
+
+
+def _tensor(values: array[float]) -> Tensor:
+    if not values:
+        return torch.zeros(0, dtype=torch.float64)
+    return torch.frombuffer(values, dtype=torch.float64).clone()
 
 
 def _check_values(values: Tensor, kind: str) -> None:
@@ -473,9 +475,7 @@ def _read_jsonl_fast(path: str, kind: str, progress: Progress | None) -> Records
                 values.append(value)
         except (ValueError, TypeError, KeyError):
             raise _Malformed from None
-    value_tensor = torch.frombuffer(values, dtype=torch.float64).clone() if values else None
-    if value_tensor is None:
-        value_tensor = torch.zeros(0, dtype=torch.float64)
+    value_tensor = _tensor(values)
     _check_values(value_tensor, kind)
     blocks: list[bytes] = []
     lengths: list[int] = []
