@@ -26,6 +26,7 @@ import csv
 import io
 import json
 import math
+import os
 import re
 import sys
 from collections.abc import Sequence
@@ -518,8 +519,15 @@ def run_evaluate(
     else:
         text = format_table(results, args.per_query)
     if args.output is None:
-        stdout.write(text)
-        stdout.flush()
+        try:
+            stdout.write(text)
+            stdout.flush()
+        except BrokenPipeError:
+            # the reader went away (``| head``): no traceback, and none at exit
+            # when Python flushes the real stdout once more
+            if stdout is sys.stdout:
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return 1
         return 0
     try:
         Path(args.output).write_text(text)
