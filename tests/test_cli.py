@@ -285,13 +285,19 @@ def write_formats(
 COMPARED = ["-m", "ndcg@10,100", "-m", "map", "-m", "recall@1000", "-m", "mrr", "-m", "r_precision"]
 
 
-@pytest.mark.parametrize("ties", ["first", "average"])
+@pytest.mark.parametrize(("ties", "chunk"), [("first", None), ("average", None), ("first", 97)])
 def test_tsv_jsonl_and_gzip_give_the_same_numbers(
-    trec_eval_dir: Path, tmp_path: Path, ties: str
+    trec_eval_dir: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    ties: str,
+    chunk: int | None,
 ) -> None:
     qrels, run = trec_eval_dir / "qrels.test", trec_eval_dir / "results.test"
     common = ["--ties", ties, "--per-query", "--format", "json", *COMPARED]
     reference = run_cli("evaluate", qrels, run, *common).json()
+    if chunk is not None:  # many chunks: the TSV header, gzip and JSON lines across them
+        monkeypatch.setattr(readers, "CHUNK_BYTES", chunk)
     files = write_formats(qrels, run, tmp_path)
     for name, (q, r) in files.items():
         assert run_cli("evaluate", q, r, *common).json() == reference, name
@@ -447,6 +453,10 @@ ERRORS = {
     "JSON score not a number": ("run.jsonl", '{"query_id": "q1", "doc_id": "d1", "score": "x"}\n',
                                 1, ["'score' must be a number"]),
     "TSV bad score": ("run.tsv", "q1\td1\t3.0\nq1\td2\tn/a\n", 2, ["score is not a number"]),
+    "TSV bad score after a header": ("run.tsv", "query_id\tdoc_id\tscore\nq1\td1\t3.0\nq1\td2\tn/a\n",
+                                     3, ["score is not a number"]),
+    "TSV header only at the top": ("run.tsv", "q1\td1\t3.0\nquery_id\tdoc_id\tscore\n", 2,
+                                   ["score is not a number", "'score'"]),
 }  # fmt: skip
 
 
