@@ -748,7 +748,8 @@ def _join(
     empty_rows = (~present).nonzero().flatten()
 
     if trec_eval_order:
-        order = _trec_eval_order(run_scores, run_qcodes, run_docnos)
+        one_block_each = len(run_blocks) == len(run_qids)
+        order = _trec_eval_order(run_scores, run_qcodes, run_docnos, one_block_each)
         run_scores, run_qcodes, run_target = (
             run_scores[order],
             run_qcodes[order],
@@ -891,27 +892,23 @@ def _check_run_duplicates(
     raise FileFormatError(run.path, None, "a query lists a document twice")
 
 
-def _trec_eval_order(scores: Tensor, qcodes: Tensor, docnos: list[bytes]) -> Tensor:
+def _trec_eval_order(
+    scores: Tensor, qcodes: Tensor, docnos: list[bytes], one_block_each: bool
+) -> Tensor:
     """Item order by query, score descending, then document id descending (trec_eval's).
 
-    The scores are laid out one query per row and each row is sorted (much
-    faster than one sort of everything); only the items of tie groups (equal
-    query and score) are then ordered by document id, in Python.
+    The kernel keeps each query's items in input order, so only the order
+    within a query matters. A run written in rank order (each query one
+    block, scores not increasing) is kept as it is; otherwise the scores are
+    laid out one query per row and each row is sorted (much faster than one
+    sort of everything). Only the items of tie groups (equal query and score)
+    are then ordered by document id, in Python.
     """
-    num_queries = int(qcodes.max()) + 1 if qcodes.numel() else 0
-    by_query = torch.argsort(qcodes, stable=True)
-    row = qcodes[by_query]
-    sizes = torch.bincount(qcodes, minlength=num_queries)
-    column = torch.arange(qcodes.numel()) - (torch.cumsum(sizes, 0) - sizes)[row]
-    width = int(sizes.max()) if num_queries else 0
-    table = torch.full((num_queries, width), -math.inf, dtype=torch.float64)
-    table[row, column] = scores[by_query]
-    items = torch.full((num_queries, width), -1, dtype=torch.int64)
-    items[row, column] = by_query
-    # stable: padding (after every real item of its row) stays after a real -inf
-    _, within = torch.sort(table, dim=1, descending=True, stable=True)
-    order = items.gather(1, within).flatten()
-    order = order[order >= 0]
+    same_query = qcodes[1:] == qcodes[:-1]
+    if one_block_each and bool((~same_query | (scores[1:] <= scores[:-1])).all()):
+        order = torch.arange(qcodes.numel())
+    else:
+        order = _by_query_and_score(scores, qcodes)
     s, q = scores[order], qcodes[order]
     tied_next = (s[1:] == s[:-1]) & (q[1:] == q[:-1])
     if not bool(tied_next.any()):
@@ -931,6 +928,24 @@ def _trec_eval_order(scores: Tensor, qcodes: Tensor, docnos: list[bytes]) -> Ten
     by_group = by_docno[torch.argsort(group[positions][by_docno], stable=True)]
     order[positions] = tied[by_group]
     return order
+
+
+def _by_query_and_score(scores: Tensor, qcodes: Tensor) -> Tensor:
+    """Item order by query, then score descending (stable), one sort per query row."""
+    num_queries = int(qcodes.max()) + 1 if qcodes.numel() else 0
+    by_query = torch.argsort(qcodes, stable=True)
+    row = qcodes[by_query]
+    sizes = torch.bincount(qcodes, minlength=num_queries)
+    column = torch.arange(qcodes.numel()) - (torch.cumsum(sizes, 0) - sizes)[row]
+    width = int(sizes.max()) if num_queries else 0
+    table = torch.full((num_queries, width), -math.inf, dtype=torch.float64)
+    table[row, column] = scores[by_query]
+    items = torch.full((num_queries, width), -1, dtype=torch.int64)
+    items[row, column] = by_query
+    # stable: padding (after every real item of its row) stays after a real -inf
+    _, within = torch.sort(table, dim=1, descending=True, stable=True)
+    order = items.gather(1, within).flatten()
+    return order[order >= 0]
 
 
 __all__ = [

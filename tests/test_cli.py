@@ -335,12 +335,18 @@ def test_whitespace_variants_and_chunk_boundaries(
             assert run_cli("evaluate", qrels, path, *common).json() == reference, (name, chunk)
 
 
-def test_interleaved_queries(trec_eval_dir: Path, tmp_path: Path) -> None:
-    """A run that does not keep a query's lines together is read the same."""
+def test_rank_ordered_and_interleaved_queries(trec_eval_dir: Path, tmp_path: Path) -> None:
+    """A run in rank order, or one that does not keep a query's lines together, is read the same."""
     qrels, run = trec_eval_dir / "qrels.test", trec_eval_dir / "results.test"
     common = ["--ties", "first", "--per-query", "--format", "json", *COMPARED]
     reference = run_cli("evaluate", qrels, run, *common).json()
     lines = run.read_text().splitlines(keepends=True)
+    # in rank order (each query's lines by score, descending), as most runs are written
+    ranked = tmp_path / "ranked.run"
+    ranked.write_text(
+        "".join(sorted(lines, key=lambda line: (line.split()[0], -float(line.split()[4]))))
+    )
+    assert run_cli("evaluate", qrels, ranked, *common).json() == reference
     random.Random(0).shuffle(lines)
     shuffled = tmp_path / "shuffled.run"
     shuffled.write_text("".join(lines))
