@@ -55,9 +55,9 @@ PROG = "ranking-plugins"
 #: what ``evaluate`` reports when no ``-m`` is given
 DEFAULT_METRICS = ("ndcg@10", "mrr", "map", "precision@10", "recall@100")
 
-#: other tools' names for the package's metrics: trec_eval's (``P_10``,
+#: Other tools' names for the package's metrics, trec_eval's (``P_10``,
 #: ``recip_rank``, ``ndcg_cut_10``, ...) and ir_measures' (``P@10``, ``RR``,
-#: ``nDCG@10``, ...); ``map_cut`` and ``ndcg_cut`` need a cutoff
+#: ``nDCG@10``, ...). ``map_cut`` and ``ndcg_cut`` need a cutoff.
 ALIASES = {
     "P": "precision",
     "R": "recall",
