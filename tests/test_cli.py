@@ -25,7 +25,15 @@ from pathlib import Path
 
 import pytest
 import torch
-from trec_files import read_qrels, read_run, read_trec_eval_output, to_tensors
+from trec_files import (
+    FAMILIES,
+    TOL_PRINTED,
+    UNTHRESHOLDED,
+    read_qrels,
+    read_run,
+    read_trec_eval_output,
+    to_tensors,
+)
 
 from ranking_plugins import rank_metrics
 from ranking_plugins import trec_files as readers
@@ -38,22 +46,7 @@ from ranking_plugins.cli import (
     sample_path,
 )
 
-TOL_PRINTED = 5e-5 + 1e-12  # trec_eval prints %.4f
 TOL_EXACT = 1e-9  # against pytrec_eval's doubles
-
-# trec_eval measure family -> (this package's metric, takes a cutoff)
-FAMILIES = {
-    "P": ("precision", True),
-    "recall": ("recall", True),
-    "success": ("hit_rate", True),
-    "recip_rank": ("mrr", False),
-    "map": ("map", False),
-    "map_cut": ("map", True),
-    "ndcg": ("ndcg", False),
-    "ndcg_cut": ("ndcg", True),
-    "Rprec": ("r_precision", False),
-}
-UNTHRESHOLDED = {"ndcg", "ndcg_cut"}  # trec_eval's nDCG ignores -l
 
 
 @dataclass

@@ -38,34 +38,23 @@ from pathlib import Path
 
 import pytest
 import torch
-from trec_files import read_qrels, read_run, read_trec_eval_output, to_tensors
+from trec_files import (
+    FAMILIES,
+    TOL_PRINTED,
+    UNTHRESHOLDED,
+    read_qrels,
+    read_run,
+    read_trec_eval_output,
+    to_tensors,
+)
 
 from ranking_plugins import rank_metrics
-
-# trec_eval prints %.4f: a correct value is within half a unit of the last
-# printed digit (the tiny slack only absorbs the float error of the literal).
-TOL_PRINTED = 5e-5 + 1e-12
 
 CASES = {
     # id: (qrels file, trec_eval output file, relevance threshold (trec_eval -l))
     "aq": ("qrels.test", "out.test.aq", None),
     "aql-l2": ("qrels.rel_level", "out.test.aql", 2),
 }
-
-# trec_eval measure family -> (rank_metrics metric, takes a cutoff)
-FAMILIES = {
-    "P": ("precision", True),
-    "recall": ("recall", True),
-    "success": ("hit_rate", True),
-    "recip_rank": ("mrr", False),
-    "map": ("map", False),
-    "map_cut": ("map", True),
-    "ndcg": ("ndcg", False),
-    "ndcg_cut": ("ndcg", True),
-    "Rprec": ("r_precision", False),
-}
-# measures whose meaning does not involve the relevance level in trec_eval
-UNTHRESHOLDED = {"ndcg", "ndcg_cut"}
 
 
 def _cutoffs(measures: dict[str, str], family: str) -> list[int]:

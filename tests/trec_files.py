@@ -12,6 +12,25 @@ from pathlib import Path
 
 import torch
 
+# trec_eval prints %.4f: a correct value is within half a unit of the last
+# printed digit (the tiny slack only absorbs the float error of the literal).
+TOL_PRINTED = 5e-5 + 1e-12
+
+# trec_eval measure family -> (this package's metric, takes a cutoff)
+FAMILIES = {
+    "P": ("precision", True),
+    "recall": ("recall", True),
+    "success": ("hit_rate", True),
+    "recip_rank": ("mrr", False),
+    "map": ("map", False),
+    "map_cut": ("map", True),
+    "ndcg": ("ndcg", False),
+    "ndcg_cut": ("ndcg", True),
+    "Rprec": ("r_precision", False),
+}
+# trec_eval's nDCG ignores the relevance level (-l): its gains are the raw grades
+UNTHRESHOLDED = {"ndcg", "ndcg_cut"}
+
 Qrels = dict[str, dict[str, int]]
 Run = dict[str, dict[str, float]]
 
