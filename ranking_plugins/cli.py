@@ -144,7 +144,7 @@ def _metric_name(name: str, token: str) -> str:
     if name.lower() in METRICS:
         return name.lower()
     raise UsageError(
-        f"unknown metric {token!r}; the metrics are {', '.join(METRICS)} "
+        f"unknown metric {name!r} (in {token!r}); the metrics are {', '.join(METRICS)} "
         "(as name, name@k or name@k1,k2; trec_eval names such as P_10 and "
         "ndcg_cut_10 also work)"
     )

@@ -666,7 +666,7 @@ def test_metric_arguments() -> None:
 @pytest.mark.parametrize(
     ("value", "words"),
     [
-        ("ndgc@10", ["unknown metric 'ndgc@10'", "hit_rate, mrr, precision"]),
+        ("ndgc@10", ["unknown metric 'ndgc' (in 'ndgc@10')", "hit_rate, mrr, precision"]),
         ("r_precision@5", ["takes no cutoff"]),
         ("ndcg@0", ["positive integer"]),
         ("ndcg@x", ["positive integer"]),
