@@ -27,6 +27,7 @@ import pytest
 import torch
 from trec_files import (
     FAMILIES,
+    PYTREC_EVAL_MEASURES,
     TOL_PRINTED,
     UNTHRESHOLDED,
     read_qrels,
@@ -152,21 +153,9 @@ def test_matches_pytrec_eval_at_full_precision(trec_eval_dir: Path, case: str) -
         qrels = pytrec_eval.parse_qrel(f)
     with open(run_path) as f:
         run = pytrec_eval.parse_run(f)
-    cut = "5,10,15,20,30,100,200,500,1000"
-    names = {
-        f"P.{cut}",
-        f"recall.{cut}",
-        "success.1,5,10",
-        "recip_rank",
-        "map",
-        f"map_cut.{cut}",
-        "ndcg",
-        f"ndcg_cut.{cut}",
-        "Rprec",
-    }
-    reference = pytrec_eval.RelevanceEvaluator(qrels, names, relevance_level=level or 1).evaluate(
-        run
-    )
+    reference = pytrec_eval.RelevanceEvaluator(
+        qrels, PYTREC_EVAL_MEASURES, relevance_level=level or 1
+    ).evaluate(run)
     measures = sorted(next(iter(reference.values())))
     thresholded = [m for m in measures if re.sub(r"_\d+$", "", m) not in UNTHRESHOLDED]
     graded = [m for m in measures if m not in thresholded]

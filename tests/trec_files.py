@@ -30,6 +30,20 @@ FAMILIES = {
 }
 # trec_eval's nDCG ignores the relevance level (-l): its gains are the raw grades
 UNTHRESHOLDED = {"ndcg", "ndcg_cut"}
+# the cutoffs of trec_eval's output files, and the measures asked of pytrec_eval
+CUTOFFS = [5, 10, 15, 20, 30, 100, 200, 500, 1000]
+_CUT = ",".join(map(str, CUTOFFS))
+PYTREC_EVAL_MEASURES = {
+    f"P.{_CUT}",
+    f"recall.{_CUT}",
+    "success.1,5,10",
+    "recip_rank",
+    "map",
+    f"map_cut.{_CUT}",
+    "ndcg",
+    f"ndcg_cut.{_CUT}",
+    "Rprec",
+}
 
 Qrels = dict[str, dict[str, int]]
 Run = dict[str, dict[str, float]]
