@@ -855,41 +855,30 @@ def _check_run_duplicates(
 ) -> None:
     """Raise (through :func:`diagnose`) if a query lists a document twice.
 
-    When every query is one block, a set per block finds a repeat; otherwise
-    64-bit keys (the document id's hash mixed with the query's number) are
-    sorted and only equal keys are compared exactly.
+    For runs whose queries are split over several blocks (one block per query
+    is checked by :func:`_match_by_block`): 64-bit keys (the document id's hash
+    mixed with the query's number) are sorted and only equal keys are compared
+    exactly.
     """
     docnos = run.docnos
-    if len(blocks) == num_queries:
-        start = 0
-        for length in lengths:
-            if len(set(docnos[start : start + length])) != length:
-                break
-            start += length
-        else:
-            return
-    else:
-        numbers = dict(zip(dict.fromkeys(blocks), range(num_queries), strict=True))
-        qcodes = _expand([numbers[q] for q in blocks], lengths)
-        hashes = torch.frombuffer(array("q", map(hash, docnos)), dtype=torch.int64)
-        keys = hashes * 1_000_003 + qcodes  # wraps around on overflow: still a hash
-        sorted_keys, order = torch.sort(keys)
-        equal = sorted_keys[1:] == sorted_keys[:-1]
-        if not bool(equal.any()):
-            return
-        candidates = torch.zeros(len(docnos), dtype=torch.bool)
-        candidates[1:] |= equal
-        candidates[:-1] |= equal
-        seen: set[tuple[bytes, bytes]] = set()
-        for item in order[candidates].tolist():
-            pair = (run.qids[item], docnos[item])
-            if pair in seen:
-                break
-            seen.add(pair)
-        else:
-            return
-    diagnose(run.path, run.kind, run.format)
-    raise FileFormatError(run.path, None, "a query lists a document twice")
+    numbers = dict(zip(dict.fromkeys(blocks), range(num_queries), strict=True))
+    qcodes = _expand([numbers[q] for q in blocks], lengths)
+    hashes = torch.frombuffer(array("q", map(hash, docnos)), dtype=torch.int64)
+    keys = hashes * 1_000_003 + qcodes  # wraps around on overflow: still a hash
+    sorted_keys, order = torch.sort(keys)
+    equal = sorted_keys[1:] == sorted_keys[:-1]
+    if not bool(equal.any()):
+        return
+    candidates = torch.zeros(len(docnos), dtype=torch.bool)
+    candidates[1:] |= equal
+    candidates[:-1] |= equal
+    seen: set[tuple[bytes, bytes]] = set()
+    for item in order[candidates].tolist():
+        pair = (run.qids[item], docnos[item])
+        if pair in seen:
+            diagnose(run.path, run.kind, run.format)
+            raise FileFormatError(run.path, None, "a query lists a document twice")
+        seen.add(pair)
 
 
 def _trec_eval_order(
