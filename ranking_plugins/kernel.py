@@ -39,26 +39,74 @@ TIES = ("average", "first", "pessimistic", "optimistic")
 
 @dataclass(frozen=True)
 class GainRule:
-    """Which grades are relevant and what gain a relevant grade earns."""
+    """Which grades are relevant and what gain a relevant grade earns (SPEC section 4)."""
 
-    relevance_threshold: float | None
+    relevance_threshold: float | None  # finite; None: grade > 0 is relevant
     gain: str  # "exponential" | "linear"
 
     def relevant(self, grades: Tensor) -> Tensor:
+        """grade > 0, or grade >= threshold, compared exactly in the grades' own dtype."""
+        if grades.dtype == torch.bool:
+            return self._relevant_bool(grades)
         if self.relevance_threshold is None:
             return grades > 0
-        return grades >= self.relevance_threshold
+        bound = least_at_or_above(self.relevance_threshold, grades.dtype)
+        if bound is None:  # above every value of the dtype
+            return torch.zeros_like(grades, dtype=torch.bool)
+        return grades >= bound
+
+    def _relevant_bool(self, grades: Tensor) -> Tensor:
+        # a bool is grade 0 or 1
+        t = self.relevance_threshold
+        if t is None or 0 < t <= 1:
+            return grades
+        return torch.full_like(grades, t <= 0)
 
     @property
     def grade_one_is_relevant(self) -> bool:
         """Whether a bool ``True`` or a listed item id (both grade 1) is relevant."""
         return self.relevance_threshold is None or self.relevance_threshold <= 1
 
+    @property
+    def grade_zero_is_relevant(self) -> bool:
+        """Whether grade 0 (a bool ``False``) is relevant: a threshold at or below 0."""
+        return self.relevance_threshold is not None and self.relevance_threshold <= 0
+
+    def gain_of(self, grades: Tensor) -> Tensor:
+        """float64 gain of each grade as if relevant; negative grades earn nothing.
+
+        2^g − 1 is computed without cancellation: ``expm1`` below 1 (a grade of
+        1e-20 earns 6.9e-21, not 0), ``exp2`` from 1 on (exact for integers).
+        """
+        g = grades.to(torch.float64).clamp(min=0)
+        if self.gain == "linear":
+            return g
+        return torch.where(g >= 1, torch.exp2(g) - 1, torch.expm1(g * math.log(2)))
+
     def gains(self, grades: Tensor, relevant: Tensor) -> Tensor:
         """float64 gains; non-relevant and negative grades earn nothing."""
-        g = grades.to(torch.float64).clamp(min=0)
-        value = torch.exp2(g) - 1 if self.gain == "exponential" else g
-        return torch.where(relevant, value, 0.0)
+        return torch.where(relevant, self.gain_of(grades), 0.0)
+
+
+def least_at_or_above(threshold: float, dtype: torch.dtype) -> float | int | Tensor | None:
+    """The least value of ``dtype`` that is >= ``threshold``; None if there is none.
+
+    ``grades >= threshold`` with a Python float would round the threshold to the
+    grades' dtype (float32 for integer grades), so 16777216 >= 16777217.0 holds;
+    comparing with this bound in the grades' own dtype is exact.
+    """
+    if not dtype.is_floating_point:
+        bound = math.ceil(threshold)
+        info = torch.iinfo(dtype)
+        if bound > info.max:
+            return None
+        return max(bound, info.min)
+    if dtype == torch.float64:
+        return threshold
+    value = torch.tensor(threshold, dtype=torch.float64).to(dtype)
+    if float(value) < threshold:
+        value = torch.nextafter(value, torch.tensor(math.inf, dtype=dtype))
+    return value
 
 
 class Relevance(Protocol):
@@ -82,6 +130,10 @@ class Relevance(Protocol):
         """The ``length`` largest gains of each query (all items), descending, float64."""
         ...
 
+    def take(self, rows: slice) -> Relevance:
+        """The targets of the queries ``rows`` only."""
+        ...
+
 
 def count_true(flags: Tensor) -> Tensor:
     """Number of True per row, int64 (Q,).
@@ -97,37 +149,59 @@ def count_true(flags: Tensor) -> Tensor:
 
 
 class DenseGrades:
-    """Targets given as a grade for every item: (Q, N) bool, int or float."""
+    """Targets given as a grade for every item: (Q, N) bool, int or float.
 
-    def __init__(self, grades: Tensor, rule: GainRule) -> None:
+    ``judged`` (bool, same shape, optional): False marks positions that carry
+    no judgment (the padding of grouped lists); they are never relevant,
+    whatever the threshold.
+    """
+
+    def __init__(self, grades: Tensor, rule: GainRule, judged: Tensor | None = None) -> None:
+        if grades.dtype == torch.bool and (rule.grade_zero_is_relevant or judged is not None):
+            # not every relevant item has gain 1 any more: grades 0/1 as numbers
+            grades = grades.to(torch.uint8)
         self.grades = grades
         self.rule = rule
+        self.judged = judged
         self.binary = grades.dtype == torch.bool
 
-    def _relevant_and_gain(self, grades: Tensor) -> tuple[Tensor, Tensor]:
-        grades = grades.to(torch.float64) if grades.dtype == torch.bool else grades
+    def _relevant_and_gain(
+        self, grades: Tensor, judged: Tensor | None = None
+    ) -> tuple[Tensor, Tensor]:
         relevant = self.rule.relevant(grades)
+        if judged is not None:
+            relevant &= judged
         return relevant, self.rule.gains(grades, relevant)
 
     def at(self, items: Tensor, rows: Tensor | None = None) -> tuple[Tensor, Tensor]:
         grades = self.grades if rows is None else self.grades[rows]
-        return self._relevant_and_gain(grades.gather(1, items))
+        judged = None
+        if self.judged is not None:
+            judged = (self.judged if rows is None else self.judged[rows]).gather(1, items)
+        return self._relevant_and_gain(grades.gather(1, items), judged)
 
     def rows(self, rows: Tensor) -> tuple[Tensor, Tensor]:
-        return self._relevant_and_gain(self.grades[rows])
+        judged = None if self.judged is None else self.judged[rows]
+        return self._relevant_and_gain(self.grades[rows], judged)
+
+    def take(self, rows: slice) -> DenseGrades:
+        judged = None if self.judged is None else self.judged[rows]
+        return DenseGrades(self.grades[rows], self.rule, judged)
 
     def relevant_count(self, within: Tensor | None = None) -> Tensor:
-        grades = self.grades
-        if grades.dtype == torch.bool:
-            relevant = grades if self.rule.grade_one_is_relevant else torch.zeros_like(grades)
-        else:
-            relevant = self.rule.relevant(grades)
+        relevant = self.rule.relevant(self.grades)
+        if self.judged is not None:
+            relevant &= self.judged
         return count_true(relevant if within is None else relevant & within)
 
     def ideal_gains(self, length: int, relevant_count: Tensor) -> Tensor:
         if self.binary:
             return binary_ideal_gains(relevant_count, length)
         length = min(length, self.grades.shape[1])
+        if self.judged is not None:
+            # unjudged positions may hold any grade: select among relevant gains
+            gains = self._relevant_and_gain(self.grades, self.judged)[1]
+            return torch.topk(gains, length, dim=1).values
         # Rows whose relevant items all have one grade (0/1 floats, the common
         # case) need no selection: R copies of that grade's gain.
         top_grade, one_grade = self._single_relevant_grade(relevant_count)
@@ -188,6 +262,9 @@ class ItemIds:
         relevant = relevant[:, : self.num_items]
         return relevant, relevant.to(torch.float64)
 
+    def take(self, rows: slice) -> ItemIds:
+        return ItemIds(self.item_ids[rows], self.num_items, self.rule)
+
     def relevant_count(self, within: Tensor | None = None) -> Tensor:
         ids = self.item_ids.sort(dim=1).values
         counted = ids >= 0
@@ -221,6 +298,33 @@ class RankingInput:
     def num_items(self) -> int:
         return self.scores.shape[1]
 
+    def rows(self, rows: slice) -> RankingInput:
+        """The queries ``rows`` (views, no copy)."""
+        ranked = None if self.ranked is None else self.ranked[rows]
+        return RankingInput(self.scores[rows], ranked, self.relevance.take(rows))
+
+
+@dataclass(frozen=True)
+class Part:
+    """Some queries of a batch: ``queries`` are their positions in the batch."""
+
+    queries: slice | Tensor
+    data: RankingInput
+
+
+@dataclass(frozen=True)
+class Batch:
+    """A batch of ``num_queries`` queries in parts that together hold each query once.
+
+    Dense and item-index inputs are one part. Grouped lists are padded to
+    rows only with lists of similar length (one part per length class), so
+    memory stays within twice the number of items whatever the lengths.
+    """
+
+    num_queries: int
+    device: torch.device
+    parts: tuple[Part, ...]
+
 
 def normalize_input(
     preds: Tensor,
@@ -231,8 +335,8 @@ def normalize_input(
     target_format: str | None,
     rule: GainRule,
     validate_args: bool,
-) -> RankingInput:
-    """Check the inputs and bring any layout to :class:`RankingInput` (SPEC section 2)."""
+) -> Batch:
+    """Check the inputs and bring any layout to :class:`Batch` (SPEC section 2)."""
     preds, target, indexes, mask = check_inputs(preds, target, indexes, mask, target_format)
     if preds.ndim == 1:
         return _grouped(preds, target, indexes, mask, target_format, rule, validate_args)
@@ -255,8 +359,9 @@ def normalize_input(
                 f"got {tuple(target.shape)}"
             )
         if validate_args:
-            V.check_values(preds, target, None, preds.shape[1])
-        return _at_least_one_item(RankingInput(preds, mask, DenseGrades(target, rule)))
+            V.check_values(preds, None, None, preds.shape[1])
+            check_grades(target, rule, preds.shape[1])
+        return _one_part(RankingInput(preds, mask, DenseGrades(target, rule)))
 
     # item indices
     if not V.is_integer_dtype(target.dtype):
@@ -275,7 +380,32 @@ def normalize_input(
     if validate_args:
         V.check_values(preds, None, target, preds.shape[1])
     ids = ItemIds(target.to(torch.int64), preds.shape[1], rule)
-    return _at_least_one_item(RankingInput(preds, mask, ids))
+    return _one_part(RankingInput(preds, mask, ids))
+
+
+def check_grades(grades: Tensor, rule: GainRule, list_length: int) -> None:
+    """No NaN grade, and no gain (nor sum of a query's gains) that overflows float64.
+
+    Reads the values (one max over the grades; the per-query sums only when
+    the largest gain times the list length could overflow).
+    """
+    if grades.dtype == torch.bool or grades.numel() == 0:
+        return
+    top = grades.amax()
+    if grades.is_floating_point() and bool(top.isnan()):
+        raise ValueError("`target` must not contain NaN grades")
+    top_gain = float(rule.gain_of(top.reshape(1))[0])
+    if math.isfinite(top_gain * max(list_length, 1)):
+        return
+    relevant = rule.relevant(grades)
+    totals = rule.gains(grades, relevant).sum(dim=-1)
+    if not bool(totals.isfinite().all()):
+        raise ValueError(
+            f"`target`: the {rule.gain} gain of grade {float(top):g} "
+            f"({'2^g - 1' if rule.gain == 'exponential' else 'g'}), or the sum of a query's "
+            "gains, overflows float64; use smaller grades"
+            + (" or gain='linear'" if rule.gain == "exponential" else "")
+        )
 
 
 def check_inputs(
@@ -328,6 +458,11 @@ def check_grouped(
     return indexes
 
 
+def _one_part(data: RankingInput) -> Batch:
+    part = Part(slice(None), _at_least_one_item(data))
+    return Batch(data.num_queries, data.scores.device, (part,))
+
+
 def _grouped(
     preds: Tensor,
     target: Tensor,
@@ -336,28 +471,56 @@ def _grouped(
     target_format: str | None,
     rule: GainRule,
     validate_args: bool,
-) -> RankingInput:
-    """Flat (M,) triples with query ids -> padded (Q, L) rows, items in input order."""
+) -> Batch:
+    """Flat (M,) triples with query ids -> padded rows, items in input order.
+
+    Queries are ordered by id (``torch.unique``). Lists are padded only to
+    lists of the same length class (lengths in (2^(j-1), 2^j]), one part per
+    class, so 20,000 one-item lists beside one 20,000-item list cost 60,000
+    slots, not 400 million.
+    """
     indexes = check_grouped(preds, target, indexes, target_format)
     if validate_args:
-        V.check_values(preds, target, None, 0)
+        V.check_values(preds, None, None, 0)
     queries, query_of_item, sizes = torch.unique(indexes, return_inverse=True, return_counts=True)
     num_queries = queries.numel()
-    width = int(sizes.max()) if num_queries else 0
-    order = torch.argsort(query_of_item, stable=True)
-    row = query_of_item[order]
-    starts = torch.cumsum(sizes, 0) - sizes
-    column = torch.arange(preds.numel(), device=preds.device) - starts[row]
-
-    scores = torch.full(
-        (num_queries, width), lowest(preds.dtype), dtype=preds.dtype, device=preds.device
-    )
-    scores[row, column] = preds[order]
-    grades = torch.zeros((num_queries, width), dtype=target.dtype, device=preds.device)
-    grades[row, column] = target[order]
-    ranked = torch.zeros((num_queries, width), dtype=torch.bool, device=preds.device)
-    ranked[row, column] = True if mask is None else mask[order]
-    return _at_least_one_item(RankingInput(scores, ranked, DenseGrades(grades, rule)))
+    if validate_args and num_queries:
+        check_grades(target, rule, int(sizes.max()))
+    device = preds.device
+    length_class = torch.ceil(torch.log2(sizes.to(torch.float64))).to(torch.int64)
+    # queries ordered by length class (then id); entries by query (then input order)
+    query_order = torch.argsort(length_class, stable=True)
+    rank_of_query = torch.empty_like(query_order)
+    rank_of_query[query_order] = torch.arange(num_queries, device=device)
+    entry_order = torch.argsort(rank_of_query[query_of_item], stable=True)
+    sorted_sizes = sizes[query_order]
+    starts = torch.cumsum(sorted_sizes, 0) - sorted_sizes
+    _, queries_per_class = torch.unique_consecutive(length_class[query_order], return_counts=True)
+    parts = []
+    first_query = 0
+    for count in queries_per_class.tolist():
+        rows = query_order[first_query : first_query + count]
+        lengths = sorted_sizes[first_query : first_query + count]
+        width = int(lengths.max())
+        first = int(starts[first_query])
+        entries = entry_order[first : first + int(lengths.sum())]
+        row = torch.repeat_interleave(torch.arange(count, device=device), lengths)
+        column = torch.arange(entries.numel(), device=device) - (
+            starts[first_query : first_query + count] - first
+        ).repeat_interleave(lengths)
+        scores = torch.full((count, width), lowest(preds.dtype), dtype=preds.dtype, device=device)
+        scores[row, column] = preds[entries]
+        grades = torch.zeros((count, width), dtype=target.dtype, device=device)
+        grades[row, column] = target[entries]
+        judged = torch.zeros((count, width), dtype=torch.bool, device=device)
+        judged[row, column] = True
+        ranked = judged.clone()
+        if mask is not None:
+            ranked[row, column] = mask[entries]
+        data = RankingInput(scores, ranked, DenseGrades(grades, rule, judged))
+        parts.append(Part(rows, data))
+        first_query += count
+    return Batch(num_queries, device, tuple(parts))
 
 
 def _at_least_one_item(data: RankingInput) -> RankingInput:
@@ -374,7 +537,8 @@ def _at_least_one_item(data: RankingInput) -> RankingInput:
     relevance = data.relevance
     if isinstance(relevance, DenseGrades):
         grades = torch.zeros_like(scores, dtype=relevance.grades.dtype)
-        return RankingInput(scores, ranked, DenseGrades(grades, relevance.rule))
+        # the padding item carries no judgment: never relevant, whatever the threshold
+        return RankingInput(scores, ranked, DenseGrades(grades, relevance.rule, ranked))
     assert isinstance(relevance, ItemIds)  # only padding ids pass validation
     return RankingInput(scores, ranked, ItemIds(relevance.item_ids, 1, relevance.rule))
 

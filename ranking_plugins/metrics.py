@@ -5,9 +5,9 @@ better, and how its per-query value follows from the rank statistics at a
 cutoff (:class:`ranking_plugins.kernel.Cutoff`). The functional API and every
 adapter read :data:`METRICS`; adding a metric is adding one entry.
 
-:func:`evaluate` runs the kernel once for a set of metrics and ks and returns
-per-query values (:func:`rank_stats` then :func:`read_metrics`, which an
-adapter may call apart to reuse one ranking for several metric objects).
+:func:`rank_batch` ranks a batch once (part by part, see
+:class:`ranking_plugins.kernel.Batch`) and :func:`read_metrics` reads every
+metric at every k from that ranking, per query.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import torch
 from torch import Tensor
 
 from ranking_plugins.kernel import (
+    Batch,
     Cutoff,
     ItemIds,
     ListStats,
@@ -34,8 +35,9 @@ MetricValue = tuple[Tensor, Tensor]
 
 
 def _ratio(numerator: Tensor, denominator: Tensor) -> Tensor:
-    """numerator / denominator, 0 where the denominator is 0."""
-    return torch.where(denominator > 0, numerator / denominator.clamp(min=1e-300), 0.0)
+    """numerator / denominator, 0 where the denominator is 0 (a subnormal one divides)."""
+    positive = denominator > 0
+    return torch.where(positive, numerator / torch.where(positive, denominator, 1.0), 0.0)
 
 
 def _has_relevant(c: Cutoff) -> Tensor:
@@ -189,6 +191,15 @@ def rank_depth(metrics: Sequence[Metric], ks: tuple[int, ...] | None) -> int | N
 COUNT_TARGETS_MAX = 1
 
 
+def ranking_method(data: RankingInput, depth: int | None) -> str:
+    """``"count"`` or ``"rank"``: the cheaper way to the statistics (see :func:`rank_stats`)."""
+    relevance = data.relevance
+    if not isinstance(relevance, ItemIds):
+        return "rank"
+    few_ids = relevance.item_ids.shape[1] <= COUNT_TARGETS_MAX
+    return "count" if depth is None or few_ids else "rank"
+
+
 def rank_stats(
     data: RankingInput, ties: str, depth: int | None, method: str | None = None
 ) -> ListStats:
@@ -201,13 +212,7 @@ def rank_stats(
     lists one id (next-item recommendation), where it is the cheaper of the two.
     """
     relevance = data.relevance
-    if method is None:
-        few_ids = isinstance(relevance, ItemIds) and (
-            relevance.item_ids.shape[1] <= COUNT_TARGETS_MAX
-        )
-        method = (
-            "count" if isinstance(relevance, ItemIds) and (depth is None or few_ids) else "rank"
-        )
+    method = method or ranking_method(data, depth)
     if method == "count":
         if not isinstance(relevance, ItemIds):
             raise ValueError("ranking by counting needs item-index targets")
@@ -228,33 +233,54 @@ def rank_stats(
     )
 
 
-def evaluate(
-    data: RankingInput,
-    metrics: Sequence[Metric],
-    ks: tuple[int, ...] | None,
-    *,
-    ties: str,
-    empty_target_action: str,
-    adaptive_k: bool = False,
-    options: Options = Options(),
-) -> Evaluation:
-    """Rank once and compute every metric at every k, per query.
+#: Sorting whole rows costs about 140 bytes per (query, item); rows are ranked
+#: in blocks of at most this many elements, or of the input's size in bytes / 48
+#: when that is larger, so that peak memory stays within a few copies of the scores.
+WHOLE_ROW_BLOCK_ELEMENTS = 1 << 20
 
-    ``ks=None`` reads @k metrics at the end of each query's list.
-    """
-    stats = rank_stats(data, ties, rank_depth(metrics, ks))
-    return read_metrics(
-        stats,
-        metrics,
-        ks,
-        empty_target_action=empty_target_action,
-        adaptive_k=adaptive_k,
-        options=options,
-    )
+
+@dataclass(frozen=True)
+class RankedBatch:
+    """Rank statistics of a batch, in parts: (the parts' query positions, statistics)."""
+
+    num_queries: int
+    device: torch.device
+    parts: tuple[tuple[slice | Tensor, ListStats], ...]
+    #: the statistics cover whole lists, whatever depth was asked (counting does)
+    whole_lists: bool = False
+
+
+def rank_batch(
+    batch: Batch, ties: str, depth: int | None, method: str | None = None
+) -> RankedBatch:
+    """:func:`rank_stats` of every part of ``batch``; whole-row sorts in blocks of rows."""
+    parts: list[tuple[slice | Tensor, ListStats]] = []
+    whole_lists = True
+    for part in batch.parts:
+        data = part.data
+        whole_lists &= depth is None or (method or ranking_method(data, depth)) == "count"
+        whole_rows = depth is None or depth >= data.num_items
+        rows = data.num_queries
+        if whole_rows and (method or ranking_method(data, depth)) == "rank":
+            size = data.scores.numel() * data.scores.element_size()
+            budget = max(WHOLE_ROW_BLOCK_ELEMENTS, size // 48)
+            rows = max(1, budget // max(data.num_items, 1))
+        if rows >= data.num_queries:
+            parts.append((part.queries, rank_stats(data, ties, depth, method)))
+            continue
+        for low in range(0, data.num_queries, rows):
+            block = slice(low, low + rows)
+            queries = (
+                slice(low, min(low + rows, data.num_queries))
+                if isinstance(part.queries, slice)  # the whole batch, in order
+                else part.queries[block]
+            )
+            parts.append((queries, rank_stats(data.rows(block), ties, depth, method)))
+    return RankedBatch(batch.num_queries, batch.device, tuple(parts), whole_lists)
 
 
 def read_metrics(
-    stats: ListStats,
+    ranked: RankedBatch | ListStats,
     metrics: Sequence[Metric],
     ks: tuple[int, ...] | None,
     *,
@@ -262,7 +288,55 @@ def read_metrics(
     adaptive_k: bool = False,
     options: Options = Options(),
 ) -> Evaluation:
-    """Every metric at every k from rank statistics at least ``rank_depth(metrics, ks)`` deep."""
+    """Every metric at every k, per query, from statistics at least ``rank_depth`` deep."""
+    if not isinstance(ranked, RankedBatch):  # the statistics of one whole batch
+        device = ranked.num_ranked.device
+        ranked = RankedBatch(ranked.num_ranked.shape[0], device, ((slice(None), ranked),))
+    read = [
+        (queries, _read_part(stats, metrics, ks, adaptive_k, options))
+        for queries, stats in ranked.parts
+    ]
+    if len(read) == 1 and isinstance(read[0][0], slice):  # one part: the whole batch
+        values, relevant_count = read[0][1]
+    else:
+        values = {}
+        relevant_count = torch.zeros(ranked.num_queries, dtype=torch.float64, device=ranked.device)
+        for queries, (part_values, part_relevant) in read:
+            relevant_count[queries] = part_relevant
+            for key, (value, defined) in part_values.items():
+                if key not in values:
+                    values[key] = (
+                        torch.zeros(ranked.num_queries, dtype=torch.float64, device=ranked.device),
+                        torch.zeros(ranked.num_queries, dtype=torch.bool, device=ranked.device),
+                    )
+                values[key][0][queries] = value
+                values[key][1][queries] = defined
+    results: dict[str, PerQuery] = {}
+    for metric in metrics:
+        for k in _column_ks(metric, ks):
+            key = result_key(metric, k)
+            value, defined = values.get(key, (_empty(ranked), _empty(ranked).bool()))
+            value, counted = _apply_empty_action(metric, value, defined, empty_target_action)
+            results[key] = PerQuery(value, counted)
+    return Evaluation(results, relevant_count)
+
+
+def _column_ks(metric: Metric, ks: tuple[int, ...] | None) -> Sequence[int | None]:
+    return ks if (metric.at_k and ks is not None) else [None]
+
+
+def _empty(ranked: RankedBatch) -> Tensor:
+    return torch.zeros(0, dtype=torch.float64, device=ranked.device)
+
+
+def _read_part(
+    stats: ListStats,
+    metrics: Sequence[Metric],
+    ks: tuple[int, ...] | None,
+    adaptive_k: bool,
+    options: Options,
+) -> tuple[dict[str, MetricValue], Tensor]:
+    """(value, defined) (Q,) of every result key, and R, for one part."""
     num_queries = stats.num_ranked.shape[0]
     device = stats.num_ranked.device
     list_end = stats.num_ranked.unsqueeze(1)
@@ -283,14 +357,12 @@ def read_metrics(
         "relevant_count": stats.at(stats.relevant_count.unsqueeze(1), adaptive_k),
         "whole_list": stats.at(list_end, adaptive_k, whole_list=True),
     }
-    results: dict[str, PerQuery] = {}
+    values: dict[str, MetricValue] = {}
     for metric in metrics:
         value, defined = metric.value(cutoffs[metric.cutoff], options)
-        value, counted = _apply_empty_action(metric, value, defined, empty_target_action)
-        column_ks: Sequence[int | None] = ks if (metric.at_k and ks is not None) else [None]
-        for column, k in enumerate(column_ks):
-            results[result_key(metric, k)] = PerQuery(value[:, column], counted[:, column])
-    return Evaluation(results, stats.relevant_count)
+        for column, k in enumerate(_column_ks(metric, ks)):
+            values[result_key(metric, k)] = (value[:, column], defined[:, column])
+    return values, stats.relevant_count
 
 
 def _apply_empty_action(
@@ -298,7 +370,7 @@ def _apply_empty_action(
 ) -> tuple[Tensor, Tensor]:
     if action == "error":
         if not bool(defined.all()):
-            query = int((~defined).any(dim=1).nonzero()[0, 0])
+            query = int((~defined).nonzero()[0, 0])
             raise ValueError(
                 f"`empty_target_action='error'`: query {query} has no relevant item "
                 f"(or none ranked), so {metric.name} is undefined for it"
@@ -316,8 +388,9 @@ __all__ = [
     "Metric",
     "Options",
     "PerQuery",
-    "evaluate",
+    "RankedBatch",
     "get_metrics",
+    "rank_batch",
     "rank_depth",
     "rank_stats",
     "read_metrics",

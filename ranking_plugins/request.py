@@ -7,13 +7,14 @@ first batch). :meth:`RankingRequest.evaluate` runs the kernel on one batch.
 Several metric objects that see the same batch (a TorchMetrics
 ``MetricCollection`` of MRR, NDCG and HitRate, or three Ignite metrics
 attached to one engine) should not rank it three times. Ranking does not
-depend on the metric, so the rank statistics of the last batch are kept
-(one entry per thread) and reused when the same tensors, unchanged, come
-again with the same ranking options and a depth that is deep enough.
+depend on the metric, so the ranking of the last batch is kept (one entry
+per thread) and reused when inputs proved equal to it come again with the
+same ranking options and a depth that is deep enough (:class:`_LastBatch`).
 """
 
 from __future__ import annotations
 
+import math
 import threading
 import weakref
 from collections.abc import Sequence
@@ -25,14 +26,15 @@ from torch import Tensor
 
 from ranking_plugins import _validation as V
 from ranking_plugins.embeddings import EmbeddingScores, embedding_stats
-from ranking_plugins.kernel import TIES, GainRule, ListStats, normalize_input
+from ranking_plugins.kernel import TIES, GainRule, host_reads_are_free, normalize_input
 from ranking_plugins.metrics import (
     Evaluation,
     Metric,
     Options,
+    RankedBatch,
     get_metrics,
+    rank_batch,
     rank_depth,
-    rank_stats,
     read_metrics,
     result_key,
 )
@@ -94,6 +96,11 @@ class RankingRequest:
             if not isinstance(flag, bool):
                 raise TypeError(f"`{name}` must be a bool, got {flag!r}")
         threshold = None if relevance_threshold is None else float(relevance_threshold)
+        if threshold is not None and not math.isfinite(threshold):
+            raise ValueError(
+                "`relevance_threshold` must be a finite number or None, "
+                f"got {relevance_threshold!r}"
+            )
         return cls(
             metrics=tuple(metric_list),
             ks=ks,
@@ -133,39 +140,45 @@ class RankingRequest:
         depth = rank_depth(self.metrics, self.ks)
         inputs = (preds, target, indexes, mask)
         ranking = (self.target_format, self.rule, self.ties, self.validate_args)
-        stats = _last_batch.lookup(inputs, ranking, depth)
-        if stats is None and isinstance(preds, EmbeddingScores):
-            _embeddings_only(indexes=indexes, mask=mask, target_format=self.target_format)
-            stats = embedding_stats(
-                preds,
-                target,
-                ties=self.ties,
-                rule=self.rule,
-                validate_args=self.validate_args,
-            )
-            _last_batch.store(inputs, ranking, None, stats)
-        if stats is None:
+        ranked = _last_batch.lookup(inputs, ranking, depth, self.validate_args)
+        if ranked is None:
             with torch.no_grad():
-                data = normalize_input(
-                    V.check_tensor("preds", preds).detach(),
-                    V.check_tensor("target", target).detach(),
-                    indexes=indexes,
-                    mask=mask,
-                    target_format=self.target_format,
-                    rule=self.rule,
-                    validate_args=self.validate_args,
-                )
-                stats = rank_stats(data, self.ties, depth)
-            _last_batch.store(inputs, ranking, depth, stats)
+                ranked = self._rank(preds, target, indexes, mask, depth)
+            _last_batch.store(inputs, ranking, None if ranked.whole_lists else depth, ranked)
         with torch.no_grad():
             return read_metrics(
-                stats,
+                ranked,
                 self.metrics,
                 self.ks,
                 empty_target_action=self.empty_target_action,
                 adaptive_k=self.adaptive_k,
                 options=self.options,
             )
+
+    def _rank(
+        self,
+        preds: Tensor | EmbeddingScores,
+        target: Tensor,
+        indexes: Tensor | None,
+        mask: Tensor | None,
+        depth: int | None,
+    ) -> RankedBatch:
+        if isinstance(preds, EmbeddingScores):
+            _embeddings_only(indexes=indexes, mask=mask, target_format=self.target_format)
+            stats = embedding_stats(
+                preds, target, ties=self.ties, rule=self.rule, validate_args=self.validate_args
+            )
+            return RankedBatch(preds.num_queries, preds.device, ((slice(None), stats),), True)
+        batch = normalize_input(
+            V.check_tensor("preds", preds).detach(),
+            V.check_tensor("target", target).detach(),
+            indexes=indexes,
+            mask=mask,
+            target_format=self.target_format,
+            rule=self.rule,
+            validate_args=self.validate_args,
+        )
+        return rank_batch(batch, self.ties, depth)
 
 
 def _embeddings_only(
@@ -182,89 +195,116 @@ def _embeddings_only(
         raise ValueError("EmbeddingScores needs item-index targets, not `target_format='dense'`")
 
 
-def _version(value: Tensor | EmbeddingScores) -> object:
-    """Changes whenever the value is modified in place."""
+Input = Tensor | EmbeddingScores | None
+
+
+def _snapshot(value: Input) -> object:
+    """A copy of what ``value``'s scores (or targets) depend on, to compare with later."""
     if isinstance(value, EmbeddingScores):
-        return tuple(t._version for t in value.tensors())
-    return value._version
+        return (value.chunk_size, tuple(t.detach().clone() for t in value.tensors()))
+    return None if value is None else value.detach().clone()
 
 
-Input = Tensor | EmbeddingScores
-#: how an input is remembered: a weak reference and its version, or None
-Held = tuple[weakref.ref[Input], object] | None
+def _same_content(value: Input, snapshot: object) -> bool:
+    if isinstance(value, EmbeddingScores):
+        return (value.chunk_size, len(value.tensors())) == (
+            snapshot[0],  # type: ignore[index]
+            len(snapshot[1]),  # type: ignore[index]
+        ) and all(
+            _same_content(t, copy)
+            for t, copy in zip(value.tensors(), snapshot[1], strict=True)  # type: ignore[index]
+        )
+    if value is None or snapshot is None:
+        return value is None and snapshot is None
+    assert isinstance(snapshot, Tensor)
+    return (
+        value.dtype == snapshot.dtype
+        and value.shape == snapshot.shape
+        and value.device == snapshot.device
+        and torch.equal(value, snapshot)
+    )
 
 
-def hold(inputs: tuple[Input | None, ...]) -> tuple[Held, ...]:
-    """Remember ``inputs`` without keeping them alive (see :func:`still_held`)."""
-    return tuple(None if t is None else (weakref.ref(t), _version(t)) for t in inputs)
+def _comparable(value: Input, validate_args: bool) -> bool:
+    """Whether the content of ``value`` may be proved equal to a snapshot.
+
+    Comparing reads a value on the host: free on the CPU, allowed on an
+    accelerator only when ``validate_args=True`` (which reads values anyway).
+    A custom ``score_fn`` may change without any tensor changing (a model's
+    weights), so its scores are never reused.
+    """
+    if isinstance(value, EmbeddingScores):
+        return value.score_fn is None and (validate_args or host_reads_are_free(value.query_emb))
+    return value is None or validate_args or host_reads_are_free(value)
 
 
-def still_held(inputs: tuple[Input | None, ...], held: tuple[Held, ...]) -> bool:
-    """Whether ``inputs`` are the very objects :func:`hold` remembered, unmodified since."""
-    if len(inputs) != len(held):
-        return False
-    for value, remembered in zip(inputs, held, strict=True):
-        if value is None or remembered is None:
-            if value is not None or remembered is not None:
-                return False
-            continue
-        ref, version = remembered
-        if ref() is not value or _version(value) != version:
-            return False
-    return True
+@dataclass
+class _Entry:
+    preds: weakref.ref[Tensor | EmbeddingScores]
+    ranking: tuple[object, ...]
+    depth: int | None  # ranked this deep (None: whole lists)
+    ranked: RankedBatch
+    snapshot: tuple[object, ...] | None  # copies of the inputs, when kept
+    seen_again: bool  # the same ``preds`` object came again while this entry was kept
 
 
 class _LastBatch(threading.local):
-    """The rank statistics of the last batch seen by this thread.
+    """The ranking of the last batch seen by this thread, for reuse by the next metric.
 
-    A hit needs the very same tensor objects, unmodified since (their
-    ``_version`` counter), the same ranking options, and a list ranked at
-    least as deep as now asked. Tensors are held weakly: a freed batch is
-    never matched again, and nothing but the (small) statistics is kept alive.
+    Several metric objects that read the same batch (a ``MetricCollection``
+    of MRR, NDCG and HitRate, three Ignite metrics on one engine) rank it
+    once. A ranking is reused only when the inputs are *proved* unchanged:
+    equal, element by element, to copies taken when it was made. An object
+    identity or a version counter proves nothing (writes through a numpy
+    array or ``.data`` bump no counter).
+
+    Copies cost a pass over the batch, so they are taken only once the same
+    ``preds`` object has come twice in a row (several metrics per batch); a
+    single metric never pays for them. While taken, one copy of the last
+    batch is kept alive until the next one.
     """
 
     def __init__(self) -> None:
-        self.inputs: tuple[Held, ...] = ()
-        self.ranking: tuple[object, ...] = ()
-        self.depth: int | None = 0
-        self.stats: ListStats | None = None
+        self.entry: _Entry | None = None
 
     def lookup(
-        self, inputs: tuple[Input | None, ...], ranking: tuple[object, ...], depth: int | None
-    ) -> ListStats | None:
-        if self.stats is None or ranking != self.ranking:
+        self,
+        inputs: tuple[Input, ...],
+        ranking: tuple[object, ...],
+        depth: int | None,
+        validate_args: bool,
+    ) -> RankedBatch | None:
+        entry = self.entry
+        if entry is None or entry.preds() is not inputs[0]:
             return None
-        if self.depth is not None and (depth is None or depth > self.depth):
+        entry.seen_again = True
+        if entry.snapshot is None or ranking != entry.ranking:
             return None
-        return self.stats if still_held(inputs, self.inputs) else None
+        if entry.depth is not None and (depth is None or depth > entry.depth):
+            return None
+        if not all(_comparable(value, validate_args) for value in inputs):
+            return None
+        same = all(_same_content(v, s) for v, s in zip(inputs, entry.snapshot, strict=True))
+        return entry.ranked if same else None
 
     def store(
         self,
-        inputs: tuple[Input | None, ...],
+        inputs: tuple[Input, ...],
         ranking: tuple[object, ...],
         depth: int | None,
-        stats: ListStats,
+        ranked: RankedBatch,
     ) -> None:
-        if not all(t is None or isinstance(t, (Tensor, EmbeddingScores)) for t in inputs):
+        preds = inputs[0]
+        if not isinstance(preds, (Tensor, EmbeddingScores)):
             return
-        tensors = [
-            part
-            for t in inputs
-            if t is not None
-            for part in (t.tensors() if isinstance(t, EmbeddingScores) else (t,))
-        ]
-        if any(t.is_inference() for t in tensors):
-            # tensors made under torch.inference_mode (Lightning's evaluation
-            # loops) have no version counter: an in-place change could not be
-            # seen, so their ranking is not kept
-            return
-        self.inputs = hold(inputs)
-        self.ranking = ranking
-        self.depth = depth
-        self.stats = stats
+        old = self.entry
+        same_batch = old is not None and old.preds() is preds
+        keep_copies = old is not None and old.seen_again
+        snapshot = tuple(_snapshot(value) for value in inputs) if keep_copies else None
+        self.entry = _Entry(weakref.ref(preds), ranking, depth, ranked, snapshot, same_batch)
 
     def clear(self) -> None:
-        self.__init__()  # type: ignore[misc]
+        self.entry = None
 
 
 _last_batch = _LastBatch()

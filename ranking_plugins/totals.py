@@ -40,7 +40,8 @@ class Totals:
         weight = counted.to(torch.float64)
         if weighted:
             weight = weight * evaluation.relevant_count.unsqueeze(1)
-        x = torch.nan_to_num(values, nan=0.0)
+        # skipped queries are NaN and weigh 0; a counted NaN stays NaN in the mean
+        x = torch.where(counted, values, 0.0)
         wx = weight * x
         sums = torch.stack(
             [weight.sum(0), wx.sum(0), (wx * x).sum(0), (weight * weight).sum(0)], dim=0

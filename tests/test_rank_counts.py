@@ -1,6 +1,6 @@
 """Counting ranks (item-index targets) gives the numbers of the ranked-list kernel.
 
-``rank_stats(..., method="count")`` counts, for each relevant item, the items
+``rank_batch(..., method="count")`` counts, for each relevant item, the items
 above it and tied with it; ``method="rank"`` orders the lists. Both feed the
 same metric table, so every metric at every k, under every tie policy, must
 agree; and counting column block by column block (as the embeddings walk does)
@@ -14,7 +14,7 @@ import torch
 
 from ranking_plugins import kernel, rank_metrics
 from ranking_plugins.kernel import TIES, GainRule, ItemIds, normalize_input
-from ranking_plugins.metrics import METRICS, rank_stats, read_metrics
+from ranking_plugins.metrics import METRICS, rank_batch, read_metrics
 from ranking_plugins.rank_counts import RankCounter, distinct_ids
 from tests.reference import reference_rank_metrics
 
@@ -48,8 +48,8 @@ def _both_paths(case: dict, ties: str, ks: tuple[int, ...] | None, threshold: fl
     )
     results = []
     for method in ("rank", "count"):
-        stats = rank_stats(data, ties, None, method)
-        results.append(read_metrics(stats, ALL, ks, empty_target_action="skip").results)
+        ranked = rank_batch(data, ties, None, method)
+        results.append(read_metrics(ranked, ALL, ks, empty_target_action="skip").results)
     return results
 
 
@@ -132,7 +132,7 @@ def test_counting_block_by_block_with_an_exclusion_list_equals_one_masked_matrix
         validate_args=True,
     )
     whole = read_metrics(
-        rank_stats(data, ties, None, "rank"), ALL, (1, 5, 60), empty_target_action="neg"
+        rank_batch(data, ties, None, "rank"), ALL, (1, 5, 60), empty_target_action="neg"
     )
     for key, result in whole.results.items():
         torch.testing.assert_close(blockwise.results[key].values, result.values, atol=1e-12, rtol=0)
@@ -177,10 +177,10 @@ def test_reciprocal_rank_in_a_long_tie_with_several_relevant_items(
     names = [METRICS["mrr"], METRICS["hit_rate"], METRICS["map"]]
     for ks in [(1, 10, 1500), None]:
         ranked = read_metrics(
-            rank_stats(data, "average", None, "rank"), names, ks, empty_target_action="neg"
+            rank_batch(data, "average", None, "rank"), names, ks, empty_target_action="neg"
         )
         counted = read_metrics(
-            rank_stats(data, "average", None, "count"), names, ks, empty_target_action="neg"
+            rank_batch(data, "average", None, "count"), names, ks, empty_target_action="neg"
         )
         for key, result in ranked.results.items():
             torch.testing.assert_close(
@@ -198,6 +198,6 @@ def test_count_path_rejects_dense_targets() -> None:
         rule=GainRule(None, "exponential"),
         validate_args=True,
     )
-    assert not isinstance(data.relevance, ItemIds)
+    assert not isinstance(data.parts[0].data.relevance, ItemIds)
     with pytest.raises(ValueError, match="item-index targets"):
-        rank_stats(data, "average", 3, "count")
+        rank_batch(data, "average", 3, "count")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import statistics
 
+import numpy
 import pytest
 import torch
 
@@ -18,13 +19,13 @@ from ranking_plugins.totals import Totals
 def rank_calls(monkeypatch: pytest.MonkeyPatch) -> list[int | None]:
     """Depths of every kernel ranking pass made through a RankingRequest."""
     calls: list[int | None] = []
-    real = request_module.rank_stats
+    real = request_module.rank_batch
 
-    def counting(data, ties, depth):  # type: ignore[no-untyped-def]
+    def counting(batch, ties, depth):  # type: ignore[no-untyped-def]
         calls.append(depth)
-        return real(data, ties, depth)
+        return real(batch, ties, depth)
 
-    monkeypatch.setattr(request_module, "rank_stats", counting)
+    monkeypatch.setattr(request_module, "rank_batch", counting)
     request_module._last_batch.clear()
     return calls
 
@@ -42,15 +43,28 @@ def _means(request: RankingRequest, preds: torch.Tensor, target: torch.Tensor) -
 
 
 def test_same_batch_is_ranked_once_for_several_metric_objects(rank_calls: list) -> None:
-    preds, target = _batch()
-    results = {}
-    for name in ("mrr", "ndcg", "hit_rate"):
-        results.update(_means(RankingRequest.create(name, [1, 5]), preds, target))
-    assert rank_calls == [5]
-    expected = rank_metrics(preds, target, ["mrr", "ndcg", "hit_rate"], [1, 5])
-    assert results.keys() == expected.keys()
-    for key, value in expected.items():
-        torch.testing.assert_close(results[key], value, rtol=0, atol=1e-12)
+    # The first batch is ranked twice: copies of a batch are taken only once
+    # the same tensors came twice in a row (a single metric never pays for
+    # them). From then on every batch is ranked once for all three metrics.
+    for seed in range(3):
+        preds, target = _batch(seed)
+        results = {}
+        for name in ("mrr", "ndcg", "hit_rate"):
+            results.update(_means(RankingRequest.create(name, [1, 5]), preds, target))
+        expected = rank_metrics(preds, target, ["mrr", "ndcg", "hit_rate"], [1, 5])
+        assert results.keys() == expected.keys()
+        for key, value in expected.items():
+            torch.testing.assert_close(results[key], value, rtol=0, atol=1e-12)
+    assert rank_calls == [5, 5, 5, 5]  # two for the first batch, one for each other
+
+
+def test_one_metric_per_batch_keeps_no_copy() -> None:
+    request_module._last_batch.clear()
+    request = RankingRequest.create("mrr", 3)
+    for seed in range(3):
+        request.evaluate(*_batch(seed))
+    entry = request_module._last_batch.entry
+    assert entry is not None and entry.snapshot is None
 
 
 def test_deeper_request_ranks_again_and_shallower_one_reuses(rank_calls: list) -> None:
@@ -65,12 +79,27 @@ def test_deeper_request_ranks_again_and_shallower_one_reuses(rank_calls: list) -
 
 @pytest.mark.parametrize(
     "change",
-    ["in_place_preds", "in_place_target", "new_tensor", "ties", "threshold", "mask"],
+    [
+        "in_place_preds",
+        "in_place_target",
+        "new_tensor",
+        "ties",
+        "threshold",
+        "mask",
+        # writes that bump no version counter (issue 11, item 1)
+        "numpy_preds",
+        "numpy_target",
+        "data_preds",
+    ],
 )
 def test_anything_that_changes_the_ranking_is_not_reused(rank_calls: list, change: str) -> None:
-    preds, target = _batch()
+    array_preds, array_target = (t.numpy().copy() for t in _batch())
+    preds, target = torch.from_numpy(array_preds), torch.from_numpy(array_target)
     first = RankingRequest.create("mrr", 5)
     first.evaluate(preds, target)
+    first.evaluate(preds, target)  # the same tensors twice: a copy is kept from now on
+    first.evaluate(preds, target)  # and proves them unchanged
+    assert len(rank_calls) == 2
     second = first
     mask = None
     if change == "in_place_preds":
@@ -83,13 +112,19 @@ def test_anything_that_changes_the_ranking_is_not_reused(rank_calls: list, chang
         second = RankingRequest.create("mrr", 5, ties="pessimistic")
     elif change == "threshold":
         second = RankingRequest.create("mrr", 5, relevance_threshold=2)
+    elif change == "numpy_preds":
+        array_preds[:] = array_preds[:, ::-1]
+    elif change == "numpy_target":
+        array_target[:] = array_target[::-1]
+    elif change == "data_preds":
+        preds.data[:, 0] = 100.0
     else:
         mask = torch.ones_like(preds, dtype=torch.bool)
     result = second.evaluate(preds, target, mask=mask).results["mrr@5"].values
-    assert len(rank_calls) == 2
+    assert len(rank_calls) == 3
     expected = rank_metrics(
-        preds,
-        target,
+        preds.clone(),
+        target.clone(),
         "mrr",
         5,
         mask=mask,
@@ -100,11 +135,29 @@ def test_anything_that_changes_the_ranking_is_not_reused(rank_calls: list, chang
     torch.testing.assert_close(result, expected)
 
 
+def test_numpy_buffer_rewritten_between_calls_gives_the_new_numbers() -> None:
+    """Issue 11, item 1: rank_metrics on a reused numpy-backed buffer."""
+    request_module._last_batch.clear()
+    buffer = numpy.zeros((2, 4), dtype=numpy.float32)
+    preds = torch.from_numpy(buffer)
+    target = torch.tensor([0, 1])
+    got = []
+    for first_item in range(4):  # the relevant items' scores change every time
+        buffer[:] = 0.0
+        buffer[0, first_item] = 1.0
+        buffer[1, (first_item + 1) % 4] = 1.0
+        got.append(float(rank_metrics(preds, target, "mrr", 4)["mrr@4"]))
+        want = rank_metrics(torch.tensor(buffer), target, "mrr", 4)["mrr@4"]
+        assert got[-1] == float(want)
+    assert len(set(got)) > 1
+
+
 def test_options_that_only_read_the_ranking_reuse_it(rank_calls: list) -> None:
     preds, target = _batch()
+    _means(RankingRequest.create("map", 4), preds, target)
     a = _means(RankingRequest.create("map", 4, empty_target_action="skip"), preds, target)
     b = _means(RankingRequest.create("map", 4, ap_denominator="min_k_relevant"), preds, target)
-    assert rank_calls == [4]
+    assert rank_calls == [4, 4]  # the first two: no copy of the batch was kept yet
     assert a["map@4"] == rank_metrics(preds, target, "map", 4, empty_target_action="skip")["map@4"]
     assert (
         b["map@4"]
@@ -118,11 +171,11 @@ def test_a_freed_batch_is_not_matched_by_a_new_tensor_at_the_same_address(
     request = RankingRequest.create("mrr", 3)
     for seed in range(5):
         preds, target = _batch(seed)
+        want = rank_metrics(preds.clone(), target.clone(), "mrr", 3, reduction="none")
         got = request.evaluate(preds, target).results["mrr@3"].values
-        want = rank_metrics(preds, target, "mrr", 3, reduction="none")["mrr@3"]
-        torch.testing.assert_close(got, want)
+        torch.testing.assert_close(got, want["mrr@3"])
         del preds, target
-    assert len(rank_calls) == 5
+    assert len(rank_calls) == 10  # the reference and the request, every batch
 
 
 def test_gradients_are_not_tracked() -> None:
