@@ -240,33 +240,55 @@ WHOLE_ROW_BLOCK_ELEMENTS = 1 << 20
 
 
 @dataclass(frozen=True)
+class Unranked:
+    """A block of rows ranked only when read (and dropped after), to bound memory."""
+
+    data: RankingInput
+    ties: str
+    depth: int | None
+    method: str | None
+
+    def rank(self) -> ListStats:
+        return rank_stats(self.data, self.ties, self.depth, self.method)
+
+
+@dataclass(frozen=True)
 class RankedBatch:
     """Rank statistics of a batch, in parts: (the parts' query positions, statistics)."""
 
     num_queries: int
     device: torch.device
-    parts: tuple[tuple[slice | Tensor, ListStats], ...]
+    parts: tuple[tuple[slice | Tensor, ListStats | Unranked], ...]
     #: the statistics cover whole lists, whatever depth was asked (counting does)
     whole_lists: bool = False
+
+    @property
+    def reusable(self) -> bool:
+        """Whether reading it again costs no ranking (no part is ranked on reading)."""
+        return not any(isinstance(stats, Unranked) for _, stats in self.parts)
 
 
 def rank_batch(
     batch: Batch, ties: str, depth: int | None, method: str | None = None
 ) -> RankedBatch:
-    """:func:`rank_stats` of every part of ``batch``; whole-row sorts in blocks of rows."""
-    parts: list[tuple[slice | Tensor, ListStats]] = []
+    """:func:`rank_stats` of every part of ``batch``.
+
+    Whole rows that are sorted (not counted) are ranked in blocks of rows, each
+    when it is read, so that only one block's statistics exist at a time.
+    """
+    parts: list[tuple[slice | Tensor, ListStats | Unranked]] = []
     whole_lists = True
     for part in batch.parts:
         data = part.data
-        whole_lists &= depth is None or (method or ranking_method(data, depth)) == "count"
-        whole_rows = depth is None or depth >= data.num_items
+        part_method = method or ranking_method(data, depth)
+        whole_lists &= depth is None or part_method == "count"
         rows = data.num_queries
-        if whole_rows and (method or ranking_method(data, depth)) == "rank":
+        if (depth is None or depth >= data.num_items) and part_method == "rank":
             size = data.scores.numel() * data.scores.element_size()
             budget = max(WHOLE_ROW_BLOCK_ELEMENTS, size // 48)
             rows = max(1, budget // max(data.num_items, 1))
         if rows >= data.num_queries:
-            parts.append((part.queries, rank_stats(data, ties, depth, method)))
+            parts.append((part.queries, rank_stats(data, ties, depth, part_method)))
             continue
         for low in range(0, data.num_queries, rows):
             block = slice(low, low + rows)
@@ -275,7 +297,7 @@ def rank_batch(
                 if isinstance(part.queries, slice)  # the whole batch, in order
                 else part.queries[block]
             )
-            parts.append((queries, rank_stats(data.rows(block), ties, depth, method)))
+            parts.append((queries, Unranked(data.rows(block), ties, depth, part_method)))
     return RankedBatch(batch.num_queries, batch.device, tuple(parts), whole_lists)
 
 
@@ -293,7 +315,16 @@ def read_metrics(
         device = ranked.num_ranked.device
         ranked = RankedBatch(ranked.num_ranked.shape[0], device, ((slice(None), ranked),))
     read = [
-        (queries, _read_part(stats, metrics, ks, adaptive_k, options))
+        (
+            queries,
+            _read_part(
+                stats.rank() if isinstance(stats, Unranked) else stats,
+                metrics,
+                ks,
+                adaptive_k,
+                options,
+            ),
+        )
         for queries, stats in ranked.parts
     ]
     if len(read) == 1 and isinstance(read[0][0], slice):  # one part: the whole batch

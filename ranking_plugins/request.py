@@ -144,7 +144,8 @@ class RankingRequest:
         if ranked is None:
             with torch.no_grad():
                 ranked = self._rank(preds, target, indexes, mask, depth)
-            _last_batch.store(inputs, ranking, None if ranked.whole_lists else depth, ranked)
+            if ranked.reusable:
+                _last_batch.store(inputs, ranking, None if ranked.whole_lists else depth, ranked)
         with torch.no_grad():
             return read_metrics(
                 ranked,
