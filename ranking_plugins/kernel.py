@@ -517,7 +517,9 @@ def _grouped(
         ranked = judged.clone()
         if mask is not None:
             ranked[row, column] = mask[entries]
-        data = RankingInput(scores, ranked, DenseGrades(grades, rule, judged))
+        # lists of one length (the usual batch of candidates) have no padding
+        padded = int(lengths.min()) < width
+        data = RankingInput(scores, ranked, DenseGrades(grades, rule, judged if padded else None))
         parts.append(Part(rows, data))
         first_query += count
     return Batch(num_queries, device, tuple(parts))
