@@ -88,6 +88,7 @@ Where this module deliberately differs from Ignite:
 
 from __future__ import annotations
 
+import difflib
 import inspect
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar, TypedDict
@@ -175,6 +176,34 @@ class IgniteOptions(PackageOptions, total=False):
 
     relevance_threshold: float | None
     gain_function: str
+
+
+def _accepted_keywords(cls: type) -> list[str]:
+    """The keywords ``cls(...)`` takes: its own parameters, then :class:`IgniteOptions`."""
+    named = [
+        name
+        for name, parameter in inspect.signature(cls).parameters.items()
+        if parameter.kind not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+    ]
+    return named + [name for name in IgniteOptions.__annotations__ if name not in named]
+
+
+def _refuse_unknown(cls: type, given: Sequence[str]) -> None:
+    """A TypeError naming every keyword ``cls`` does not take, with a guess for each."""
+    accepted = _accepted_keywords(cls)
+    unknown = [name for name in given if name not in accepted]
+    if not unknown:
+        return
+    named = []
+    for name in unknown:
+        guess = difflib.get_close_matches(name, accepted, n=1, cutoff=0.6) or [
+            a for a in accepted if a.startswith(name) or name.startswith(a)
+        ]
+        named.append(f"{name!r}" + (f" (did you mean {guess[0]!r}?)" if guess else ""))
+    what = "unexpected keyword arguments" if len(unknown) > 1 else "an unexpected keyword argument"
+    raise TypeError(
+        f"{cls.__name__}() got {what} {', '.join(named)}; it accepts: {', '.join(accepted)}"
+    )
 
 
 def _empty_target_action(ignore_zero_hits: bool, empty_target_action: str | None) -> str:
@@ -275,6 +304,14 @@ class BaseRankingMetric(Metric):
         metrics_result_mode: str | None = None,
         **options: Unpack[IgniteOptions],
     ) -> None:
+        # Every keyword a constructor does not name ends up here (the subclasses
+        # hand on their ``**options``): refuse what the public class does not take.
+        given = list(options)
+        if metrics is not None:
+            given.append("metrics")
+        if metrics_result_mode is not None:
+            given.append("metrics_result_mode")
+        _refuse_unknown(type(self), given)
         self._request = RankingRequest.create(
             self._metrics if metrics is None else metrics,
             top_k,

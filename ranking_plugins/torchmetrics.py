@@ -10,7 +10,14 @@ indexes=None, mask=None)`` takes every layout of the package:
 * grouped (``indexes`` given, TorchMetrics' retrieval input): a query may be
   spread over several updates and processes, so the flat triples are kept in
   ``"cat"`` states and every query is ranked in one vectorised kernel call at
-  :meth:`~RankingMetric.compute`.
+  :meth:`~RankingMetric.compute`. Scores are kept exactly: floating-point
+  scores as float64, integer scores as int64 (a timestamp above 2^53 is not
+  rounded), so one metric takes either kind of scores in this layout, not both.
+
+The states keep their dtypes whatever is done to the module: ``.to(dtype)``,
+``.half()``, ``set_dtype`` (and Lightning's ``precision="bf16-true"``, which
+casts a module's metrics) move them between devices but never cast them, so
+the sums stay float64.
 
 ``compute()`` returns a scalar tensor for one k and a dict ``{"ndcg@5": ...,
 "ndcg@10": ...}`` for several (:class:`RankingMetrics` always returns a dict).
@@ -27,14 +34,14 @@ each mean in the same form.
 
 Several of these metrics with the same options in one
 :class:`torchmetrics.MetricCollection` rank each batch once: the rank
-statistics of the last batch are reused when the very same tensors come
-again (see :mod:`ranking_plugins.request`).
+statistics of the last batch are reused when the same batch comes again
+(see :mod:`ranking_plugins.request`).
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
-import threading
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar, TypedDict
 
@@ -46,7 +53,7 @@ from ranking_plugins import _validation as V
 from ranking_plugins.embeddings import EmbeddingScores
 from ranking_plugins.kernel import check_grouped, check_inputs
 from ranking_plugins.metrics import METRICS
-from ranking_plugins.request import Held, RankingRequest, TopK, hold, still_held
+from ranking_plugins.request import RankingRequest, TopK
 from ranking_plugins.totals import Totals
 
 try:
@@ -104,13 +111,24 @@ class RankingOptions(TypedDict, total=False):
 _PlotValue = Tensor | Sequence[Tensor] | dict[str, Tensor] | Sequence[dict[str, Tensor]]
 
 #: storage dtypes of the grouped layout's "cat" states: fixed, so that every
-#: process gathers tensors of one dtype (also a process that never updated)
+#: process gathers tensors of one dtype (also a process that never updated).
+#: Scores are kept exactly: every floating-point dtype fits float64 and every
+#: integer dtype but uint64 fits int64; a metric holds one kind or the other.
 _FLAT_STATES: dict[str, torch.dtype] = {
     "flat_preds": torch.float64,
+    "flat_preds_int": torch.int64,
     "flat_target": torch.float64,
     "flat_indexes": torch.int64,
     "flat_mask": torch.bool,
 }
+
+_UINT64 = getattr(torch, "uint64", None)  # torch >= 2.3
+
+_MIXED_SCORES = (
+    "`preds`: the grouped layout (`indexes`) of one metric takes either floating-point "
+    "or integer scores, not both: {found}. Converting one kind to the other could "
+    "merge or reorder scores, so cast every batch's `preds` to one dtype before `update`"
+)
 
 
 class RankingMetric(Metric):
@@ -150,6 +168,7 @@ class RankingMetric(Metric):
     _always_dict: ClassVar[bool] = False
 
     flat_preds: list[Tensor]
+    flat_preds_int: list[Tensor]
     flat_target: list[Tensor]
     flat_indexes: list[Tensor]
     flat_mask: list[Tensor]
@@ -223,6 +242,38 @@ class RankingMetric(Metric):
         super().reset()
         self._seed_flat_states()
 
+    def _storage_dtypes(self) -> dict[str, torch.dtype]:
+        return {self._sums_name: torch.float64, **_FLAT_STATES}
+
+    def _apply(
+        self, fn: Callable[[Tensor], Tensor], exclude_state: Sequence[str] = ""
+    ) -> torch.nn.Module:
+        """Move the states with the module, never cast them.
+
+        ``nn.Module.to(dtype)``, ``.half()``, ``.type()`` and TorchMetrics'
+        ``set_dtype`` all come through here (Lightning's ``precision="bf16-true"``
+        calls ``.to(torch.bfloat16)`` on the whole module). Every state of this
+        metric keeps its storage dtype (float64 sums, exact scores, int64 query
+        ids) and only follows the device; so do the cached results.
+        """
+        if exclude_state:
+            return super()._apply(_device_only(fn), exclude_state)
+        return super()._apply(_device_only(fn))
+
+    def _load_from_state_dict(self, state_dict: dict[str, Any], prefix: str, *args: Any) -> None:
+        """TorchMetrics' loading, then every state back in its storage dtype on this device.
+
+        A state saved in a lower precision (by a version that let a cast reach
+        the sums, say) is widened again; what it already lost stays lost.
+        """
+        super()._load_from_state_dict(state_dict, prefix, *args)
+        for name, dtype in self._storage_dtypes().items():
+            value = getattr(self, name)
+            if isinstance(value, Tensor):
+                setattr(self, name, value.to(self.device, dtype))
+            else:
+                setattr(self, name, [t.to(self.device, dtype) for t in value])
+
     @property
     def totals(self) -> Totals:
         """The running sums of the dense and item-index updates (this process only)."""
@@ -260,12 +311,8 @@ class RankingMetric(Metric):
     def _update_ranked(
         self, preds: Tensor | EmbeddingScores, target: Tensor, mask: Tensor | None
     ) -> None:
-        if isinstance(preds, EmbeddingScores):
-            if self.ignore_index is not None and isinstance(target, Tensor):
-                # item ids: an ignored one becomes padding
-                target = target.masked_fill(target == self.ignore_index, -1)
-        elif self.ignore_index is not None:
-            target, mask = _ignored.apply(
+        if self.ignore_index is not None:
+            target, mask = _drop_ignored(
                 preds, target, mask, self.ignore_index, self.request.target_format
             )
         evaluation = self.request.evaluate(preds, target, mask=mask)
@@ -285,10 +332,29 @@ class RankingMetric(Metric):
             preds, target, indexes = preds.flatten(), target.flatten(), indexes.flatten()
             mask = None if mask is None else mask.flatten()
         _check_flat(preds, target, indexes, mask, self.request.target_format)
+        if preds.dtype == _UINT64:
+            raise TypeError(
+                "`preds`: uint64 scores cannot be kept exactly in the grouped layout "
+                "(`indexes`); use int64 (or a floating-point dtype)"
+            )
+        integer = V.is_integer_dtype(preds.dtype)
+        scores, other = (
+            (self.flat_preds_int, self.flat_preds)
+            if integer
+            else (self.flat_preds, self.flat_preds_int)
+        )
+        if preds.numel() and any(t.numel() for t in other):  # sizes only: no sync
+            kinds = ("floating-point", "integer") if integer else ("integer", "floating-point")
+            raise ValueError(
+                _MIXED_SCORES.format(
+                    found=f"got {kinds[1]} `preds` ({preds.dtype}) after {kinds[0]} ones"
+                )
+            )
         if self.request.validate_args:
             V.check_values(preds, target, None, 0)
         device = self.device
-        self.flat_preds.append(preds.detach().to(device=device, dtype=torch.float64))
+        storage = torch.int64 if integer else torch.float64
+        scores.append(preds.detach().to(device=device, dtype=storage))
         self.flat_target.append(target.detach().to(device=device, dtype=torch.float64))
         self.flat_indexes.append(indexes.detach().to(device=device, dtype=torch.int64))
         self.flat_mask.append(
@@ -302,7 +368,16 @@ class RankingMetric(Metric):
     def _all_totals(self) -> Totals:
         """Dense sums plus the grouped queries, ranked here in one kernel call."""
         totals = self.totals
-        preds = dim_zero_cat(self.flat_preds)
+        float_preds = dim_zero_cat(self.flat_preds)
+        int_preds = dim_zero_cat(self.flat_preds_int)
+        if float_preds.numel() and int_preds.numel():  # from different processes
+            raise ValueError(
+                _MIXED_SCORES.format(
+                    found=f"{float_preds.numel()} floating-point and {int_preds.numel()} "
+                    "integer scores were gathered"
+                )
+            )
+        preds = int_preds if int_preds.numel() else float_preds
         if preds.numel() == 0:
             return totals
         target = dim_zero_cat(self.flat_target)
@@ -425,54 +500,53 @@ def _check_flat(
     check_grouped(preds, target, V.check_tensor("indexes", indexes), target_format)
 
 
-class _IgnoredEntries(threading.local):
-    """``ignore_index`` applied to the last batch, kept so that the metrics of one
-    collection hand the kernel the very same tensors (and share one ranking).
+def _drop_ignored(
+    preds: Tensor | EmbeddingScores,
+    target: Tensor,
+    mask: Tensor | None,
+    ignore_index: int,
+    target_format: str | None,
+) -> tuple[Tensor, Tensor | None]:
+    """``ignore_index`` applied to one batch of the dense or item-index layout.
 
     Dense grades: an ignored entry is masked out and its grade set to 0, which
     is dropping it (never ranked, not counted in R). Item indices: an ignored
-    id becomes padding (-1).
+    id becomes padding (-1). Computed afresh on every update: nothing is kept
+    between batches, so a buffer rewritten in place is never read stale.
+    """
+    if not isinstance(target, Tensor):
+        return target, mask  # the kernel names what is wrong
+    if isinstance(preds, EmbeddingScores):
+        return target.masked_fill(target == ignore_index, -1), mask  # item ids
+    if not isinstance(preds, Tensor):
+        return target, mask
+    if mask is not None and not (isinstance(mask, Tensor) and mask.dtype == torch.bool):
+        return target, mask
+    dense = target.shape == preds.shape if target_format is None else target_format == "dense"
+    ignored = target == ignore_index
+    if dense:
+        keep = ~ignored if mask is None else mask & ~ignored
+        return target.masked_fill(ignored, 0), keep
+    return target.masked_fill(ignored, -1), mask
+
+
+def _device_only(fn: Callable[[Tensor], Tensor]) -> Callable[[Tensor], Tensor]:
+    """``fn`` (a function ``nn.Module._apply`` hands on) without its casts.
+
+    A tensor that ``fn`` would give another dtype only follows the device ``fn``
+    would send it to (read off an empty tensor of its dtype); any other tensor
+    gets ``fn`` itself. ``functools.wraps`` keeps ``fn``'s name, which
+    TorchMetrics reads to recognise ``half()``, ``float()`` and the like.
     """
 
-    def __init__(self) -> None:
-        self.key: tuple[object, ...] = ()
-        self.refs: tuple[Held, ...] = ()
-        self.result: tuple[Tensor, Tensor | None] | None = None
+    @functools.wraps(fn)
+    def move(tensor: Tensor) -> Tensor:
+        probe = fn(tensor.new_empty(0))
+        if probe.dtype == tensor.dtype:
+            return fn(tensor)
+        return tensor.to(device=probe.device)
 
-    def apply(
-        self,
-        preds: Tensor,
-        target: Tensor,
-        mask: Tensor | None,
-        ignore_index: int,
-        target_format: str | None,
-    ) -> tuple[Tensor, Tensor | None]:
-        if not isinstance(preds, Tensor) or not isinstance(target, Tensor):
-            return target, mask  # the kernel names what is wrong
-        if mask is not None and not (isinstance(mask, Tensor) and mask.dtype == torch.bool):
-            return target, mask
-        dense = target.shape == preds.shape if target_format is None else target_format == "dense"
-        key = (ignore_index, dense)
-        inputs = (preds, target, mask)
-        if self.result is not None and key == self.key and still_held(inputs, self.refs):
-            return self.result
-        cacheable = not any(t is not None and t.is_inference() for t in inputs)
-        ignored = target == ignore_index
-        result: tuple[Tensor, Tensor | None]
-        if dense:
-            keep = ~ignored if mask is None else mask & ~ignored
-            result = (target.masked_fill(ignored, 0), keep)
-        else:
-            result = (target.masked_fill(ignored, -1), mask)
-        if not cacheable:  # no version counter under torch.inference_mode
-            return result
-        self.key = key
-        self.refs = hold(inputs)
-        self.result = result
-        return result
-
-
-_ignored = _IgnoredEntries()
+    return move
 
 
 # ------------------------------------------------------------- one metric each
