@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -22,3 +24,25 @@ def trec_eval_dir() -> Path:
             "lives beside the repository, not in it"
         )
     return TREC_EVAL_DATA
+
+
+# Hypothesis profiles, chosen with the HYPOTHESIS_PROFILE environment variable:
+# "ci" (the default: short, the whole fuzz file in well under a minute) and
+# "long" (thousands of examples, run by hand: HYPOTHESIS_PROFILE=long pytest
+# tests/test_fuzz.py). Tests that set their own max_examples keep it; the
+# fuzzer (tests/test_fuzz.py) scales each test's count from the profile's.
+settings.register_profile(
+    "ci",
+    max_examples=40,
+    deadline=None,
+    print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+settings.register_profile(
+    "long",
+    max_examples=2000,
+    deadline=None,
+    print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))

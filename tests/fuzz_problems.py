@@ -1,0 +1,583 @@
+"""Helpers of the differential fuzzer (``test_fuzz.py``): ranking problems, their
+layouts, and the oracle built on the brute-force reference (``reference.py``).
+
+A *problem* is a few queries, each a list of items with an abstract score
+(a Python float, ``-inf`` allowed, many ties), a grade (bool, int or float,
+from the whole range: negative, 0, tiny, fractional, large, and rarely a grade
+whose gain overflows) and a ``ranked`` flag (the mask). Each test expresses
+one problem in one layout and entry point; the tensors are built so that they
+hold *exactly* the problem (a dtype is used only where it represents every
+score and grade exactly), and the expected numbers are the reference's on
+those very tensor values.
+
+The oracle is :func:`reference.reference_rank_metrics` itself, with two
+changes that SPEC section 4 asks for and the reference does not do:
+
+* the exponential gain 2^g - 1 is computed without cancellation (``expm1``
+  below 1: a grade of 1e-20 earns 6.9e-21, not 0);
+* a query whose relevant gains (or their sum) overflow float64 is flagged:
+  the package may raise ``ValueError`` for it (SPEC: an error, never a NaN);
+  when it returns numbers they must be the limit the reference computes with
+  every gain of the query scaled by the same power of 2 (an infinite grade
+  then earns 1 and every finite one 0).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import reference
+import torch
+from hypothesis import strategies as st
+from reference import ALL_METRICS, EMPTY_ACTIONS, TIES
+
+INF = math.inf
+LN2 = math.log(2.0)
+BIG = 2**60  # int64 scores far above 2**53, where float64 no longer tells n from n + 1
+
+# --------------------------------------------------------------------------- #
+# pools
+# --------------------------------------------------------------------------- #
+SCORE_POOLS: dict[str, list[float] | None] = {
+    "ties": [0.0, 1.0, 2.0, 3.0],
+    "ties_inf": [0.0, 1.0, 2.0, -INF],
+    "binary": [0.0, 1.0],
+    # distinct only in float64 (1 + 2^-52), in float32 (1 + 2^-23), in bfloat16 (1 + 2^-7)
+    "fine": [1.0, 1.0 + 2**-52, 1.0 + 2**-23, 1.0 + 2**-7, 0.0, -0.0, -INF],
+    "wide": [-1e300, -5e-324, -0.0, 0.0, 5e-324, 1e-300, 65504.0, 70000.0, 1e300, -INF],
+    "distinct": None,  # a permutation of 0..N-1
+}
+
+GRADE_POOLS: dict[str, list[Any]] = {
+    "bool": [False, True],
+    "int": [-3, -1, 0, 0, 0, 1, 1, 1, 2, 3, 50, 1023],
+    "float": [
+        -2.5,
+        -1e-20,
+        0.0,
+        0.0,
+        0.0,
+        1e-310,
+        1e-20,
+        0.25,
+        0.5,
+        1.0,
+        1.0,
+        1.5,
+        50.0,
+        1023.0,
+        1023.5,
+    ],
+}
+#: grades on the error path (a gain that overflows float64) and -inf (never relevant)
+EXTREME_GRADES: dict[str, list[Any]] = {
+    "bool": [],
+    "int": [1024, 5000],
+    "float": [1024.0, 2000.5, INF, -INF],
+}
+
+THRESHOLDS = [
+    -1e300,
+    -2.0,
+    -1.0,
+    -0.5,
+    -1e-310,
+    -0.0,
+    0.0,
+    1e-310,
+    1e-20,
+    0.25,
+    0.5,
+    1.0,
+    1.5,
+    2.0,
+    50.0,
+    1023.0,
+    1e300,
+]
+
+METRIC_SETS = st.one_of(
+    st.just(ALL_METRICS),
+    st.lists(st.sampled_from(ALL_METRICS), min_size=1, max_size=4, unique=True).map(tuple),
+)
+TOP_KS = st.one_of(
+    st.none(),
+    st.integers(1, 7),
+    st.lists(st.integers(1, 7), min_size=1, max_size=4),
+)
+
+SCORE_DTYPES = ("float32", "float64", "float16", "bfloat16", "int64", "int32", "int64_big")
+
+
+# --------------------------------------------------------------------------- #
+# problems
+# --------------------------------------------------------------------------- #
+@dataclass
+class Query:
+    scores: list[float]
+    grades: list[Any]
+    ranked: list[bool]
+
+    def __len__(self) -> int:
+        return len(self.scores)
+
+
+@dataclass
+class Problem:
+    queries: list[Query]
+    grade_kind: str  # "bool" | "int" | "float"
+    masked: bool  # whether a mask is given at all
+    num_items: int | None  # N when every query has N items (dense), else None
+
+    @property
+    def num_queries(self) -> int:
+        return len(self.queries)
+
+    def all_grades(self) -> list[Any]:
+        return [g for q in self.queries for g in q.grades]
+
+    def all_scores(self) -> list[float]:
+        return [s for q in self.queries for s in q.scores]
+
+
+@st.composite
+def score_list(draw: st.DrawFn, n: int, mode: str) -> list[float]:
+    pool = SCORE_POOLS[mode]
+    if pool is None:
+        return [float(v) for v in draw(st.permutations(list(range(n))))]
+    return draw(st.lists(st.sampled_from(pool), min_size=n, max_size=n))
+
+
+@st.composite
+def problems(
+    draw: st.DrawFn,
+    *,
+    ragged: bool = False,
+    max_q: int = 4,
+    max_n: int = 5,
+    grade_kinds: Sequence[str] = ("bool", "int", "float"),
+    extreme: bool = True,
+    empty_ok: bool = True,
+) -> Problem:
+    """Q queries of N items (``ragged``: of 1..max_n items each)."""
+    min_q = 0 if empty_ok and draw(st.integers(0, 15)) == 0 else 1
+    q = draw(st.integers(min_q, max_q))
+    if ragged:
+        sizes = [draw(st.integers(1, max_n)) for _ in range(q)]
+        n = None
+    else:
+        n = draw(st.integers(0, max_n)) if empty_ok and draw(st.integers(0, 15)) == 0 else None
+        n = draw(st.integers(1, max_n)) if n is None else n
+        sizes = [n] * q
+    mode = draw(st.sampled_from(sorted(SCORE_POOLS)))
+    kind = draw(st.sampled_from(list(grade_kinds)))
+    pool = list(GRADE_POOLS[kind])
+    if extreme and EXTREME_GRADES[kind] and draw(st.integers(0, 9)) == 0:
+        pool += EXTREME_GRADES[kind]
+    masked = draw(st.booleans())
+    queries = []
+    for size in sizes:
+        scores = draw(score_list(size, mode))
+        grades = draw(st.lists(st.sampled_from(pool), min_size=size, max_size=size))
+        if masked:
+            ranked = draw(st.lists(st.booleans(), min_size=size, max_size=size))
+        else:
+            ranked = [True] * size
+        queries.append(Query(scores, grades, ranked))
+    return Problem(queries, kind, masked, n)
+
+
+@st.composite
+def thresholds(draw: st.DrawFn, grades: Sequence[Any] = ()) -> float | None:
+    """None (often), any finite value, exactly at / just above a grade, and
+    rarely a non-finite one (refused: issue 11, item 7)."""
+    if draw(st.integers(0, 40)) == 0:
+        return draw(st.sampled_from([math.nan, INF, -INF]))
+    choice = draw(st.integers(0, 5))
+    finite = [float(g) for g in grades if math.isfinite(float(g))]
+    if choice <= 2:
+        return None
+    if choice == 5 and finite:
+        g = draw(st.sampled_from(finite))
+        return g if draw(st.booleans()) else math.nextafter(g, INF)
+    return draw(st.sampled_from(THRESHOLDS))
+
+
+@st.composite
+def options(
+    draw: st.DrawFn,
+    grades: Sequence[Any] = (),
+    *,
+    actions: Sequence[str] = EMPTY_ACTIONS,
+    cli: bool = False,
+) -> dict[str, Any]:
+    """The options of rank_metrics (reduction excepted)."""
+    return dict(
+        metrics=draw(METRIC_SETS),
+        top_k=draw(TOP_KS),
+        ties=draw(st.sampled_from(TIES)),
+        relevance_threshold=draw(thresholds(grades)),
+        empty_target_action=draw(st.sampled_from(list(actions))),
+        gain=draw(st.sampled_from(["exponential", "linear"])),
+        ap_denominator=draw(st.sampled_from(["relevant", "min_k_relevant"])),
+        adaptive_k=False if cli else draw(st.booleans()),
+        weighted=False if cli else draw(st.booleans()),
+    )
+
+
+# --------------------------------------------------------------------------- #
+# tensors that hold a problem exactly
+# --------------------------------------------------------------------------- #
+def torch_dtype(name: str) -> torch.dtype:
+    return getattr(torch, "int64" if name == "int64_big" else name)
+
+
+def exactly(values: Sequence[float], dtype: torch.dtype) -> torch.Tensor | None:
+    """``values`` in ``dtype``, or None where the dtype changes one of them."""
+    wide = torch.tensor([float(v) for v in values], dtype=torch.float64)
+    if dtype.is_floating_point:
+        t = wide.to(dtype)
+        return t if bool((t.to(torch.float64) == wide).all()) else None
+    info = torch.iinfo(dtype)
+    out = []
+    for v in values:
+        v = float(v)
+        if v == -INF:
+            out.append(info.min)  # below every other score of the pools
+        elif math.isfinite(v) and v == int(v) and info.min < v <= info.max:
+            out.append(int(v))
+        else:
+            return None
+    return torch.tensor(out, dtype=dtype)
+
+
+def score_tensor(values: Sequence[float], shape: tuple[int, ...], name: str) -> torch.Tensor | None:
+    """Scores in dtype ``name``; ``int64_big`` maps them, order kept, to 2^60 + rank."""
+    if name == "int64_big":
+        finite = sorted({float(v) for v in values if v != -INF})
+        rank = {v: BIG + i for i, v in enumerate(finite)}
+        low = torch.iinfo(torch.int64).min
+        out = [low if v == -INF else rank[float(v)] for v in values]
+        return torch.tensor(out, dtype=torch.int64).reshape(shape)
+    t = exactly(values, torch_dtype(name))
+    return None if t is None else t.reshape(shape)
+
+
+def score_dtypes_for(values: Sequence[float]) -> list[str]:
+    return [n for n in SCORE_DTYPES if score_tensor(values, (len(values),), n) is not None]
+
+
+def grade_dtypes_for(values: Sequence[Any], kind: str) -> list[torch.dtype]:
+    if kind == "bool":
+        candidates = [torch.bool, torch.bool, torch.uint8, torch.int64, torch.float32]
+    elif kind == "int":
+        candidates = [torch.int64, torch.int32, torch.int16, torch.int8, torch.float64]
+    else:
+        candidates = [torch.float64, torch.float32, torch.float16, torch.bfloat16]
+    out = []
+    for dtype in candidates:
+        if dtype == torch.bool or exactly([float(v) for v in values], dtype) is not None:
+            out.append(dtype)
+    return out
+
+
+def grade_tensor(values: Sequence[Any], shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
+    if dtype == torch.bool:
+        return torch.tensor([bool(v) for v in values], dtype=torch.bool).reshape(shape)
+    t = exactly([float(v) for v in values], dtype)
+    assert t is not None, (values, dtype)
+    return t.reshape(shape)
+
+
+def reference_scores(preds: torch.Tensor) -> torch.Tensor:
+    """float64 scores in the same order as ``preds``, ties kept: the values
+    themselves for a float dtype, the rank among the distinct values for an
+    integer one (float64 cannot tell 2^60 from 2^60 + 1)."""
+    if preds.dtype.is_floating_point:
+        return preds.detach().to(torch.float64)
+    values = preds.detach().reshape(-1).tolist()
+    rank = {v: float(i) for i, v in enumerate(sorted(set(values)))}
+    return torch.tensor([rank[v] for v in values], dtype=torch.float64).reshape(preds.shape)
+
+
+# --------------------------------------------------------------------------- #
+# the oracle
+# --------------------------------------------------------------------------- #
+def _exp_gain(g: float) -> float:
+    return math.expm1(g * LN2) if g < 1 else 2.0**g - 1.0
+
+
+class _Oracle:
+    """State of the patched reference while it runs (one query at a time)."""
+
+    scale: float = 0.0  # every gain of the query is multiplied by 2^-scale
+    overflow: bool = False
+    cache: dict[Any, Any] = {}  # noqa: RUF012 - shared on purpose
+
+
+def _gain_of(grade: float, relevance_threshold: float | None, gain: str) -> float:
+    """SPEC's gain, scaled by 2^-scale; 2^g - 1 without cancellation."""
+    if not reference.is_relevant(grade, relevance_threshold):
+        return 0.0
+    g = max(grade, 0.0)
+    s = _Oracle.scale
+    if s == INF:  # the limit: an infinite grade earns 1, a finite one 0
+        return 1.0 if g == INF else 0.0
+    if gain == "linear":
+        return g * 2.0**-s
+    if s == 0:
+        return _exp_gain(g)
+    return 2.0 ** (g - s) - 2.0**-s
+
+
+def gain_scale(relevant_grades: Sequence[float], gain: str) -> tuple[float, bool]:
+    """(scale, overflows): the power of 2 that keeps the query's gains finite,
+    and whether its gains or their sum overflow float64 unscaled."""
+    grades = [max(g, 0.0) for g in relevant_grades]
+    if not grades:
+        return 0.0, False
+    top = max(grades)
+    if top == INF:
+        return INF, True
+    if gain == "linear":
+        return 0.0, not math.isfinite(math.fsum(grades))
+    if top <= 1000:
+        return 0.0, False
+    total = math.fsum(2.0 ** (g - top) for g in grades)  # the sum is 2^top * total
+    return top, top + math.log2(total) >= 1024 - 1e-9
+
+
+_ORIGINAL_QUERY = reference.reference_query
+_ORIGINAL_FOR_ORDER = reference._metric_for_order
+
+
+def _metric_for_order(order, grades, metric, k, **kw):  # type: ignore[no-untyped-def]
+    """The reference's, but map@None with ap_denominator="min_k_relevant" on a
+    query that ranks no item is 0 (nothing retrieved) where the reference
+    divides by min(0, R) = 0."""
+    if metric == "map" and k is None and not order and kw.get("ap_denominator") == "min_k_relevant":
+        relevant = [reference.is_relevant(float(g), kw.get("relevance_threshold")) for g in grades]
+        return 0.0 if any(relevant) else None
+    return _ORIGINAL_FOR_ORDER(order, grades, metric, k, **kw)
+
+
+def _reference_query(scores, grades, ranked, specs, **kw):  # type: ignore[no-untyped-def]
+    thr = kw.get("relevance_threshold")
+    gain = kw.get("gain", "exponential")
+    relevant = [float(g) for g in grades if reference.is_relevant(float(g), thr)]
+    scale, overflow = gain_scale(relevant, gain)
+    _Oracle.overflow |= overflow
+    key = (
+        tuple(float(s) for s in scores),
+        tuple(float(g) for g in grades),
+        tuple(bool(r) for r in ranked),
+        tuple(specs),
+        tuple(sorted(kw.items())),
+    )
+    if key not in _Oracle.cache:
+        if len(_Oracle.cache) > 20000:
+            _Oracle.cache.clear()
+        _Oracle.scale = scale
+        _Oracle.cache[key] = _ORIGINAL_QUERY(scores, grades, ranked, specs, **kw)
+    return _Oracle.cache[key]
+
+
+@contextlib.contextmanager
+def _patched_reference() -> Iterator[None]:
+    saved = reference.gain_of, reference.reference_query, reference._metric_for_order
+    reference.gain_of, reference.reference_query = _gain_of, _reference_query
+    reference._metric_for_order = _metric_for_order
+    _Oracle.overflow = False
+    try:
+        yield
+    finally:
+        reference.gain_of, reference.reference_query, reference._metric_for_order = saved
+        _Oracle.scale = 0.0
+
+
+@dataclass
+class Expected:
+    """What an entry point must give: per query values and means, or an error."""
+
+    none: dict[str, torch.Tensor] = field(default_factory=dict)
+    mean: dict[str, torch.Tensor] = field(default_factory=dict)
+    must_raise: bool = False  # empty_target_action="error" met an empty query
+    may_raise: bool = False  # a gain overflows, or the mask hides everything
+    why: str = ""
+
+    @property
+    def keys(self) -> list[str]:
+        return list(self.mean)
+
+
+def oracle(
+    preds: torch.Tensor,
+    target: torch.Tensor,
+    opts: Mapping[str, Any],
+    *,
+    indexes: torch.Tensor | None = None,
+    mask: torch.Tensor | None = None,
+    target_format: str | None = None,
+) -> Expected:
+    """The reference on exactly these tensors (``preds`` as :func:`reference_scores`)."""
+    kw = dict(opts)
+    kw.pop("reduction", None)
+    threshold = kw.get("relevance_threshold")
+    if threshold is not None and not math.isfinite(threshold):
+        # a grade >= nan is never true and >= -inf always is: refused, as the command does
+        return Expected(must_raise=True, why=f"relevance_threshold={threshold}")
+    args = dict(indexes=indexes, mask=mask, target_format=target_format)
+    ref_preds = reference_scores(preds)
+    out = Expected()
+    if mask is not None and mask.numel() > 0 and not bool(mask.any()):
+        out.may_raise, out.why = True, "the mask hides every item"
+    with _patched_reference():
+        try:
+            out.none = reference.reference_rank_metrics(
+                ref_preds, target, reduction="none", **args, **kw
+            )
+            out.mean = reference.reference_rank_metrics(
+                ref_preds, target, reduction="mean", **args, **kw
+            )
+        except ValueError as error:
+            out.must_raise, out.why = True, str(error)
+        if _Oracle.overflow:
+            out.may_raise, out.why = True, "a relevant gain (or a sum of them) overflows float64"
+    return out
+
+
+def reference_keys(opts: Mapping[str, Any]) -> list[str]:
+    metrics = opts["metrics"]
+    return [key for key, _, _ in reference.result_keys(metrics, opts["top_k"])]
+
+
+# --------------------------------------------------------------------------- #
+# comparing
+# --------------------------------------------------------------------------- #
+RTOL = ATOL = 1e-9
+
+
+def assert_values(
+    got: Mapping[str, Any],
+    expected: Mapping[str, torch.Tensor],
+    what: str,
+    *,
+    float64: bool = True,
+) -> None:
+    """Same keys in the same order, values within 1e-9, NaN exactly where expected."""
+    assert list(got) == list(expected), f"{what}: keys {list(got)} != {list(expected)}"
+    for key, exp in expected.items():
+        value = got[key]
+        if isinstance(value, torch.Tensor):
+            if float64:
+                assert value.dtype == torch.float64, f"{what}: {key} has dtype {value.dtype}"
+            value = value.detach().to("cpu", torch.float64)
+        else:
+            value = torch.tensor(value, dtype=torch.float64)
+        assert value.shape == exp.shape, f"{what}: {key} shape {value.shape} != {exp.shape}"
+        torch.testing.assert_close(
+            value,
+            exp,
+            rtol=RTOL,
+            atol=ATOL,
+            equal_nan=True,
+            msg=lambda m, key=key: f"{what}: {key}: {m}",
+        )
+
+
+def checked(
+    call: Callable[[], Any],
+    expected: Expected,
+    what: str,
+    compare: Callable[[Any], None],
+    errors: tuple[type[BaseException], ...] = (ValueError, TypeError),
+) -> None:
+    """Run ``call``: it must raise one of ``errors`` when the reference does, may
+    when ``expected.may_raise``, and otherwise return what ``compare`` accepts.
+    Any other exception propagates (a failure)."""
+    try:
+        got = call()
+    except errors as error:
+        if expected.must_raise or expected.may_raise:
+            return
+        raise AssertionError(
+            f"{what}: raised {type(error).__name__}({error}) where the reference gives numbers"
+        ) from error
+    assert not expected.must_raise, f"{what}: returned numbers where it must raise ({expected.why})"
+    compare(got)
+
+
+# --------------------------------------------------------------------------- #
+# layouts
+# --------------------------------------------------------------------------- #
+def dense_inputs(
+    problem: Problem, score_dtype: str, grade_dtype: torch.dtype
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """(preds, target, mask) of a rectangular problem."""
+    q, n = problem.num_queries, problem.num_items
+    assert n is not None
+    preds = score_tensor(problem.all_scores(), (q, n), score_dtype)
+    assert preds is not None
+    target = grade_tensor(problem.all_grades(), (q, n), grade_dtype)
+    mask = None
+    if problem.masked:
+        flat = [r for query in problem.queries for r in query.ranked]
+        mask = torch.tensor(flat, dtype=torch.bool).reshape(q, n)
+    return preds, target, mask
+
+
+def item_id_target(
+    id_lists: Sequence[Sequence[int]], width: int, one_d: bool, dtype: torch.dtype
+) -> torch.Tensor:
+    """(Q,) or (Q, T) item ids, padded with -1."""
+    if one_d:
+        return torch.tensor([ids[0] for ids in id_lists], dtype=dtype)
+    rows = [list(ids) + [-1] * (width - len(ids)) for ids in id_lists]
+    return torch.tensor(rows, dtype=dtype).reshape(len(id_lists), width)
+
+
+def listed_grades(target: torch.Tensor, num_queries: int, num_items: int) -> torch.Tensor:
+    """Dense grades of item-id targets for the reference: grade 1 for a listed
+    item, -inf for an unlisted one. An unlisted item has no grade: it is
+    unjudged (SPEC: padding is never an item, and "grade 0 is relevant under
+    a threshold <= 0" is about judged items), never relevant whatever the
+    threshold, with gain 0."""
+    rows = target.reshape(num_queries, -1).tolist() if num_queries else []
+    grades = torch.full((num_queries, num_items), -INF, dtype=torch.float64)
+    for q, row in enumerate(rows):
+        for item in row:
+            if item >= 0:
+                grades[q, item] = 1.0
+    return grades
+
+
+def grouped_inputs(
+    problem: Problem,
+    order: Sequence[int],
+    qids: Sequence[int],
+    score_dtype: str,
+    grade_dtype: torch.dtype,
+    index_dtype: torch.dtype,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """Flat (preds, target, indexes, mask), entries in ``order``."""
+    entries = [
+        (qids[q], s, g, r)
+        for q, query in enumerate(problem.queries)
+        for s, g, r in zip(query.scores, query.grades, query.ranked)
+    ]
+    entries = [entries[i] for i in order]
+    m = len(entries)
+    preds = score_tensor([e[1] for e in entries], (m,), score_dtype)
+    assert preds is not None
+    target = grade_tensor([e[2] for e in entries], (m,), grade_dtype)
+    indexes = torch.tensor([e[0] for e in entries], dtype=index_dtype)
+    mask = torch.tensor([e[3] for e in entries], dtype=torch.bool) if problem.masked else None
+    return preds, target, indexes, mask
+
+
+def describe(**parts: Any) -> str:
+    return ", ".join(f"{k}={v!r}" for k, v in parts.items())

@@ -1,0 +1,1094 @@
+"""Differential fuzzing across layouts and entry points (issue 11).
+
+One ranking problem (a few queries and items, scores with many ties and
+``-inf``, grades from their whole range, every option) is expressed in each
+layout and entry point: dense ``(Q, N)`` in several score dtypes, item ids,
+grouped, :class:`~ranking_plugins.EmbeddingScores`, the TorchMetrics and
+Ignite adapters, the command and the Lightning callback. Every one must give
+the brute-force reference's numbers (``reference.py``, through the oracle of
+``fuzz_problems.py``) or raise ValueError/TypeError where the reference
+raises or the input may be refused (a gain that overflows float64): never
+another exception, never a NaN where the reference has a number.
+
+The number of examples comes from the hypothesis profile (``conftest.py``):
+``HYPOTHESIS_PROFILE=ci`` (the default, short) or ``long`` (by hand).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import io
+import itertools
+import json
+import math
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from fuzz_problems import (
+    INF,
+    SCORE_POOLS,
+    Expected,
+    Problem,
+    assert_values,
+    checked,
+    dense_inputs,
+    describe,
+    grade_dtypes_for,
+    grouped_inputs,
+    item_id_target,
+    listed_grades,
+    options,
+    oracle,
+    problems,
+    score_dtypes_for,
+    score_list,
+    score_tensor,
+)
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from reference import NO_K_METRICS
+
+import ranking_plugins
+from ranking_plugins import EmbeddingScores, functional
+
+SETTINGS = dict(
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+
+
+def examples(weight: float) -> int:
+    """``weight`` times the profile's ``max_examples`` (the tests differ in cost)."""
+    return max(1, round(settings.default.max_examples * weight))
+
+
+RANK_OPTIONS = (
+    "ties",
+    "relevance_threshold",
+    "empty_target_action",
+    "gain",
+    "ap_denominator",
+    "adaptive_k",
+    "weighted",
+)
+
+
+def rank_kwargs(opts: dict[str, Any]) -> dict[str, Any]:
+    return {k: opts[k] for k in RANK_OPTIONS}
+
+
+# --------------------------------------------------------------------------- #
+# rewriting a tensor behind the last-batch cache's back (issue 11, item 1)
+# --------------------------------------------------------------------------- #
+class Buffers:
+    """One persistent tensor per (role, shape, dtype), rewritten in place
+    between uses, as a data loader that reuses its output buffers does:
+    through a numpy array that shares its memory (``torch.from_numpy``) or
+    through ``.data`` (neither bumps the tensor's version counter), or with
+    ``copy_`` (which does). "fresh" hands out the tensors as they are."""
+
+    def __init__(self, mode: str) -> None:
+        self.mode = mode  # "fresh" | "numpy" | "data" | "copy_"
+        self.held: dict[tuple[Any, ...], tuple[torch.Tensor, Any]] = {}
+
+    def __call__(self, t: torch.Tensor | None, role: str = "") -> torch.Tensor | None:
+        if self.mode == "fresh" or t is None:
+            return t
+        key = (role, tuple(t.shape), t.dtype)
+        if key not in self.held:
+            if self.mode == "numpy" and t.dtype != torch.bfloat16:
+                array = t.numpy().copy()
+                self.held[key] = (torch.from_numpy(array), array)
+            else:
+                self.held[key] = (t.clone(), None)
+            return self.held[key][0]
+        tensor, array = self.held[key]
+        if array is not None:
+            array[...] = t.numpy()
+        elif self.mode == "copy_":
+            tensor.copy_(t)
+        else:
+            tensor.data.copy_(t)
+        return tensor
+
+
+BUFFER_MODES = ("fresh", "fresh", "numpy", "data", "copy_")
+
+
+def decoy(t: torch.Tensor) -> torch.Tensor:
+    """Another valid input of the same shape and dtype (to fill the cache)."""
+    return t.flip(-1) if t.ndim else t
+
+
+# --------------------------------------------------------------------------- #
+# 1. dense (Q, N) through rank_metrics and the single-metric functions
+# --------------------------------------------------------------------------- #
+@settings(max_examples=examples(3), **SETTINGS)
+@given(data=st.data())
+def test_dense(data: st.DataObject) -> None:
+    problem = data.draw(problems(), label="problem")
+    opts = data.draw(options(problem.all_grades()), label="options")
+    score_dtype = data.draw(st.sampled_from(score_dtypes_for(problem.all_scores())), label="preds")
+    grade_dtype = data.draw(
+        st.sampled_from(grade_dtypes_for(problem.all_grades(), problem.grade_kind)), label="target"
+    )
+    preds, target, mask = dense_inputs(problem, score_dtype, grade_dtype)
+    target_format = data.draw(st.sampled_from([None, None, "dense"]), label="target_format")
+    expected = oracle(preds, target, opts, mask=mask, target_format=target_format)
+    validate_args = expected.may_raise or data.draw(st.integers(0, 3)) > 0
+    buffer_mode = data.draw(st.sampled_from(BUFFER_MODES), label="buffer")
+    kwargs = dict(
+        rank_kwargs(opts), mask=mask, target_format=target_format, validate_args=validate_args
+    )
+    what = describe(score_dtype=score_dtype, grade_dtype=grade_dtype, buffer=buffer_mode)
+
+    buffers = Buffers(buffer_mode)
+    if buffer_mode != "fresh":
+        # the same buffers held other scores and grades in the call before
+        with contextlib.suppress(ValueError, TypeError):
+            ranking_plugins.rank_metrics(
+                buffers(decoy(preds), "preds"),
+                buffers(decoy(target), "target"),
+                opts["metrics"],
+                opts["top_k"],
+                **kwargs,
+            )
+        preds_in, target_in = buffers(preds, "preds"), buffers(target, "target")
+    else:
+        preds_in, target_in = preds, target
+
+    for reduction in ("none", "mean"):
+        want = expected.none if reduction == "none" else expected.mean
+        checked(
+            lambda reduction=reduction: ranking_plugins.rank_metrics(
+                preds_in, target_in, opts["metrics"], opts["top_k"], reduction=reduction, **kwargs
+            ),
+            expected,
+            f"rank_metrics dense reduction={reduction} ({what})",
+            lambda got, want=want, reduction=reduction: assert_values(
+                got, want, f"rank_metrics dense reduction={reduction} ({what})"
+            ),
+        )
+
+    # the single-metric function of the first metric (its own reference: with
+    # empty_target_action="error" only its own undefined values raise)
+    name = opts["metrics"][0]
+    fn = getattr(functional, name)
+    single = dict(kwargs)
+    expected = oracle(
+        preds, target, dict(opts, metrics=(name,)), mask=mask, target_format=target_format
+    )
+    if name in NO_K_METRICS:
+        call = lambda: fn(preds, target, **single)  # noqa: E731
+        keys = [name]
+    else:
+        call = lambda: fn(preds, target, opts["top_k"], **single)  # noqa: E731
+        keys = [k for k in expected.keys if k == name or k.startswith(name + "@")]
+
+    def compare_single(got: torch.Tensor) -> None:
+        # stacked along k when top_k is a sequence, as the functions document
+        stacked = name not in NO_K_METRICS and isinstance(opts["top_k"], list)
+        want = [expected.mean[k] for k in keys]
+        want = torch.stack(want) if stacked else want[0]
+        assert got.dtype == torch.float64, got.dtype
+        torch.testing.assert_close(got, want, rtol=1e-9, atol=1e-9, equal_nan=True)
+
+    checked(call, expected, f"functional.{name} ({what})", compare_single)
+
+
+# --------------------------------------------------------------------------- #
+# 2. item ids (Q,) / (Q, T)
+# --------------------------------------------------------------------------- #
+@st.composite
+def item_id_lists(draw: st.DrawFn, q: int, n: int) -> tuple[list[list[int]], int, bool]:
+    """Per query the listed ids (-1 padding anywhere, repeats), the width T and
+    whether the target is 1-D (Q,)."""
+    one_d = n > 0 and draw(st.integers(0, 3)) == 0
+    if one_d:
+        return [[draw(st.integers(0, n - 1))] for _ in range(q)], 1, True
+    width = draw(st.integers(1, 4))
+    rows = [
+        draw(st.lists(st.integers(-1, n - 1), min_size=width, max_size=width)) for _ in range(q)
+    ]
+    return rows, width, False
+
+
+@settings(max_examples=examples(2), **SETTINGS)
+@given(data=st.data())
+def test_item_ids(data: st.DataObject) -> None:
+    problem = data.draw(problems(grade_kinds=("bool",), extreme=False), label="problem")
+    q, n = problem.num_queries, problem.num_items
+    assert n is not None
+    opts = data.draw(options([0, 1]), label="options")
+    rows, width, one_d = data.draw(item_id_lists(q, n), label="item_ids")
+    id_dtype = data.draw(st.sampled_from([torch.int64, torch.int32]), label="id_dtype")
+    target = item_id_target(rows, width, one_d, id_dtype)
+    score_dtype = data.draw(st.sampled_from(score_dtypes_for(problem.all_scores())), label="preds")
+    preds, _, mask = dense_inputs(problem, score_dtype, torch.bool)
+    ambiguous = not one_d and width == n
+    target_format = "indices" if ambiguous or data.draw(st.booleans()) else None
+    # the reference sees grade 1 for a listed item and -inf (unjudged) for the others
+    grades = listed_grades(target, q, n)
+    expected = oracle(preds, grades, opts, mask=mask, target_format="dense")
+    what = describe(score_dtype=score_dtype, target=target.tolist(), target_format=target_format)
+    for reduction in ("none", "mean"):
+        want = expected.none if reduction == "none" else expected.mean
+        checked(
+            lambda reduction=reduction: ranking_plugins.rank_metrics(
+                preds,
+                target,
+                opts["metrics"],
+                opts["top_k"],
+                mask=mask,
+                target_format=target_format,
+                reduction=reduction,
+                **rank_kwargs(opts),
+            ),
+            expected,
+            f"rank_metrics item ids reduction={reduction} ({what})",
+            lambda got, want=want, reduction=reduction: assert_values(
+                got, want, f"rank_metrics item ids reduction={reduction} ({what})"
+            ),
+        )
+    # The same problem as dense 0/1 grades: only while grade 0 is not relevant.
+    # Under a threshold <= 0 an unlisted item (unjudged) and a dense grade 0
+    # (judged, relevant) are not the same problem, so they are not compared.
+    threshold = opts["relevance_threshold"]
+    if threshold is None or 0 < threshold <= 1:
+        dense = grades > 0
+        checked(
+            lambda: ranking_plugins.rank_metrics(
+                preds, dense, opts["metrics"], opts["top_k"], mask=mask, **rank_kwargs(opts)
+            ),
+            expected,
+            f"rank_metrics dense 0/1 of the item ids ({what})",
+            lambda got: assert_values(got, expected.mean, f"dense 0/1 of the item ids ({what})"),
+        )
+
+
+# --------------------------------------------------------------------------- #
+# 3. grouped (M,) with indexes: lists of different lengths, entries shuffled
+# --------------------------------------------------------------------------- #
+@st.composite
+def grouped_cases(draw: st.DrawFn, problem: Problem) -> dict[str, Any]:
+    m = sum(len(query) for query in problem.queries)
+    qids = draw(
+        st.lists(
+            st.one_of(st.integers(0, 20), st.integers(0, 2**40)),
+            min_size=problem.num_queries,
+            max_size=problem.num_queries,
+            unique=True,
+        )
+    )
+    order = draw(st.permutations(list(range(m))))
+    index_dtype = (
+        torch.int64
+        if max(qids, default=0) >= 2**31
+        else draw(st.sampled_from([torch.int64, torch.int32]))
+    )
+    score_dtype = draw(st.sampled_from(score_dtypes_for(problem.all_scores())))
+    grade_dtype = draw(st.sampled_from(grade_dtypes_for(problem.all_grades(), problem.grade_kind)))
+    preds, target, indexes, mask = grouped_inputs(
+        problem, order, qids, score_dtype, grade_dtype, index_dtype
+    )
+    return dict(
+        preds=preds,
+        target=target,
+        indexes=indexes,
+        mask=mask,
+        what=describe(score_dtype=score_dtype, grade_dtype=grade_dtype, qids=qids, order=order),
+    )
+
+
+@settings(max_examples=examples(2), **SETTINGS)
+@given(data=st.data())
+def test_grouped(data: st.DataObject) -> None:
+    problem = data.draw(problems(ragged=True), label="problem")
+    case = data.draw(grouped_cases(problem), label="grouped")
+    opts = data.draw(options(problem.all_grades()), label="options")
+    preds, target, indexes, mask = case["preds"], case["target"], case["indexes"], case["mask"]
+    expected = oracle(preds, target, opts, indexes=indexes, mask=mask)
+    for reduction in ("none", "mean"):
+        want = expected.none if reduction == "none" else expected.mean
+        checked(
+            lambda reduction=reduction: ranking_plugins.rank_metrics(
+                preds,
+                target,
+                opts["metrics"],
+                opts["top_k"],
+                indexes=indexes,
+                mask=mask,
+                reduction=reduction,
+                **rank_kwargs(opts),
+            ),
+            expected,
+            f"rank_metrics grouped reduction={reduction} ({case['what']})",
+            lambda got, want=want, reduction=reduction: assert_values(
+                got, want, f"rank_metrics grouped reduction={reduction} ({case['what']})"
+            ),
+        )
+
+
+# --------------------------------------------------------------------------- #
+# 4. EmbeddingScores, with score matrices known exactly
+# --------------------------------------------------------------------------- #
+class GatherScores:
+    """score_fn for one-hot query rows: query i's score of item j is
+    ``item_emb[j, i]``, copied (exact for every dtype, ``-inf`` and int64 too)."""
+
+    def __call__(self, query_emb: torch.Tensor, items: torch.Tensor) -> torch.Tensor:
+        if query_emb.shape[1] == 0:
+            which = torch.zeros(query_emb.shape[0], dtype=torch.int64)
+        else:
+            which = query_emb.argmax(dim=1)
+        return items.T[which]
+
+    def __repr__(self) -> str:
+        return "GatherScores()"
+
+
+@dataclass(frozen=True)
+class WideDot:
+    """Dot product computed in a wider dtype than the embeddings (issue 11, item 5)."""
+
+    dtype: torch.dtype
+
+    def __call__(self, query_emb: torch.Tensor, items: torch.Tensor) -> torch.Tensor:
+        return query_emb.to(self.dtype) @ items.to(self.dtype).T
+
+
+@dataclass
+class EmbeddingCase:
+    mode: str
+    query_emb: torch.Tensor
+    item_emb: torch.Tensor
+    score_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None
+    scores: torch.Tensor  # the matrix score_fn(query_emb, item_emb), built once
+    may_refuse: bool = False  # mixed dtypes: a ValueError/TypeError is an answer
+
+
+FINITE_POOLS = ["ties", "binary", "fine", "wide", "distinct"]
+
+
+@st.composite
+def embedding_cases(draw: st.DrawFn, q: int, n: int) -> EmbeddingCase:
+    mode = draw(st.sampled_from(["onehot_dot", "gather", "two_hot_wide", "int_grid", "mixed"]))
+    finite = mode in ("onehot_dot", "two_hot_wide", "mixed")
+    if mode == "two_hot_wide":  # within the range of bfloat16 and float16
+        pools = ["ties", "binary", "fine", "distinct"]
+    else:
+        pools = FINITE_POOLS if finite else sorted(SCORE_POOLS)
+    pool = draw(st.sampled_from(pools))
+    rows = [draw(score_list(n, pool)) for _ in range(q)]
+    if finite:
+        rows = [[0.0 if v == -INF else v for v in row] for row in rows]
+    by_item = [rows[i][j] for j in range(n) for i in range(q)]  # (N, Q), row-major
+    if mode in ("onehot_dot", "gather", "mixed"):
+        names = [
+            name
+            for name in score_dtypes_for(by_item)
+            if mode == "gather" or name in ("float32", "float64", "float16", "bfloat16")
+        ]
+        name = "float64" if mode == "mixed" else draw(st.sampled_from(names))
+        item_emb = score_tensor(by_item, (n, q), name)
+        assert item_emb is not None
+        query_dtype = torch.float32 if mode in ("gather", "mixed") else item_emb.dtype
+        query_emb = torch.eye(q, dtype=query_dtype)
+        score_fn = GatherScores() if mode == "gather" else None
+        if mode == "mixed":  # float32 queries, float64 items (issue 11, item 12)
+            scores = query_emb.to(torch.float64) @ item_emb.T
+            return EmbeddingCase(mode, query_emb, item_emb, None, scores, may_refuse=True)
+    elif mode == "two_hot_wide":
+        low = draw(st.sampled_from([torch.bfloat16, torch.float16]))
+        wide = draw(st.sampled_from([torch.float32, torch.float64]))
+        exact = torch.tensor(by_item, dtype=torch.float64).reshape(n, q)
+        high = exact.to(low)
+        rest = (exact - high.to(torch.float64)).to(low)
+        item_emb = torch.stack([high, rest], dim=2).reshape(n, 2 * q)
+        query_emb = torch.eye(q, dtype=low).repeat_interleave(2, dim=1)
+        score_fn = WideDot(wide)
+    else:  # int_grid: small integer embeddings, duplicated item rows: exact ties
+        dtype = draw(st.sampled_from([torch.float32, torch.float64, torch.bfloat16]))
+        d = draw(st.integers(1, 3))
+        cell = st.integers(-2, 2)
+        query_emb = torch.tensor(
+            [draw(st.lists(cell, min_size=d, max_size=d)) for _ in range(q)], dtype=dtype
+        ).reshape(q, d)
+        distinct = [draw(st.lists(cell, min_size=d, max_size=d)) for _ in range(3)]
+        item_emb = torch.tensor(
+            [distinct[draw(st.integers(0, 2))] for _ in range(n)], dtype=dtype
+        ).reshape(n, d)
+        score_fn = None
+    scores = (score_fn or (lambda a, b: a @ b.T))(query_emb, item_emb)
+    return EmbeddingCase(mode, query_emb, item_emb, score_fn, scores)
+
+
+def exclude_mask(exclude: torch.Tensor, q: int, n: int) -> torch.Tensor:
+    mask = torch.ones(q, n, dtype=torch.bool)
+    for row, ids in enumerate(exclude.tolist()):
+        for item in ids:
+            if item >= 0:
+                mask[row, item] = False
+    return mask
+
+
+@st.composite
+def embedding_problems(draw: st.DrawFn) -> dict[str, Any]:
+    q = draw(st.integers(0, 4)) if draw(st.integers(0, 9)) == 0 else draw(st.integers(1, 4))
+    n = draw(st.integers(0, 5)) if draw(st.integers(0, 9)) == 0 else draw(st.integers(1, 5))
+    case = draw(embedding_cases(q, n))
+    rows, width, one_d = draw(item_id_lists(q, n))
+    target = item_id_target(rows, width, one_d, torch.int64)
+    exclude = None
+    if draw(st.booleans()):
+        x = draw(st.integers(1, 3))
+        exclude = torch.tensor(
+            [draw(st.lists(st.integers(-1, n - 1), min_size=x, max_size=x)) for _ in range(q)],
+            dtype=torch.int64,
+        ).reshape(q, x)
+    chunk_size = draw(st.integers(1, n + 1))
+    return dict(q=q, n=n, case=case, target=target, exclude=exclude, chunk_size=chunk_size)
+
+
+@settings(max_examples=examples(2), **SETTINGS)
+@given(data=st.data())
+def test_embedding_scores(data: st.DataObject) -> None:
+    """The embedding path gives exactly what ``score_fn(query_emb, item_emb)``
+    as one dense matrix gives (through the reference, and through rank_metrics)."""
+    p = data.draw(embedding_problems(), label="embeddings")
+    opts = data.draw(options([0, 1]), label="options")
+    case, target, exclude = p["case"], p["target"], p["exclude"]
+    q, n = p["q"], p["n"]
+    mask = None if exclude is None else exclude_mask(exclude, q, n)
+    grades = listed_grades(target, q, n)
+    expected = oracle(case.scores, grades, opts, mask=mask, target_format="dense")
+    if case.may_refuse:
+        expected.may_raise = True
+    what = describe(
+        mode=case.mode,
+        query_dtype=case.query_emb.dtype,
+        item_dtype=case.item_emb.dtype,
+        scores=case.scores.tolist(),
+        target=target.tolist(),
+        exclude=None if exclude is None else exclude.tolist(),
+        chunk_size=p["chunk_size"],
+    )
+    scores = EmbeddingScores(
+        case.query_emb, case.item_emb, case.score_fn, exclude=exclude, chunk_size=p["chunk_size"]
+    )
+    for reduction in ("none", "mean"):
+        want = expected.none if reduction == "none" else expected.mean
+        checked(
+            lambda reduction=reduction: ranking_plugins.rank_metrics(
+                scores,
+                target,
+                opts["metrics"],
+                opts["top_k"],
+                reduction=reduction,
+                **rank_kwargs(opts),
+            ),
+            expected,
+            f"EmbeddingScores reduction={reduction} ({what})",
+            lambda got, want=want, reduction=reduction: assert_values(
+                got, want, f"EmbeddingScores reduction={reduction} ({what})"
+            ),
+        )
+    if not case.may_refuse:
+        checked(
+            lambda: ranking_plugins.rank_metrics(
+                case.scores,
+                target,
+                opts["metrics"],
+                opts["top_k"],
+                mask=mask,
+                target_format="indices",
+                **rank_kwargs(opts),
+            ),
+            expected,
+            f"rank_metrics on the dense score_fn(query_emb, item_emb) ({what})",
+            lambda got: assert_values(got, expected.mean, f"dense score matrix ({what})"),
+        )
+
+
+# --------------------------------------------------------------------------- #
+# batches for the adapters: one problem cut into several updates
+# --------------------------------------------------------------------------- #
+@dataclass
+class Batched:
+    """A whole problem (for the oracle) and its updates (dicts of inputs)."""
+
+    layout: str
+    expected: Expected
+    batches: list[dict[str, Any]]
+    what: str
+
+
+def cut(draw: st.DrawFn, size: int, max_parts: int = 4) -> list[tuple[int, int]]:
+    """[0, size) cut into consecutive non-empty ranges (one empty if size is 0):
+    1..max_parts anywhere, or all of one length (the shape a reused buffer needs)."""
+    if size == 0:
+        return [(0, 0)]
+    if draw(st.booleans()):
+        step = draw(st.integers(1, size))
+        bounds = [*range(0, size, step), size]
+    else:
+        inner = draw(st.lists(st.integers(1, size - 1), max_size=max_parts - 1)) if size > 1 else []
+        bounds = [0, *sorted(set(inner)), size]
+    return list(itertools.pairwise(bounds))
+
+
+def rows_of(t: torch.Tensor | None, low: int, high: int) -> torch.Tensor | None:
+    return None if t is None else t[low:high]
+
+
+@st.composite
+def batched(
+    draw: st.DrawFn,
+    layouts: Sequence[str],
+    *,
+    whole_queries: bool,
+) -> tuple[Batched, dict[str, Any]]:
+    """A problem in one layout cut into updates, and the options. Grouped
+    updates hold whole queries when ``whole_queries`` (Ignite ranks each
+    update on its own), else any run of entries (TorchMetrics joins them)."""
+    layout = draw(st.sampled_from(list(layouts)))
+    if layout == "embedding":
+        p = draw(embedding_problems())
+        case, target, exclude = p["case"], p["target"], p["exclude"]
+        q, n = p["q"], p["n"]
+        opts = draw(options([0, 1]))
+        mask = None if exclude is None else exclude_mask(exclude, q, n)
+        grades = listed_grades(target, q, n)
+        expected = oracle(case.scores, grades, opts, mask=mask, target_format="dense")
+        expected.may_raise |= case.may_refuse
+        batches = [
+            dict(
+                embedding=dict(
+                    query_emb=case.query_emb[low:high],
+                    item_emb=case.item_emb,
+                    score_fn=case.score_fn,
+                    exclude=rows_of(exclude, low, high),
+                    chunk_size=p["chunk_size"],
+                ),
+                target=target[low:high],
+            )
+            for low, high in cut(draw, q)
+        ]
+        what = describe(
+            layout=layout, mode=case.mode, scores=case.scores.tolist(), target=target.tolist()
+        )
+        return Batched(layout, expected, batches, what), opts
+
+    if layout == "grouped":
+        problem = draw(problems(ragged=True, empty_ok=False))
+    elif layout == "indices":
+        problem = draw(problems(grade_kinds=("bool",), extreme=False))
+    else:
+        problem = draw(problems())
+    opts = draw(options(problem.all_grades() if layout != "indices" else [0, 1]))
+    batches = []
+    if layout == "grouped":
+        case = draw(grouped_cases(problem))
+        preds, target, indexes, mask = case["preds"], case["target"], case["indexes"], case["mask"]
+        expected = oracle(preds, target, opts, indexes=indexes, mask=mask)
+        if whole_queries:
+            # whole queries per update, entries of a query in their order
+            ids = indexes.tolist()
+            distinct = list(dict.fromkeys(ids))
+            parts = []
+            for low, high in cut(draw, len(distinct)):
+                chosen = set(distinct[low:high])
+                parts.append(torch.tensor([i in chosen for i in ids], dtype=torch.bool))
+        else:
+            parts = [slice(low, high) for low, high in cut(draw, preds.numel())]
+        for part in parts:
+            batches.append(
+                dict(
+                    preds=preds[part],
+                    target=target[part],
+                    indexes=indexes[part],
+                    mask=None if mask is None else mask[part],
+                )
+            )
+        return Batched(layout, expected, batches, case["what"]), opts
+
+    score_dtype = draw(st.sampled_from(score_dtypes_for(problem.all_scores())))
+    q, n = problem.num_queries, problem.num_items
+    assert n is not None
+    if layout == "dense":
+        grade_dtype = draw(
+            st.sampled_from(grade_dtypes_for(problem.all_grades(), problem.grade_kind))
+        )
+        preds, target, mask = dense_inputs(problem, score_dtype, grade_dtype)
+        expected = oracle(preds, target, opts, mask=mask)
+        target_format = None
+        what = describe(layout=layout, score_dtype=score_dtype, grade_dtype=grade_dtype)
+    else:
+        preds, _, mask = dense_inputs(problem, score_dtype, torch.bool)
+        rows, width, one_d = draw(item_id_lists(q, n))
+        target = item_id_target(rows, width, one_d, torch.int64)
+        grades = listed_grades(target, q, n)
+        expected = oracle(preds, grades, opts, mask=mask, target_format="dense")
+        target_format = "indices"
+        what = describe(layout=layout, score_dtype=score_dtype, target=target.tolist())
+    for low, high in cut(draw, q):
+        batch = dict(preds=preds[low:high], target=target[low:high], mask=rows_of(mask, low, high))
+        if target_format:
+            batch["target_format"] = target_format
+        batches.append(batch)
+    return Batched(layout, expected, batches, what), opts
+
+
+def draw_batched(
+    data: st.DataObject, layouts: Sequence[str], **kw: Any
+) -> tuple[Batched, dict[str, Any]]:
+    return data.draw(batched(layouts, **kw), label="batches")
+
+
+def feed(batch: dict[str, Any], buffers: Buffers) -> dict[str, Any]:
+    """The inputs of one update, made when it is fed: each tensor goes through
+    ``buffers`` (so a reused buffer is rewritten only now), and EmbeddingScores
+    are built around the (buffered) query embeddings."""
+    if "embedding" in batch:
+        emb = dict(batch["embedding"])
+        emb["query_emb"] = buffers(emb["query_emb"], "query_emb")
+        emb["exclude"] = buffers(emb["exclude"], "exclude")
+        return dict(preds=EmbeddingScores(**emb), target=buffers(batch["target"], "target"))
+    return {
+        key: buffers(batch.get(key), key)
+        for key in ("preds", "target", "indexes", "mask")
+        if batch.get(key) is not None
+    }
+
+
+# --------------------------------------------------------------------------- #
+# 5. TorchMetrics adapter: several updates, also after .to(bfloat16) / .half()
+# --------------------------------------------------------------------------- #
+CONVERSIONS: dict[str, Callable[[Any], Any]] = {
+    "none": lambda m: m,
+    "to(bfloat16)": lambda m: m.to(torch.bfloat16),
+    "half()": lambda m: m.half(),
+    "to(float16)": lambda m: m.to(torch.float16),
+    "set_dtype(bfloat16)": lambda m: m.set_dtype(torch.bfloat16),
+    "double()": lambda m: m.double(),
+}
+
+
+@settings(max_examples=examples(1.5), **SETTINGS)
+@given(data=st.data())
+def test_torchmetrics_adapter(data: st.DataObject) -> None:
+    from ranking_plugins.torchmetrics import RankingMetrics
+
+    b, opts = draw_batched(data, ("dense", "indices", "grouped", "embedding"), whole_queries=False)
+    buffers = Buffers(data.draw(st.sampled_from(BUFFER_MODES), label="buffers"))
+    conversion = data.draw(st.sampled_from(sorted(CONVERSIONS)), label="conversion")
+    convert_at = data.draw(st.integers(0, len(b.batches)), label="convert_at")
+    target_format = b.batches[0].get("target_format")
+
+    def run() -> dict[str, torch.Tensor]:
+        metric = RankingMetrics(
+            opts["metrics"], opts["top_k"], target_format=target_format, **rank_kwargs(opts)
+        )
+        for i, batch in enumerate(b.batches):
+            if i == convert_at:
+                metric = CONVERSIONS[conversion](metric)
+            inputs = feed(batch, buffers)
+            metric.update(
+                inputs["preds"],
+                inputs["target"],
+                indexes=inputs.get("indexes"),
+                mask=inputs.get("mask"),
+            )
+        if convert_at == len(b.batches):
+            metric = CONVERSIONS[conversion](metric)
+        return metric.compute()
+
+    what = (
+        f"torchmetrics.RankingMetrics, {conversion} before update {convert_at}, "
+        f"buffers {buffers.mode} ({b.what})"
+    )
+    checked(run, b.expected, what, lambda got: assert_values(got, b.expected.mean, what))
+
+
+# --------------------------------------------------------------------------- #
+# 6. Ignite adapter on a real Engine
+# --------------------------------------------------------------------------- #
+@settings(max_examples=examples(1), **SETTINGS)
+@given(data=st.data())
+def test_ignite_adapter(data: st.DataObject) -> None:
+    from ignite.engine import Engine
+    from ignite.exceptions import NotComputableError
+
+    from ranking_plugins.ignite import RankingMetrics
+
+    b, opts = draw_batched(data, ("dense", "indices", "grouped", "embedding"), whole_queries=True)
+    buffers = Buffers(data.draw(st.sampled_from(BUFFER_MODES), label="buffers"))
+    action = opts["empty_target_action"]
+    spelling = data.draw(st.booleans(), label="ignore_zero_hits spelling") and action in (
+        "skip",
+        "neg",
+    )
+    kw: dict[str, Any] = dict(
+        ties=opts["ties"],
+        relevance_threshold=opts["relevance_threshold"],
+        gain_function="exp_rank" if opts["gain"] == "exponential" else "linear_rank",
+        ap_denominator=opts["ap_denominator"],
+        adaptive_k=opts["adaptive_k"],
+        weighted=opts["weighted"],
+    )
+    if spelling:
+        kw["ignore_zero_hits"] = action == "skip"
+    else:
+        kw["empty_target_action"] = action
+    target_format = b.batches[0].get("target_format")
+    if target_format:
+        kw["target_format"] = target_format
+    expected = b.expected
+    # the package's spelling of the gain, and a misspelt keyword (issue 11, item 4):
+    # honoured or refused, never silently ignored
+    keyword = data.draw(st.sampled_from(["ignite", "ignite", "package", "typo"]), label="keyword")
+    if keyword == "package":
+        del kw["gain_function"]
+        kw["gain"] = opts["gain"]
+        expected = dataclasses.replace(expected, may_raise=True)
+    elif keyword == "typo":
+        kw["tie"] = kw.pop("ties")
+        expected = dataclasses.replace(expected, must_raise=True, why="unknown keyword `tie`")
+    styles = [
+        data.draw(st.sampled_from(["dict", "tuple"]), label="output style") for _ in b.batches
+    ]
+
+    def process(engine: Engine, i: int) -> Any:
+        """The engine's output for batch i, its buffers rewritten only now."""
+        inputs = feed(b.batches[i], buffers)
+        if styles[i] == "tuple" and "indexes" not in inputs:
+            out = (inputs["preds"], inputs["target"])
+            return out if inputs.get("mask") is None else (*out, inputs["mask"])
+        out = {"y_pred": inputs["preds"], "y": inputs["target"]}
+        out.update({key: inputs[key] for key in ("mask", "indexes") if key in inputs})
+        return out
+
+    means = expected.mean
+    nothing_counted = bool(means) and all(math.isnan(float(v)) for v in means.values())
+    what = (
+        f"ignite.RankingMetrics on an Engine ({describe(**kw)}; buffers {buffers.mode}; {b.what})"
+    )
+
+    def run() -> dict[str, float]:
+        metric = RankingMetrics(opts["metrics"], opts["top_k"], **kw)
+        engine = Engine(process)
+        metric.attach(engine, "ranking")
+        state = engine.run(list(range(len(b.batches))), max_epochs=1)
+        return {key: state.metrics[key] for key in metric.keys}
+
+    # Ignite's contract: NotComputableError when no query counted
+    errors = (
+        (ValueError, TypeError, NotComputableError) if nothing_counted else (ValueError, TypeError)
+    )
+    if nothing_counted and not (expected.must_raise or expected.may_raise):
+        with pytest.raises(NotComputableError):
+            run()
+        return
+    checked(run, expected, what, lambda got: assert_values(got, means, what, float64=False), errors)
+
+
+# --------------------------------------------------------------------------- #
+# 7. the command: qrels and run files, evaluate --format json --per-query
+# --------------------------------------------------------------------------- #
+def docno(item: int) -> str:
+    """Lower item index, higher docno: trec_eval's tie break (docno descending)
+    is then the reference's "first" (lower index first)."""
+    return f"doc{99 - item:02d}"
+
+
+def grade_text(grade: Any, kind: str, file_format: str) -> str:
+    if kind == "bool":
+        return "1" if grade else "0"
+    if kind == "int" or file_format == "trec":  # TREC grades are integers
+        return str(int(grade))
+    return repr(float(grade))
+
+
+@settings(max_examples=examples(1), **SETTINGS)
+@given(data=st.data())
+def test_cli(data: st.DataObject) -> None:
+    from ranking_plugins.cli import main
+
+    problem = data.draw(problems(ragged=data.draw(st.booleans()), empty_ok=False), label="problem")
+    opts = data.draw(options(problem.all_grades(), cli=True), label="options")
+    kind = problem.grade_kind
+    # each retrieved document is judged or not; an unretrieved one only exists if judged
+    judged = [
+        data.draw(
+            st.lists(st.integers(0, 5), min_size=len(q), max_size=len(q)).map(
+                lambda xs: [x > 0 for x in xs]
+            )
+        )
+        for q in problem.queries
+    ]
+    unretrieved = data.draw(st.sampled_from(["skip", "count"]), label="unretrieved")
+    integral = kind != "float" or all(
+        math.isfinite(float(g)) and float(g) == int(float(g)) for g in problem.all_grades()
+    )
+    qrels_format = data.draw(
+        st.sampled_from(["trec", "tsv", "jsonl"] if integral else ["tsv", "jsonl"])
+    )
+    run_format = data.draw(st.sampled_from(["trec", "tsv", "jsonl"]))
+
+    qrels_lines, run_lines = [], []
+    ref_queries = []  # (qid, scores, grades, ranked) of the queries the command evaluates
+    infinite_grade = False
+    for q, query in enumerate(problem.queries):
+        qid = f"q{q}"
+        scores, grades, ranked = [], [], []
+        for j in range(len(query)):
+            s, g, r, jd = (
+                query.scores[j],
+                query.grades[j],
+                query.ranked[j],
+                judged[q][j] or not query.ranked[j],
+            )
+            if jd:
+                text = grade_text(g, kind, qrels_format)
+                if qrels_format == "trec":
+                    qrels_lines.append(f"{qid} 0 {docno(j)} {text}")
+                elif qrels_format == "tsv":
+                    qrels_lines.append(f"{qid}\t{docno(j)}\t{text}")
+                else:
+                    qrels_lines.append(
+                        json.dumps(
+                            {
+                                "query_id": qid,
+                                "doc_id": docno(j),
+                                "relevance": float(g) if kind == "float" else int(g),
+                            }
+                        )
+                    )
+                infinite_grade |= math.isinf(float(g))
+            if r:
+                if run_format == "trec":
+                    run_lines.append(f"{qid} Q0 {docno(j)} {j + 1} {s!r} fuzz")
+                elif run_format == "tsv":
+                    run_lines.append(f"{qid}\t{docno(j)}\t{s!r}")
+                else:
+                    run_lines.append(json.dumps({"query_id": qid, "doc_id": docno(j), "score": s}))
+            if r or jd:
+                scores.append(s)
+                # a retrieved document absent from the qrels is unjudged: never relevant
+                grades.append(float(g) if jd else -INF)
+                ranked.append(bool(r))
+        in_qrels = any(
+            jd for jd in (judged[q][j] or not query.ranked[j] for j in range(len(query)))
+        )
+        in_run = any(query.ranked)
+        if in_qrels and (in_run or unretrieved == "count"):
+            ref_queries.append((qid, scores, grades, ranked))
+
+    argv_tail = [
+        "--ties",
+        opts["ties"],
+        "--gain",
+        opts["gain"],
+        "--empty-target-action",
+        opts["empty_target_action"],
+        "--ap-denominator",
+        opts["ap_denominator"],
+        "--unjudged-queries",
+        "skip",
+        "--unretrieved-queries",
+        unretrieved,
+        "--format",
+        "json",
+        "--per-query",
+    ]
+    if opts["relevance_threshold"] is not None:
+        argv_tail.append(f"--relevance-threshold={opts['relevance_threshold']!r}")
+    top_k = opts["top_k"]
+    for name in opts["metrics"]:
+        if name in NO_K_METRICS or top_k is None:
+            argv_tail += ["-m", name]
+        else:
+            ks = [top_k] if isinstance(top_k, int) else top_k
+            argv_tail += ["-m", f"{name}@{','.join(map(str, ks))}"]
+
+    # the reference, on the queries the command evaluates (sorted by id, as it prints them)
+    if ref_queries:
+        flat = [
+            (i, s, g, r)
+            for i, (_, ss, gs, rs) in enumerate(ref_queries)
+            for s, g, r in zip(ss, gs, rs)
+        ]
+        expected = oracle(
+            torch.tensor([f[1] for f in flat], dtype=torch.float64),
+            torch.tensor([f[2] for f in flat], dtype=torch.float64),
+            opts,
+            indexes=torch.tensor([f[0] for f in flat], dtype=torch.int64),
+            mask=torch.tensor([f[3] for f in flat], dtype=torch.bool),
+        )
+    else:
+        expected = Expected(must_raise=True, why="no query is both in the run and in the qrels")
+    if infinite_grade or not qrels_lines or not run_lines:
+        expected.must_raise, expected.why = True, "an infinite grade, or an empty file"
+
+    with tempfile.TemporaryDirectory() as tmp:
+        qrels_path = (
+            Path(tmp) / f"qrels.{ {'trec': 'txt', 'tsv': 'tsv', 'jsonl': 'jsonl'}[qrels_format] }"
+        )
+        run_path = (
+            Path(tmp) / f"run.{ {'trec': 'txt', 'tsv': 'tsv', 'jsonl': 'jsonl'}[run_format] }"
+        )
+        qrels_path.write_text("".join(line + "\n" for line in qrels_lines))
+        run_path.write_text("".join(line + "\n" for line in run_lines))
+        argv = [
+            "evaluate",
+            str(qrels_path),
+            str(run_path),
+            "--qrels-format",
+            qrels_format,
+            "--run-format",
+            run_format,
+            *argv_tail,
+        ]
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                status = main(argv)
+            except SystemExit as done:  # argparse: a usage error
+                status = done.code if isinstance(done.code, int) else 1
+    what = (
+        f"ranking-plugins {' '.join(argv[3:])}\nqrels:\n"
+        + "\n".join(qrels_lines)
+        + "\nrun:\n"
+        + "\n".join(run_lines)
+    )
+    threshold = opts["relevance_threshold"]
+    if threshold is not None and not math.isfinite(threshold):
+        assert status == 2, f"{what}\nexit status {status} for a non-finite -l: {err.getvalue()}"
+        return
+    assert status in (0, 1), f"{what}\nexit status {status}: {err.getvalue()}"
+    if status == 1:
+        assert expected.must_raise or expected.may_raise, (
+            f"{what}\nexit status 1 where the reference gives numbers: {err.getvalue()}"
+        )
+        assert "ranking-plugins: error:" in err.getvalue(), err.getvalue()
+        return
+    assert not expected.must_raise, f"{what}\nstatus 0 where it must fail: {expected.why}"
+    document = json.loads(out.getvalue())
+    nan = lambda v: math.nan if v is None else v  # noqa: E731
+    # the command prints the keys in the order of its -m options (a JSON object:
+    # the order carries no meaning), so they are compared as a set
+    got_mean = {key: nan(v) for key, v in sorted(document["metrics"].items())}
+    assert_values(got_mean, dict(sorted(expected.mean.items())), f"{what}\nmeans", float64=False)
+    per_query = document["per_query"]
+    assert list(per_query) == [qid for qid, *_ in ref_queries], (what, list(per_query))
+    for key in expected.none:
+        got = torch.tensor(
+            [nan(per_query[qid][key]) for qid, *_ in ref_queries], dtype=torch.float64
+        )
+        torch.testing.assert_close(
+            got,
+            expected.none[key],
+            rtol=1e-9,
+            atol=1e-9,
+            equal_nan=True,
+            msg=lambda m, key=key: f"{what}\n{key}: {m}",
+        )
+
+
+# --------------------------------------------------------------------------- #
+# 8. the Lightning callback (and a TorchMetrics attribute) under a Trainer
+# --------------------------------------------------------------------------- #
+def as_step_input(batch: dict[str, Any], precision: str) -> dict[str, Any]:
+    """The batch as a step receives it: ``bf16-true`` turns floating tensors to bfloat16."""
+    out = {k: v for k, v in batch.items() if k in ("preds", "target", "mask", "indexes")}
+    out = {k: v for k, v in out.items() if v is not None}
+    if precision == "bf16-true":
+        out = {k: v.to(torch.bfloat16) if v.is_floating_point() else v for k, v in out.items()}
+    return out
+
+
+def expected_of(batches: list[dict[str, Any]], layout: str, opts: dict[str, Any]) -> Expected:
+    """The oracle on the concatenation of ``batches``."""
+    cat = lambda key: torch.cat([b[key] for b in batches])  # noqa: E731
+    mask = cat("mask") if "mask" in batches[0] else None
+    if layout == "grouped":
+        return oracle(cat("preds"), cat("target"), opts, indexes=cat("indexes"), mask=mask)
+    preds, target = cat("preds"), cat("target")
+    if layout == "indices":
+        grades = listed_grades(target, preds.shape[0], preds.shape[1])
+        return oracle(preds, grades, opts, mask=mask, target_format="dense")
+    return oracle(preds, target, opts, mask=mask)
+
+
+@settings(max_examples=examples(0.1), **SETTINGS)
+@given(data=st.data())
+def test_lightning_callback(data: st.DataObject) -> None:
+    pl = pytest.importorskip("lightning.pytorch")
+    from torch.utils.data import DataLoader
+
+    from ranking_plugins.lightning import RankingMetricsCallback
+    from ranking_plugins.torchmetrics import RankingMetrics
+
+    b, opts = draw_batched(data, ("dense", "indices", "grouped"), whole_queries=False)
+    precision = data.draw(st.sampled_from(["32-true", "bf16-true"]), label="precision")
+    target_format = b.batches[0].get("target_format")
+    extra = {"target_format": target_format} if target_format else {}
+    steps = [as_step_input(batch, precision) for batch in b.batches]
+    expected = expected_of(steps, b.layout, opts)
+
+    class Module(pl.LightningModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.layer = torch.nn.Linear(1, 1)
+            # the TorchMetrics way: a metric as an attribute, converted with the module
+            self.metric = RankingMetrics(
+                opts["metrics"], opts["top_k"], **rank_kwargs(opts), **extra
+            )
+            self.computed: dict[str, torch.Tensor] = {}
+
+        def validation_step(self, batch: dict[str, Any], batch_idx: int) -> dict[str, Any]:
+            self.metric.update(
+                batch["preds"],
+                batch["target"],
+                indexes=batch.get("indexes"),
+                mask=batch.get("mask"),
+            )
+            return batch
+
+        def on_validation_epoch_end(self) -> None:
+            self.computed = self.metric.compute()
+
+    loader = DataLoader([as_step_input(batch, "32-true") for batch in b.batches], batch_size=None)
+    what = f"Lightning precision={precision} ({b.what})"
+
+    def run() -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+        callback = RankingMetricsCallback(
+            opts["metrics"], opts["top_k"], stages="validate", **rank_kwargs(opts), **extra
+        )
+        module = Module()
+        trainer = pl.Trainer(
+            callbacks=[callback],
+            logger=False,
+            enable_progress_bar=False,
+            enable_model_summary=False,
+            enable_checkpointing=False,
+            num_sanity_val_steps=0,
+            accelerator="cpu",
+            devices=1,
+            precision=precision,
+        )
+        trainer.validate(module, loader, verbose=False)
+        logged = callback.last_results["validate"]
+        return {key.removeprefix("val/"): value for key, value in logged.items()}, module.computed
+
+    def compare(got: tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]) -> None:
+        assert_values(got[0], expected.mean, f"callback: {what}", float64=False)
+        assert_values(got[1], expected.mean, f"TorchMetrics attribute: {what}")
+
+    checked(run, expected, what, compare)
