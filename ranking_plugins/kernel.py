@@ -383,9 +383,12 @@ def normalize_input(
     return _one_part(RankingInput(preds, mask, ids))
 
 
-def check_grades(grades: Tensor, rule: GainRule, list_length: int) -> None:
+def check_grades(
+    grades: Tensor, rule: GainRule, list_length: int, query_of_item: Tensor | None = None
+) -> None:
     """No NaN grade, and no gain (nor sum of a query's gains) that overflows float64.
 
+    ``grades`` are (Q, N) rows, or flat (M,) with ``query_of_item`` (grouped).
     Reads the values (one max over the grades; the per-query sums only when
     the largest gain times the list length could overflow).
     """
@@ -397,8 +400,12 @@ def check_grades(grades: Tensor, rule: GainRule, list_length: int) -> None:
     top_gain = float(rule.gain_of(top.reshape(1))[0])
     if math.isfinite(top_gain * max(list_length, 1)):
         return
-    relevant = rule.relevant(grades)
-    totals = rule.gains(grades, relevant).sum(dim=-1)
+    gains = rule.gains(grades, rule.relevant(grades))
+    if query_of_item is None:
+        totals = gains.sum(dim=-1)
+    else:
+        queries = int(query_of_item.max()) + 1
+        totals = gains.new_zeros(queries).index_add_(0, query_of_item, gains)
     if not bool(totals.isfinite().all()):
         raise ValueError(
             f"`target`: the {rule.gain} gain of grade {float(top):g} "
@@ -485,7 +492,7 @@ def _grouped(
     queries, query_of_item, sizes = torch.unique(indexes, return_inverse=True, return_counts=True)
     num_queries = queries.numel()
     if validate_args and num_queries:
-        check_grades(target, rule, int(sizes.max()))
+        check_grades(target, rule, int(sizes.max()), query_of_item)
     device = preds.device
     length_class = torch.ceil(torch.log2(sizes.to(torch.float64))).to(torch.int64)
     # queries ordered by length class (then id); entries by query (then input order)

@@ -354,13 +354,15 @@ class RankingMetric(Metric):
             V.check_values(preds, target, None, 0)
         device = self.device
         storage = torch.int64 if integer else torch.float64
-        scores.append(preds.detach().to(device=device, dtype=storage))
-        self.flat_target.append(target.detach().to(device=device, dtype=torch.float64))
-        self.flat_indexes.append(indexes.detach().to(device=device, dtype=torch.int64))
+        # Copies, always: a tensor already of the storage dtype would otherwise be
+        # kept as given, and the caller may rewrite its buffer before ``compute``.
+        scores.append(preds.detach().to(device=device, dtype=storage, copy=True))
+        self.flat_target.append(target.detach().to(device, torch.float64, copy=True))
+        self.flat_indexes.append(indexes.detach().to(device, torch.int64, copy=True))
         self.flat_mask.append(
             torch.ones(preds.shape, dtype=torch.bool, device=device)
             if mask is None
-            else mask.detach().to(device)
+            else mask.detach().to(device, copy=True)
         )
 
     # ---------------------------------------------------------------- compute

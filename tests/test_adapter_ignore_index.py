@@ -94,3 +94,33 @@ def test_ignore_index_still_drops_entries(layout: str) -> None:
     result = metric.compute()
     for key in expected:
         torch.testing.assert_close(result[key], expected[key], rtol=1e-15, atol=0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.int64])
+def test_grouped_updates_keep_copies_of_reused_buffers(dtype: torch.dtype) -> None:
+    """Found by the fuzzer: grouped input already in the storage dtype (float64
+    scores, int64 query ids) was kept as given, so a buffer rewritten through
+    numpy before ``compute`` changed the queries of earlier updates."""
+    preds_buffer = np.zeros(3, dtype=np.float64 if dtype == torch.float64 else np.int64)
+    target_buffer = np.zeros(3, dtype=np.float64)
+    index_buffer = np.zeros(3, dtype=np.int64)
+    preds, target = torch.from_numpy(preds_buffer), torch.from_numpy(target_buffer)
+    indexes = torch.from_numpy(index_buffer)
+    metric = rp.RankingMetrics(["hit_rate", "mrr"], top_k=2, validate_args=True)
+    batches = [([3, 2, 1], [0, 0, 1], 0), ([1, 2, 3], [0, 1, 0], 1), ([2, 3, 1], [1, 0, 0], 2)]
+    for scores, grades, query in batches:
+        preds_buffer[:] = scores
+        target_buffer[:] = grades
+        index_buffer[:] = query
+        metric.update(preds, target, indexes=indexes)
+    got = metric.compute()
+    want = ranking_plugins.rank_metrics(
+        torch.tensor([s for s, _, _ in batches], dtype=dtype).flatten(),
+        torch.tensor([g for _, g, _ in batches], dtype=torch.float64).flatten(),
+        ["hit_rate", "mrr"],
+        2,
+        indexes=torch.tensor([q for _, _, q in batches]).repeat_interleave(3),
+    )
+    assert got.keys() == want.keys()
+    for key in want:
+        torch.testing.assert_close(got[key], want[key], msg=key)

