@@ -28,8 +28,20 @@ def check_choice(name: str, value: object, choices: Sequence[str]) -> str:
 
 
 def check_tensor(name: str, value: object) -> Tensor:
+    """``value`` if it is an ordinary tensor: strided (dense) layout, not nested."""
     if not isinstance(value, Tensor):
         raise TypeError(f"`{name}` must be a torch.Tensor, got {type(value).__name__}")
+    if value.is_nested:
+        raise TypeError(
+            f"`{name}` must be a dense (strided) tensor, got a nested tensor; pad its "
+            "rows to one length (torch.nested.to_padded_tensor) and say which entries "
+            "are padding (a `mask`, or -1 item ids)"
+        )
+    if value.layout != torch.strided:
+        raise TypeError(
+            f"`{name}` must be a dense (strided) tensor, got layout {value.layout}; "
+            "convert it with .to_dense()"
+        )
     return value
 
 
@@ -87,9 +99,9 @@ def check_values(
     num_items: int,
 ) -> None:
     """Checks that read tensor values (and so synchronise an accelerator)."""
-    if _has_nan(preds):
+    if has_nan(preds):
         raise ValueError("`preds` must not contain NaN")
-    if grades is not None and _has_nan(grades):
+    if grades is not None and has_nan(grades):
         raise ValueError("`target` must not contain NaN grades")
     if item_ids is not None:
         check_item_ids("target", item_ids, num_items)
@@ -106,6 +118,7 @@ def check_item_ids(name: str, item_ids: Tensor, num_items: int) -> None:
             )
 
 
-def _has_nan(values: Tensor) -> bool:
+def has_nan(values: Tensor) -> bool:
+    """Whether ``values`` holds a NaN (False for an empty tensor); reads one value."""
     # max propagates NaN: one reduction, no (Q, N) temporary as isnan() would make
     return values.is_floating_point() and values.numel() > 0 and bool(values.amax().isnan())

@@ -350,6 +350,9 @@ grade|score", an optional header line), or JSONL (one object per line with
 gzip. Judged relevant documents the run does not retrieve count in R and in
 the ideal DCG.
 
+Queries are reported by their ids; an id that is not UTF-8 is printed with
+\\xNN for each byte that does not decode (and \\\\ for a backslash).
+
 To reproduce trec_eval: --ties first (trec_eval breaks ties by document id,
 descending); -l N for trec_eval -l N (but trec_eval's nDCG ignores -l, so
 leave -l out for ndcg); --unretrieved-queries count for trec_eval -c.
@@ -414,7 +417,9 @@ def build_parser() -> argparse.ArgumentParser:
         type=float,
         default=None,
         metavar="GRADE",
-        help="grades at or above GRADE are relevant (default: above 0); trec_eval -l",
+        help="grades at or above GRADE are relevant (default: above 0); trec_eval -l. "
+        "A document the qrels do not judge is never relevant, whatever GRADE (trec_eval "
+        "gives it grade -1, so its -l -1 would count it)",
     )
     add(
         "--empty-target-action",
@@ -530,7 +535,7 @@ def run_evaluate(
             return 1
         return 0
     try:
-        Path(args.output).write_text(text)
+        Path(args.output).write_text(text, encoding="utf-8")
     except OSError as error:
         stderr.write(f"{PROG}: error: {args.output}: cannot write: {error.strerror or error}\n")
         return 1

@@ -8,7 +8,9 @@ embeddings and a score function (dot product by default). Pass it wherever
 ``update``), with item-index targets; the kernel walks the catalogue in
 chunks of ``chunk_size`` items and counts, for each relevant item, the items
 scored above it and tied with it (:mod:`ranking_plugins.rank_counts`). Every
-metric, at every k, under every tie policy, is what the full matrix would give.
+metric, at every k, under every tie policy, is what the matrix of those chunk
+calls gives, every item ranked by the one score its chunk gave it; see
+:class:`EmbeddingScores` for when that is the one-call matrix to the last bit.
 
 >>> import torch
 >>> from ranking_plugins import EmbeddingScores, rank_metrics
@@ -36,15 +38,16 @@ import torch
 from torch import Tensor
 
 from ranking_plugins import _validation as V
-from ranking_plugins.kernel import GainRule, ItemIds
+from ranking_plugins.kernel import GainRule, ItemIds, host_reads_are_free
 from ranking_plugins.rank_counts import CountStats, RankCounter, distinct_ids
 
 ScoreFn = Callable[[Tensor, Tensor], Tensor]
 
 
 def dot_scores(query_emb: Tensor, item_emb: Tensor) -> Tensor:
-    """(Q, d) x (C, d) -> (Q, C) dot products."""
-    return query_emb @ item_emb.T
+    """(Q, d) x (C, d) -> (Q, C) dot products, in the two embeddings' common dtype."""
+    dtype = torch.promote_types(query_emb.dtype, item_emb.dtype)
+    return query_emb.to(dtype) @ item_emb.to(dtype).T
 
 
 @dataclass(frozen=True, eq=False)
@@ -54,13 +57,37 @@ class EmbeddingScores:
     Args:
         query_emb: (Q, d) one row per query (user, session, ...).
         item_emb: (N, d) one row per item of the catalogue.
-        score_fn: ``(query_emb (Q, d), items (C, d)) -> (Q, C)`` scores, higher first;
-            the dot product by default. Called on chunks of items, so it must score
-            each (query, item) pair independently of the other items.
+        score_fn: ``(query_emb (Q, d), items (C, d)) -> (Q, C)`` real scores (a
+            floating point or integer dtype, on the embeddings' device), higher
+            first; the dot product by default (:func:`dot_scores`, in the common
+            dtype of the two embeddings, which must then be real numbers). Called
+            on chunks of items, so it must score each (query, item) pair
+            independently of the other items, and give the same scores when
+            called twice on the same items.
         exclude: (Q, X) ids of items that are not ranked for each query (already
             seen, ...), ``-1`` for padding. A relevant excluded item still counts in
             R, as a masked item does.
         chunk_size: items scored at once; memory grows as Q x chunk_size.
+
+    Which scores the numbers are exactly those of: the matrix of the chunk calls,
+    ``torch.cat([score_fn(query_emb, item_emb[i : i + chunk_size]) for i in
+    range(0, N, chunk_size)], dim=1)``, in ``score_fn``'s own dtype. Every item,
+    relevant or not, is ranked by the one score its chunk's call gave it (the
+    relevant items' scores are read from those calls, never computed apart), so
+    every metric, at every k and under every tie policy, is what
+    :func:`~ranking_plugins.rank_metrics` gives on that matrix. It is
+    ``score_fn(query_emb, item_emb)`` itself when ``chunk_size >= N`` (one call),
+    and for any ``chunk_size`` when ``score_fn`` gives a pair the same score in
+    calls of any shape, as exact arithmetic does (integer embeddings, or dot
+    products that are exact in the dtype). A matrix product of real-valued
+    embeddings is not always such a function: BLAS libraries (MKL, cuBLAS) may
+    round a pair's score differently in calls of different shapes, even two
+    identical item rows within one call, so scores that tie or differ only in
+    the last bit may order differently than in a one-matrix call. A chunk that
+    holds a relevant item is scored twice (the relevant items' scores first,
+    then the counts); a ``score_fn`` whose scores change between the two calls
+    is an error (a ValueError) wherever values may be read on the host (the
+    CPU, or ``validate_args=True``).
     """
 
     query_emb: Tensor
@@ -77,11 +104,8 @@ class EmbeddingScores:
                 "`query_emb` must be (Q, d) and `item_emb` (N, d), got shapes "
                 f"{tuple(query_emb.shape)} and {tuple(item_emb.shape)}"
             )
-        if self.score_fn is None and query_emb.shape[1] != item_emb.shape[1]:
-            raise ValueError(
-                "`query_emb` and `item_emb` must have the same width d for dot-product "
-                f"scores, got {query_emb.shape[1]} and {item_emb.shape[1]}"
-            )
+        if self.score_fn is None:
+            self._check_dot_product(query_emb, item_emb)
         if self.score_fn is not None and not callable(self.score_fn):
             raise TypeError(f"`score_fn` must be callable, got {type(self.score_fn).__name__}")
         if isinstance(self.chunk_size, bool) or not isinstance(self.chunk_size, Integral):
@@ -98,6 +122,29 @@ class EmbeddingScores:
                     f"got shape {tuple(exclude.shape)}"
                 )
         V.check_same_device(query_emb=query_emb, item_emb=item_emb, exclude=self.exclude)
+
+    @staticmethod
+    def _check_dot_product(query_emb: Tensor, item_emb: Tensor) -> None:
+        """What the default dot product needs: real embeddings of one width."""
+        for name, emb in (("query_emb", query_emb), ("item_emb", item_emb)):
+            if emb.dtype == torch.bool or emb.is_complex():
+                raise TypeError(
+                    f"`{name}` must hold real numbers (a floating point or integer dtype) "
+                    f"for dot-product scores, got {emb.dtype}; pass a `score_fn` for "
+                    "other embeddings"
+                )
+            if not emb.is_floating_point() and emb.device.type != "cpu":
+                raise TypeError(
+                    f"`{name}`: torch multiplies integer matrices on the CPU only, got "
+                    f"{emb.dtype} on {emb.device}; convert the embeddings to a floating "
+                    "point dtype (exact while the dot products stay below 2^24 in "
+                    "float32, 2^53 in float64) or pass a `score_fn`"
+                )
+        if query_emb.shape[1] != item_emb.shape[1]:
+            raise ValueError(
+                "`query_emb` and `item_emb` must have the same width d for dot-product "
+                f"scores, got {query_emb.shape[1]} and {item_emb.shape[1]}"
+            )
 
     @property
     def num_queries(self) -> int:
@@ -116,34 +163,38 @@ class EmbeddingScores:
         found = (self.query_emb, self.item_emb, self.exclude)
         return tuple(t for t in found if t is not None)
 
-    def score(self, items: Tensor, queries: slice = slice(None)) -> Tensor:
-        """Scores of ``queries`` against the item embeddings ``items`` (C, d)."""
+    def chunks(self) -> range:
+        """The first item of each chunk of the catalogue."""
+        return range(0, self.num_items, self.chunk_size)
+
+    def score_chunk(self, start: int) -> Tensor:
+        """Scores (Q, C) of every query against the chunk of items from ``start`` on."""
+        return self.score(self.item_emb[start : start + self.chunk_size])
+
+    def score(self, items: Tensor) -> Tensor:
+        """Scores (Q, C) of every query against the item embeddings ``items`` (C, d), checked."""
         score_fn = self.score_fn or dot_scores
-        block = score_fn(self.query_emb[queries], items)
-        expected = (self.query_emb[queries].shape[0], items.shape[0])
+        query_emb = self.query_emb
+        block = score_fn(query_emb, items)
+        expected = (query_emb.shape[0], items.shape[0])
         if not isinstance(block, Tensor) or tuple(block.shape) != expected:
             got = tuple(block.shape) if isinstance(block, Tensor) else type(block).__name__
             raise ValueError(f"`score_fn` must return scores of shape {expected}, got {got}")
-        return block
-
-    def relevant_scores(self, ids: Tensor) -> Tensor:
-        """Scores of each query's listed items (Q, T), by the same ``score_fn``.
-
-        Queries are scored in blocks against the items listed by that block, so
-        the scores come from the same kind of call as the catalogue chunks.
-        """
-        num_queries, width = ids.shape
-        out = torch.empty(ids.shape, dtype=self.query_emb.dtype, device=ids.device)
-        rows = 256
-        for low in range(0, num_queries, rows):
-            block_ids = ids[low : low + rows].clamp(min=0)
-            n = block_ids.shape[0]
-            scores = self.score(self.item_emb[block_ids.reshape(-1)], slice(low, low + n))
-            own = torch.arange(n, device=ids.device).unsqueeze(1) * width + torch.arange(
-                width, device=ids.device
+        if block.is_nested or block.layout != torch.strided:
+            raise TypeError(
+                f"`score_fn` must return a dense (strided) tensor, got layout {block.layout}"
             )
-            out[low : low + n] = scores.gather(1, own).to(out.dtype)
-        return out
+        if block.dtype == torch.bool or block.is_complex():
+            raise TypeError(
+                "`score_fn` must return real scores (a floating point or integer dtype), "
+                f"got {block.dtype}"
+            )
+        if block.device != query_emb.device:
+            raise ValueError(
+                f"`score_fn` must return scores on the embeddings' device {query_emb.device}, "
+                f"got {block.device}"
+            )
+        return block
 
 
 def embedding_stats(
@@ -154,7 +205,14 @@ def embedding_stats(
     rule: GainRule,
     validate_args: bool,
 ) -> CountStats:
-    """Rank statistics of the whole catalogue for item-index ``target`` (Q,) or (Q, T)."""
+    """Rank statistics of the whole catalogue for item-index ``target`` (Q,) or (Q, T).
+
+    Two walks over the catalogue: the first reads each relevant item's score
+    from its own chunk's call (scoring only the chunks that hold one, where a
+    flag may be read on the host), the second counts every chunk against those
+    scores. So the counts describe one score matrix, the chunk calls' (see
+    :class:`EmbeddingScores`), with no score computed apart.
+    """
     target = V.check_tensor("target", target).detach()
     if not V.is_integer_dtype(target.dtype):
         raise TypeError(
@@ -177,19 +235,49 @@ def embedding_stats(
     with torch.no_grad():
         # ItemIds applies the relevance threshold (grade 1 for every listed id)
         ids = distinct_ids(ItemIds(target.to(torch.int64), num_items, rule).item_ids)
-        relevant_scores = (
-            scores.relevant_scores(ids)
-            if num_items
-            else torch.zeros(ids.shape, dtype=scores.query_emb.dtype, device=ids.device)
-        )
-        counter = RankCounter(ids, relevant_scores, num_items, ties, exclude=scores.exclude)
-        for start in range(0, num_items, scores.chunk_size):
-            items = scores.item_emb[start : start + scores.chunk_size]
-            block = scores.score(items)
-            if validate_args and block.is_floating_point() and bool(block.amax().isnan()):
+        if scores.num_queries == 0 or num_items == 0:
+            # nothing to score: no query, or no item (then every listed id is padding)
+            nothing = torch.zeros(ids.shape, dtype=torch.float64, device=ids.device)
+            return RankCounter(ids, nothing, num_items, ties, exclude=scores.exclude).stats()
+        may_read = host_reads_are_free(ids) or validate_args
+        own_scores = _listed_scores(scores, ids, skip_unlisted=may_read)
+        counter = RankCounter(ids, own_scores, num_items, ties, exclude=scores.exclude)
+        for start in scores.chunks():
+            block = scores.score_chunk(start)
+            if validate_args and V.has_nan(block):
                 raise ValueError("`score_fn` gave NaN scores")
             counter.add(block, start)
+        if may_read:
+            changed = counter.changed_rows()
+            if bool(changed.any()):
+                raise ValueError(
+                    "`score_fn` gave different scores to the same (query, item) pairs in two "
+                    "calls over the same items; EmbeddingScores needs a deterministic "
+                    "`score_fn` (see torch.use_deterministic_algorithms)"
+                )
         return counter.stats()
+
+
+def _listed_scores(scores: EmbeddingScores, ids: Tensor, skip_unlisted: bool) -> Tensor:
+    """The score of each listed id (Q, T) as its own chunk's call gives it (-1: any value).
+
+    ``skip_unlisted``: a chunk that holds no listed id is not scored (that reads
+    a flag on the host, so on an accelerator only when ``validate_args=True``).
+    """
+    found: Tensor | None = None
+    for start in scores.chunks():
+        inside = (ids >= start) & (ids < start + scores.chunk_size)
+        if skip_unlisted and found is not None and not bool(inside.any()):
+            continue
+        block = scores.score_chunk(start)
+        value = block.gather(1, (ids - start).clamp(0, block.shape[1] - 1))
+        if found is None:
+            found = value
+        else:
+            dtype = torch.promote_types(found.dtype, value.dtype)
+            found = torch.where(inside, value.to(dtype), found.to(dtype))
+    assert found is not None  # at least one chunk
+    return found
 
 
 __all__ = ["EmbeddingScores", "ScoreFn", "dot_scores", "embedding_stats"]

@@ -128,6 +128,16 @@ class RankOptions(TypedDict, total=False):
     weighted: bool
 
 
+def _whole_list_metric(name: str, preds: Tensor, target: Tensor, options: RankOptions) -> Tensor:
+    """A metric of the whole ranked list (no cutoff): a ``top_k`` keyword is an error."""
+    if "top_k" in options:
+        raise TypeError(
+            f"{name}() takes no `top_k`: it reads the whole ranked list "
+            f"(got top_k={options['top_k']!r})"  # type: ignore[typeddict-item]
+        )
+    return _one_metric(name, preds, target, None, options)
+
+
 def _one_metric(
     name: str, preds: Tensor, target: Tensor, top_k: TopK, options: RankOptions
 ) -> Tensor:
@@ -278,7 +288,7 @@ def r_precision(preds: Tensor, target: Tensor, **options: Unpack[RankOptions]) -
     >>> r_precision(preds, target)
     tensor(0.7500, dtype=torch.float64)
     """
-    return _one_metric("r_precision", preds, target, None, options)
+    return _whole_list_metric("r_precision", preds, target, options)
 
 
 def mean_rank(preds: Tensor, target: Tensor, **options: Unpack[RankOptions]) -> Tensor:
@@ -292,7 +302,7 @@ def mean_rank(preds: Tensor, target: Tensor, **options: Unpack[RankOptions]) -> 
     >>> mean_rank(preds, target)
     tensor(2., dtype=torch.float64)
     """
-    return _one_metric("mean_rank", preds, target, None, options)
+    return _whole_list_metric("mean_rank", preds, target, options)
 
 
 def auc(preds: Tensor, target: Tensor, **options: Unpack[RankOptions]) -> Tensor:
@@ -306,4 +316,4 @@ def auc(preds: Tensor, target: Tensor, **options: Unpack[RankOptions]) -> Tensor
     >>> auc(preds, target)
     tensor(0.6250, dtype=torch.float64)
     """
-    return _one_metric("auc", preds, target, None, options)
+    return _whole_list_metric("auc", preds, target, options)

@@ -44,9 +44,11 @@ class RankCounter:
     """Counts, for each relevant item, the ranked items above it and tied with it.
 
     Feed it the score matrix column block by column block (:meth:`add`); the
-    relevant items' own scores are given up front. An item's own column is
-    recognised by its index, so an item never counts against itself even if
-    ``target_scores`` and the block were computed by different kernels.
+    relevant items' own scores are given up front, and the counts are made
+    against them. An item's own column is recognised by its index, so an item
+    never counts against itself; the score each block gives a listed item is
+    recorded (``block_score``), so a caller can check that the counts were made
+    against the blocks' own scores (:meth:`changed_rows`).
     """
 
     def __init__(
@@ -70,6 +72,7 @@ class RankCounter:
         self.tied_before = torch.zeros(shape, dtype=torch.int64, device=device)
         # the scores of the relevant items as the blocks computed them (for relevant-vs-relevant)
         self.block_score = target_scores.clone()
+        self._first_block = True
         self.unranked = torch.zeros(item_ids.shape[0], dtype=torch.int64, device=device)
         if self.exclude is not None:
             self.unranked += (self.exclude >= 0).sum(dim=1)
@@ -109,9 +112,38 @@ class RankCounter:
                     self.tied_before[low : low + rows, t] += count_true(before)
         if ranked is not None:
             self.unranked += width - count_true(ranked)
+        self._record_block_scores(scores, start)
         self._correct(scores, start, self.ids, self.listed & self.ranked, is_target=True)
         if self.exclude is not None:
             self._correct(scores, start, self.exclude, self.exclude >= 0, is_target=False)
+
+    def _record_block_scores(self, scores: Tensor, start: int) -> None:
+        """Keep the score this block gives each listed item found in it, in the blocks' dtype.
+
+        Once the walk is complete every listed id has been found in its block, so
+        the given scores only fill the places not yet reached; the first block's
+        dtype replaces theirs (an int64 score is never rounded to a float32 one).
+        """
+        width = scores.shape[1]
+        inside = self.listed & (self.ids >= start) & (self.ids < start + width)
+        value = scores.gather(1, (self.ids - start).clamp(0, width - 1))
+        if self._first_block:
+            dtype = value.dtype
+            self._first_block = False
+        else:
+            dtype = torch.promote_types(self.block_score.dtype, value.dtype)
+        self.block_score = torch.where(inside, value.to(dtype), self.block_score.to(dtype))
+
+    def changed_rows(self) -> Tensor:
+        """(Q,) bool: rows with a listed item whose block score is not its given score.
+
+        The counts of such a row were made against a score the blocks did not
+        give (compared as :meth:`add` compares, NaN equal to NaN). Reads nothing
+        on the host.
+        """
+        block, given = self.block_score, self.score
+        same = (block == given) | (block.isnan() & given.isnan())
+        return (self.listed & ~same).any(dim=1)
 
     def _correct(
         self, scores: Tensor, start: int, items: Tensor, counted: Tensor, is_target: bool
@@ -131,9 +163,6 @@ class RankCounter:
         if is_target:
             # only the item itself: the diagonal
             inside_ = inside_ & torch.eye(items.shape[1], dtype=torch.bool, device=items.device)
-            self.block_score = torch.where(
-                inside, value.to(self.block_score.dtype), self.block_score
-            )
         self.above -= ((v > s) & inside_).sum(dim=2)
         tied = (v == s) & inside_
         self.tied -= tied.sum(dim=2)

@@ -624,6 +624,24 @@ def _text(value: bytes) -> str:
     return value.decode("utf-8", "replace")
 
 
+def query_name(qid: bytes) -> str:
+    """The name a query id is reported by: its text, when it is UTF-8.
+
+    An id that is not valid UTF-8 keeps the text of its valid parts; each byte
+    that does not decode is written ``\\xNN`` and each backslash doubled, as
+    Python's ``repr`` writes them. Distinct ids so get distinct names
+    (``errors="replace"`` would turn every such byte into U+FFFD, and two ids
+    into one name, one query overwriting the other in the JSON output). The one
+    exception, a UTF-8 id that spells such an escape itself, is refused by
+    :func:`build_collection`.
+    """
+    try:
+        return qid.decode("utf-8")
+    except UnicodeDecodeError:
+        # a backslash (0x5C) is never part of a multi-byte UTF-8 sequence
+        return qid.replace(b"\\", b"\\\\").decode("utf-8", "backslashreplace")
+
+
 def _show(value: bytes, limit: int = 80) -> str:
     text = _text(value.strip())
     if len(text) > limit:
@@ -640,8 +658,12 @@ class Collection:
 
     Item ``i`` belongs to query ``qids[indexes[i]]``; ``mask`` is False for
     judged documents the run did not retrieve (they count in R and in the
-    ideal DCG but are never ranked). The rows of ``rank_metrics(...,
-    reduction="none")`` follow ``qids``, which are sorted as strings.
+    ideal DCG but are never ranked). ``target`` holds the qrels grades; a
+    retrieved document the qrels do not judge, and the masked placeholder
+    item of a counted query with nothing retrieved, has grade ``-inf``, which
+    is relevant under no threshold. The rows of ``rank_metrics(...,
+    reduction="none")`` follow ``qids``, names sorted as strings
+    (:func:`query_name`).
     """
 
     qids: list[str]
@@ -706,7 +728,7 @@ def _join(
         raise FileFormatError(
             run.path,
             first_line_of_query(run, first),
-            f"query {_text(first)!r} is in the run but not in the qrels "
+            f"query {query_name(first)!r} is in the run but not in the qrels "
             f"({len(unjudged_qids)} such {'query' if len(unjudged_qids) == 1 else 'queries'}"
             f"{_listing(unjudged_qids)}); pass --unjudged-queries skip to leave them out",
         )
@@ -714,11 +736,14 @@ def _join(
     evaluated = [q for q in run_qids if q in judged_qids]
     if unretrieved == "count":
         evaluated += unretrieved_qids
-    evaluated.sort(key=_text)
+    names = _distinct_names(evaluated, qrels, run)
+    evaluated.sort(key=names.__getitem__)
     code = dict(zip(evaluated, range(len(evaluated)), strict=True))
 
     grades = qrels.values
-    run_target = torch.zeros(len(run), dtype=torch.float64)
+    # a retrieved document the qrels do not judge is never relevant, whatever the
+    # threshold: grade -inf (relevant means grade > 0, or >= a finite threshold)
+    run_target = torch.full((len(run),), -math.inf, dtype=torch.float64)
     retrieved = torch.zeros(len(qrels), dtype=torch.bool)
     if run_items:
         judged = torch.tensor(judgment)
@@ -741,7 +766,8 @@ def _join(
     missing = (~retrieved) & useful & (qrels_qcodes >= 0)
     missing_qcodes = qrels_qcodes[missing]
     missing_grades = grades[missing]
-    # a counted query with nothing retrieved and nothing relevant still needs one item
+    # a counted query with nothing retrieved and nothing relevant still needs one
+    # item: a masked placeholder of grade -inf, never relevant
     present = torch.zeros(len(evaluated), dtype=torch.bool)
     present[run_qcodes] = True
     present[missing_qcodes] = True
@@ -757,22 +783,44 @@ def _join(
         )
     masked = missing_qcodes.numel() + empty_rows.numel()
     preds = torch.cat([run_scores, torch.zeros(masked, dtype=torch.float64)])
-    target = torch.cat(
-        [run_target, missing_grades, torch.zeros(empty_rows.numel(), dtype=torch.float64)]
-    )
+    placeholders = torch.full((empty_rows.numel(),), -math.inf, dtype=torch.float64)
+    target = torch.cat([run_target, missing_grades, placeholders])
     indexes = torch.cat([run_qcodes, missing_qcodes, empty_rows])
     mask = torch.cat(
         [torch.ones(run_scores.numel(), dtype=torch.bool), torch.zeros(masked, dtype=torch.bool)]
     )
     return Collection(
-        qids=[_text(q) for q in evaluated],
+        qids=[names[q] for q in evaluated],
         preds=preds,
         target=target,
         indexes=indexes,
         mask=mask,
-        unjudged=sorted(map(_text, unjudged_qids)),
-        unretrieved=sorted(map(_text, unretrieved_qids)),
+        unjudged=sorted(map(query_name, unjudged_qids)),
+        unretrieved=sorted(map(query_name, unretrieved_qids)),
     )
+
+
+def _distinct_names(qids: list[bytes], qrels: Records, run: Records) -> dict[bytes, str]:
+    """``{qid: query_name(qid)}``; two ids of one name are a :class:`FileFormatError`.
+
+    Only an id that is valid UTF-8 and spells a ``\\xNN`` escape can share its
+    name with an id that is not UTF-8.
+    """
+    names = {qid: query_name(qid) for qid in qids}
+    if len(set(names.values())) == len(names):
+        return names
+    owner: dict[str, bytes] = {}
+    for qid, name in names.items():
+        other = owner.setdefault(name, qid)
+        if other != qid:
+            records = qrels if qid in dict.fromkeys(qrels.blocks) else run
+            raise FileFormatError(
+                records.path,
+                first_line_of_query(records, qid),
+                f"query ids {other!r} and {qid!r} (as bytes) would both be reported as "
+                f"{name!r}; rename one of them",
+            )
+    raise AssertionError("unreachable")
 
 
 def _judgments_by_query(qrels: Records) -> dict[bytes, dict[bytes, int]]:
@@ -839,7 +887,7 @@ def _match_by_docno(
 def _listing(qids: list[bytes], limit: int = 10) -> str:
     if len(qids) <= 1:
         return ""
-    shown = ", ".join(_text(q) for q in qids[:limit])
+    shown = ", ".join(query_name(q) for q in qids[:limit])
     return f": {shown}{', ...' if len(qids) > limit else ''}"
 
 
@@ -947,5 +995,6 @@ __all__ = [
     "build_collection",
     "diagnose",
     "guess_format",
+    "query_name",
     "read_records",
 ]

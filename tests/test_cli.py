@@ -9,6 +9,7 @@ Expected numbers come from trec_eval's printed outputs (``out.test.aq``,
 from __future__ import annotations
 
 import contextlib
+import csv
 import gzip
 import io
 import json
@@ -781,3 +782,187 @@ def test_progress_on_a_terminal_only(tmp_path: Path) -> None:
     with os.fdopen(read_end) as pipe_reader:
         assert pipe_reader.read() == ""
     assert status == 0
+
+
+# ------------------------------------------------ query ids that are not UTF-8 (issue 11, item 13)
+
+#: q\xff and q\xfe (Latin-1 bytes, not UTF-8) both decoded to "q\ufffd" with errors="replace"
+NON_UTF8_QRELS = (
+    b"q\xff 0 d1 1\nq\xff 0 d2 0\nq\xfe 0 d1 0\nq\xfe 0 d2 1\nq1 0 d1 1\n"
+    b"caf\xe9\\x 0 d1 0\ncaf\xe9\\x 0 d2 1\ncaf\xe9\\x 0 d3 1\n"
+)
+NON_UTF8_RUN = (
+    b"q\xff Q0 d1 1 2.0 r\nq\xff Q0 d2 2 1.0 r\nq\xfe Q0 d1 1 2.0 r\nq\xfe Q0 d2 2 1.0 r\n"
+    b"q1 Q0 d1 1 1.0 r\ncaf\xe9\\x Q0 d1 1 3.0 r\ncaf\xe9\\x Q0 d2 2 2.0 r\n"
+    b"caf\xe9\\x Q0 d3 3 1.0 r\n"
+)
+#: the name each query is reported by, and its mrr and precision@2
+NON_UTF8_EXPECTED = {
+    "caf\\xe9\\\\x": (0.5, 0.5),
+    "q1": (1.0, 0.5),
+    "q\\xfe": (0.5, 0.5),
+    "q\\xff": (1.0, 0.5),
+}
+
+
+def _non_utf8_files(tmp_path: Path) -> tuple[Path, Path]:
+    qrels, run = tmp_path / "latin1.qrels", tmp_path / "latin1.run"
+    qrels.write_bytes(NON_UTF8_QRELS)
+    run.write_bytes(NON_UTF8_RUN)
+    return qrels, run
+
+
+def test_query_ids_that_are_not_utf8_stay_distinct_in_json(tmp_path: Path) -> None:
+    files = _non_utf8_files(tmp_path)
+    document = run_cli("evaluate", *files, "-m", "mrr,precision@2", "--per-query",
+                       "--format", "json").json()  # fmt: skip
+    assert document["num_queries"] == 4
+    assert sorted(document["per_query"]) == sorted(NON_UTF8_EXPECTED)
+    for name, (mrr, precision) in NON_UTF8_EXPECTED.items():
+        assert document["per_query"][name] == {"mrr": mrr, "precision@2": precision}
+    assert document["metrics"]["mrr"] == pytest.approx(0.75, abs=1e-15)
+
+
+def test_query_ids_that_are_not_utf8_stay_distinct_in_the_table(tmp_path: Path) -> None:
+    files = _non_utf8_files(tmp_path)
+    table = run_cli("evaluate", *files, "-m", "mrr,precision@2", "--per-query")
+    assert table.status == 0, table.err
+    rows = table.out.split("\n\n")[0].splitlines()
+    assert rows[0].split() == ["query", "mrr", "precision@2"]
+    got = {row.split()[0]: tuple(map(float, row.split()[1:])) for row in rows[1:-1]}
+    assert got == NON_UTF8_EXPECTED
+    assert rows[-1].split()[0] == "all"
+
+
+def test_query_ids_that_are_not_utf8_stay_distinct_in_csv(tmp_path: Path) -> None:
+    files = _non_utf8_files(tmp_path)
+    out = tmp_path / "out.csv"
+    outcome = run_cli("evaluate", *files, "-m", "mrr,precision@2", "--per-query",
+                      "--format", "csv", "-o", out)  # fmt: skip
+    assert outcome.status == 0, outcome.err
+    lines = list(csv.reader(io.StringIO(out.read_text(encoding="utf-8"))))
+    assert lines[0] == ["query", "mrr", "precision@2"]
+    got = {line[0]: (float(line[1]), float(line[2])) for line in lines[1:-1]}
+    assert got == NON_UTF8_EXPECTED
+    assert lines[-1][0] == "all"
+
+
+def test_query_ids_that_are_not_utf8_in_the_notes(tmp_path: Path) -> None:
+    qrels, run = _non_utf8_files(tmp_path)
+    qrels.write_bytes(NON_UTF8_QRELS + b"q\xfd 0 d1 1\n")
+    run.write_bytes(NON_UTF8_RUN + b"q\xfc Q0 d1 1 1.0 r\n")
+    outcome = run_cli("evaluate", qrels, run, "-m", "mrr", "--unjudged-queries", "skip")
+    assert outcome.status == 0
+    assert "not in the qrels and was left out: q\\xfc\n" in outcome.err
+    assert "no line in the run, left out (" in outcome.err and "): q\\xfd\n" in outcome.err
+
+
+def test_a_utf8_query_id_that_spells_an_escape_of_another_is_an_error(tmp_path: Path) -> None:
+    qrels, run = _non_utf8_files(tmp_path)
+    qrels.write_bytes(NON_UTF8_QRELS + b"q\\xff 0 d1 1\n")
+    run.write_bytes(NON_UTF8_RUN + b"q\\xff Q0 d1 1 1.0 r\n")
+    outcome = run_cli("evaluate", qrels, run, "-m", "mrr", "--format", "json")
+    assert outcome.status == 1
+    assert "b'q\\xff' and b'q\\\\xff'" in outcome.err or "b'q\\\\xff' and b'q\\xff'" in outcome.err
+    assert "rename one of them" in outcome.err
+
+
+# ------------------------------------------ relevance thresholds <= 0 (issue 11, item 3)
+
+THRESHOLD_MEASURES = {
+    "P.1,3,5,10",
+    "recall.1,3,5,10",
+    "success.1,5,10",
+    "map_cut.3,10",
+    "recip_rank",
+    "map",
+    "Rprec",
+}
+
+
+def _threshold_collection(
+    seed: int,
+) -> tuple[dict[str, dict[str, int]], dict[str, dict[str, float]]]:
+    """Qrels with grades -2..2 and runs retrieving unjudged documents too."""
+    rng = random.Random(seed)
+    qrels: dict[str, dict[str, int]] = {}
+    run: dict[str, dict[str, float]] = {}
+    for q in range(12):
+        docs = [f"d{j:02d}" for j in range(15)]
+        judged = rng.sample(docs, rng.randint(1, 10))
+        qrels[f"q{q}"] = {d: rng.choice([-2, -1, 0, 0, 1, 2]) for d in judged}
+        retrieved = rng.sample(docs, rng.randint(1, 12))
+        scores = rng.sample(range(1000), len(retrieved))  # distinct: no ties
+        run[f"q{q}"] = {d: s / 8 for d, s in zip(retrieved, scores)}
+    # a query retrieving only unjudged documents, its judged ones grade 0 or below
+    qrels["q0"] = {"d00": 0, "d01": -1, "d02": -2}
+    run["q0"] = {"d10": 3.0, "d11": 2.0, "d12": 1.0}
+    return qrels, run
+
+
+def _write_trec(tmp_path: Path, qrels: dict, run: dict) -> tuple[Path, Path]:
+    qrels_path, run_path = tmp_path / "t.qrels", tmp_path / "t.run"
+    qrels_path.write_text(
+        "".join(f"{q} 0 {d} {g}\n" for q, docs in qrels.items() for d, g in docs.items())
+    )
+    run_path.write_text(
+        "".join(
+            f"{q} Q0 {d} {rank} {s} r\n"
+            for q, docs in run.items()
+            for rank, (d, s) in enumerate(sorted(docs.items(), key=lambda x: -x[1]), 1)
+        )
+    )
+    return qrels_path, run_path
+
+
+@pytest.mark.parametrize("level", [0, -1, 1, 2])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_thresholds_at_or_below_zero_match_pytrec_eval(
+    tmp_path: Path, level: int, seed: int
+) -> None:
+    """``-l 0`` and ``-l -1``: judged grades at or above the level are relevant, unjudged never.
+
+    pytrec_eval refuses a relevance_level <= 0, so the reference is trec_eval
+    at level 1 on the qrels with every grade raised by 1 - level: a judged
+    grade g >= level exactly when g + 1 - level >= 1, and a document absent
+    from the qrels stays unjudged (never relevant), as SPEC section 4 says.
+    Grades left below 0 are written 0 (judged, not relevant): pytrec_eval
+    crashes on some qrels with grades of -2 or less.
+    """
+    pytrec_eval = pytest.importorskip("pytrec_eval")
+    qrels, run = _threshold_collection(seed)
+    shifted = {q: {d: max(g + 1 - level, 0) for d, g in docs.items()} for q, docs in qrels.items()}
+    reference = pytrec_eval.RelevanceEvaluator(shifted, THRESHOLD_MEASURES, 1).evaluate(run)
+    measures = sorted(next(iter(reference.values())))
+    document = run_cli("evaluate", *_write_trec(tmp_path, qrels, run), "-l", level,
+                       "--ties", "first", "--per-query", "--format", "json",
+                       *metric_args(measures)).json()  # fmt: skip
+    mismatches = [
+        f"{measure} {qid}: pytrec_eval {values[measure]!r}, got "
+        f"{document['per_query'][qid][key_of(measure)]!r}"
+        for measure in measures
+        for qid, values in reference.items()
+        if not abs(document["per_query"][qid][key_of(measure)] - values[measure]) <= TOL_EXACT
+    ]
+    assert not mismatches, "\n".join(mismatches)
+
+
+@pytest.mark.parametrize("level", ["0", "-1", "-2.5"])
+def test_a_counted_query_with_nothing_relevant_stays_empty_below_zero(
+    tmp_path: Path, level: str
+) -> None:
+    # q9 is judged (grade -3) but retrieves nothing: with --unretrieved-queries count
+    # it is one masked placeholder item, which must not become relevant under -l <= 0
+    qrels = bad_run(tmp_path, GOOD_QRELS + "q9 0 d1 -3\n", "t.qrels")
+    run = bad_run(tmp_path, GOOD_RUN, "t.run")
+    base = ["evaluate", qrels, run, "-m", "mrr,recall@5", "--unretrieved-queries", "count",
+            "--per-query", "--format", "json", "-l", level]  # fmt: skip
+    skip = run_cli(*base, "--empty-target-action", "skip").json()
+    assert skip["per_query"]["q9"] == {"mrr": None, "recall@5": None}
+    assert skip["queries_counted"] == {"mrr": 2, "recall@5": 2}
+    pos = run_cli(*base, "--empty-target-action", "pos").json()
+    assert pos["per_query"]["q9"] == {"mrr": 1.0, "recall@5": 1.0}
+    # an unjudged retrieved document is no more relevant than the placeholder
+    unjudged = bad_run(tmp_path, GOOD_RUN + "q9 Q0 d7 1 5.0 r\n", "u.run")
+    document = run_cli(*base[:2], unjudged, *base[3:], "--empty-target-action", "skip").json()
+    assert document["per_query"]["q9"] == {"mrr": None, "recall@5": None}

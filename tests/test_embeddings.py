@@ -63,8 +63,8 @@ def test_a_custom_score_function_is_used_chunk_by_chunk() -> None:
     want = rank_metrics(-torch.cdist(users, items), target, ["ndcg", "mrr"], [5, 20])
     for key in want:
         torch.testing.assert_close(got[key], want[key], rtol=0, atol=1e-12)
-    # one call for the 9 x 3 listed items, then the catalogue in chunks of 16
-    assert chunks == [27, 16, 16, 8]
+    # the catalogue in chunks of 16, twice: the listed items' own scores, then the counts
+    assert chunks == [16, 16, 8, 16, 16, 8]
 
 
 def test_relevance_threshold_above_one_leaves_nothing_relevant() -> None:
@@ -173,11 +173,17 @@ def test_the_same_scores_object_is_walked_once_for_several_requests(
     users, items, target, _ = _case(4)
     scores = EmbeddingScores(users, items)
     a = rank_metrics(scores, target, "mrr", 5)
+    # the inputs are copied (to prove them unchanged later) once the same object comes twice
     b = rank_metrics(scores, target, "ndcg", 5)
-    assert len(walks) == 1
+    assert len(walks) == 2
+    h = rank_metrics(scores, target, "hit_rate", 5)
+    assert len(walks) == 2
     items.mul_(2).add_(1)  # in place: the scores changed, so they are walked again
     c = rank_metrics(scores, target, "mrr", 5)
-    assert len(walks) == 2
+    assert len(walks) == 3
+    dense = users @ (items.sub(1).div(2)).T
+    want = rank_metrics(dense, target, "hit_rate", 5)["hit_rate@5"]
+    torch.testing.assert_close(h["hit_rate@5"], want, rtol=0, atol=1e-12)
     assert a["mrr@5"] == rank_metrics(users @ (items.sub(1).div(2)).T, target, "mrr", 5)["mrr@5"]
     assert b["ndcg@5"] == rank_metrics(users @ (items.sub(1).div(2)).T, target, "ndcg", 5)["ndcg@5"]
     assert c["mrr@5"] == rank_metrics(users @ items.T, target, "mrr", 5)["mrr@5"]
@@ -248,3 +254,242 @@ def test_torchmetrics_metrics_and_a_collection_take_embedding_scores() -> None:
     torch.testing.assert_close(got["auc"], want["auc"], rtol=0, atol=1e-12)
     for key, value in ranking.compute().items():
         torch.testing.assert_close(value, want[key], rtol=0, atol=1e-12)
+
+
+# ------------------------------------------- the scores the counts refer to (issue 11, item 5)
+
+
+def _chunk_matrix(score_fn, users: torch.Tensor, items: torch.Tensor, chunk_size: int):  # type: ignore[no-untyped-def]
+    """The score matrix as the walk computes it: one ``score_fn`` call per catalogue chunk."""
+    n = items.shape[0]
+    return torch.cat(
+        [score_fn(users, items[s : s + chunk_size]) for s in range(0, n, chunk_size)], 1
+    )
+
+
+def _assert_same_metrics(got: dict, want: dict) -> None:
+    assert got.keys() == want.keys()
+    for key in want:
+        torch.testing.assert_close(got[key], want[key], rtol=0, atol=1e-12, equal_nan=True)
+
+
+def _float32_dot(query: torch.Tensor, chunk: torch.Tensor) -> torch.Tensor:
+    return query.float() @ chunk.float().T
+
+
+@pytest.mark.parametrize("ties", TIES)
+@pytest.mark.parametrize("chunk_size", [1, 2, 3, 5])
+def test_a_score_function_wider_than_the_embeddings_keeps_its_dtype(
+    ties: str, chunk_size: int
+) -> None:
+    # bf16 embeddings scored in float32: item 0 scores 1 + 2^-9 (exact in float32,
+    # 1.0 once rounded to bf16) and must stay above item 1's 1.0
+    users = torch.tensor([[1.0, 1.0], [1.0, 0.0]], dtype=torch.bfloat16)
+    items = torch.tensor(
+        [[1.0, 2.0**-9], [1.0, 0.0], [0.5, 0.0], [1.0, 2.0**-9], [0.0, 0.25]],
+        dtype=torch.bfloat16,
+    )
+    target = torch.tensor([[0, -1], [2, 4]])
+    options = {"ties": ties, "reduction": "none"}
+    scores = EmbeddingScores(users, items, score_fn=_float32_dot, chunk_size=chunk_size)
+    got = rank_metrics(scores, target, NAMES, [1, 2, 5], **options)
+    want = rank_metrics(_float32_dot(users, items), target, NAMES, [1, 2, 5], **options)
+    _assert_same_metrics(got, want)
+    if ties == "average":
+        assert got["mrr@5"][0] == 0.75  # item 0 ties with item 3, not with item 1 too
+
+
+def test_integer_scores_of_float_embeddings_are_not_rounded_to_float32() -> None:
+    # a score_fn returning int64 scores above 2^24: float32 queries must not round them
+    def item_number(query: torch.Tensor, chunk: torch.Tensor) -> torch.Tensor:
+        ids = chunk[:, 0].to(torch.int64)
+        return (2**40 + ids).unsqueeze(0).expand(query.shape[0], -1)
+
+    users = torch.zeros(2, 1)
+    items = torch.arange(8, dtype=torch.float32).unsqueeze(1)
+    target = torch.tensor([6, 3])
+    for chunk_size in (1, 3, 8):
+        scores = EmbeddingScores(users, items, score_fn=item_number, chunk_size=chunk_size)
+        got = rank_metrics(scores, target, NAMES, [1, 3], reduction="none")
+        want = rank_metrics(item_number(users, items), target, NAMES, [1, 3], reduction="none")
+        _assert_same_metrics(got, want)
+        assert got["mrr@3"].tolist() == [0.5, 0.0]
+
+
+def _duplicated_rows(seed: int, dtype: torch.dtype = torch.float64):  # type: ignore[no-untyped-def]
+    """Random embeddings where a quarter of the item rows copy another row, targets among them."""
+    generator = torch.Generator().manual_seed(seed)
+    q, n, d = 6, 40, 8
+    users = torch.randn(q, d, generator=generator, dtype=torch.float64).to(dtype)
+    items = torch.randn(n, d, generator=generator, dtype=torch.float64).to(dtype)
+    copies = torch.randperm(n, generator=generator)[:20].view(2, 10)
+    items[copies[1]] = items[copies[0]]  # the rows of copies[0] are left alone
+    first = copies[0, torch.randint(0, 10, (q,), generator=generator)]
+    second = copies[1, torch.randint(0, 10, (q,), generator=generator)]
+    target = torch.stack([first, second, torch.randint(-1, n, (q,), generator=generator)], 1)
+    return users, items, target
+
+
+def _disagreements(score_fn, dtype: torch.dtype, ties: str, chunk_size: int, trials: int) -> int:  # type: ignore[no-untyped-def]
+    """Trials whose metrics differ from those of the chunk calls' score matrix."""
+    differing = 0
+    for seed in range(trials):
+        users, items, target = _duplicated_rows(seed, dtype)
+        options = {"ties": ties, "reduction": "none"}
+        scores = EmbeddingScores(users, items, score_fn=score_fn, chunk_size=chunk_size)
+        got = rank_metrics(scores, target, NAMES, [1, 3, 10], **options)
+        matrix = _chunk_matrix(score_fn or (lambda q, c: q @ c.T), users, items, chunk_size)
+        want = rank_metrics(matrix, target, NAMES, [1, 3, 10], **options)
+        differing += any(
+            not torch.equal(got[key].nan_to_num(-7.0), want[key].nan_to_num(-7.0)) for key in want
+        )
+    return differing
+
+
+@pytest.mark.parametrize("ties", TIES)
+@pytest.mark.parametrize("chunk_size", [1, 7, 16, 40, 64])
+def test_random_float64_scores_with_identical_item_rows_follow_the_chunk_scores(
+    ties: str, chunk_size: int
+) -> None:
+    """Every item, relevant or not, is ranked by the one score its chunk's call gave it.
+
+    A matrix product rounds a pair's score according to the shape of the call
+    (MKL, cuBLAS), so the reference is the matrix of the walk's own calls;
+    with ``chunk_size >= N`` that is ``users @ items.T`` itself.
+    """
+    assert _disagreements(None, torch.float64, ties, chunk_size, trials=20) == 0
+
+
+def test_one_chunk_is_exactly_the_one_matrix_call() -> None:
+    for seed in range(8):
+        users, items, target = _duplicated_rows(seed)
+        for ties in TIES:
+            options = {"ties": ties, "reduction": "none"}
+            got = rank_metrics(EmbeddingScores(users, items), target, NAMES, None, **options)
+            want = rank_metrics(users @ items.T, target, NAMES, None, **options)
+            _assert_same_metrics(got, want)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("chunk_size", [3, 7, 40])
+def test_identical_item_rows_in_different_chunks_tie(dtype: torch.dtype, chunk_size: int) -> None:
+    # small dyadic values: every dot product is exact, so any call gives the same
+    # score to identical rows, and the chunked walk equals the one-matrix call
+    for seed in range(4):
+        users, items, target = _duplicated_rows(seed)
+        users, items = (users * 4).round().div(4).to(dtype), (items * 4).round().div(4).to(dtype)
+        for ties in TIES:
+            options = {"ties": ties, "reduction": "none"}
+            scores = EmbeddingScores(users, items, chunk_size=chunk_size)
+            got = rank_metrics(scores, target, NAMES, [1, 3, 10], **options)
+            want = rank_metrics(users @ items.T, target, NAMES, [1, 3, 10], **options)
+            _assert_same_metrics(got, want)
+
+
+@pytest.mark.parametrize("chunk_size", [1, 7, 40])
+def test_custom_score_functions_of_every_dtype_follow_the_chunk_scores(chunk_size: int) -> None:
+    def negative_distance(query: torch.Tensor, chunk: torch.Tensor) -> torch.Tensor:
+        return -torch.cdist(query.double(), chunk.double())
+
+    def half_cosine(query: torch.Tensor, chunk: torch.Tensor) -> torch.Tensor:
+        q = torch.nn.functional.normalize(query.float(), dim=1)
+        c = torch.nn.functional.normalize(chunk.float(), dim=1)
+        return (q @ c.T).half()
+
+    for score_fn in (negative_distance, half_cosine, _float32_dot):
+        for dtype in (torch.float32, torch.bfloat16, torch.float64):
+            for ties in ("average", "first"):
+                assert _disagreements(score_fn, dtype, ties, chunk_size, trials=3) == 0
+
+
+def test_a_score_function_that_changes_between_calls_is_an_error() -> None:
+    calls = [0]
+
+    def drifting(query: torch.Tensor, chunk: torch.Tensor) -> torch.Tensor:
+        calls[0] += 1
+        return query @ chunk.T + calls[0] * 1e-3
+
+    users, items, target = _duplicated_rows(0)
+    with pytest.raises(ValueError, match=r"`score_fn`.*deterministic"):
+        rank_metrics(EmbeddingScores(users, items, score_fn=drifting), target, "mrr", 5)
+
+
+# ------------------------------------------------------- zero queries (issue 11, item 11)
+
+
+@pytest.mark.parametrize("validate_args", [True, False])
+def test_zero_queries_give_what_the_dense_matrix_gives(validate_args: bool) -> None:
+    users, items = torch.zeros(0, 3), torch.randn(5, 3)
+    for target in (torch.zeros(0, dtype=torch.long), torch.zeros(0, 2, dtype=torch.long)):
+        for top_k in (2, [1, 3], None):
+            options = {"validate_args": validate_args}
+            got = rank_metrics(EmbeddingScores(users, items), target, NAMES, top_k, **options)
+            want = rank_metrics(users @ items.T, target, NAMES, top_k, **options)
+            _assert_same_metrics(got, want)
+            none = rank_metrics(
+                EmbeddingScores(users, items), target, NAMES, top_k, reduction="none"
+            )
+            assert all(v.shape == (0,) for v in none.values())
+
+
+def test_zero_queries_through_the_torchmetrics_adapter() -> None:
+    pytest.importorskip("torchmetrics")
+    from ranking_plugins import torchmetrics as rp
+
+    users, items, target, _ = _case(3)
+    metric = rp.MRR(top_k=5)
+    metric.update(EmbeddingScores(users[:0], items), target[:0])
+    metric.update(EmbeddingScores(users, items), target)
+    torch.testing.assert_close(
+        metric.compute(), rank_metrics(users @ items.T, target, "mrr", 5, gain="linear")["mrr@5"]
+    )
+    empty = rp.RankingMetrics(["mrr", "ndcg"], top_k=[1, 5])
+    empty.update(EmbeddingScores(users[:0], items), target[:0])
+    assert all(v.isnan() for v in empty.compute().values())
+
+
+def test_zero_queries_through_the_ignite_adapter() -> None:
+    pytest.importorskip("ignite")
+    from ranking_plugins.ignite import MRR
+
+    users, items, target, _ = _case(3)
+    metric = MRR(top_k=[5])
+    metric.update((EmbeddingScores(users[:0], items), target[:0]))
+    metric.update((EmbeddingScores(users, items), target))
+    want = rank_metrics(users @ items.T, target, "mrr", 5, empty_target_action="skip")["mrr@5"]
+    assert metric.compute() == pytest.approx([want.item()], abs=1e-12)
+
+
+@pytest.mark.parametrize("chunk_size", [4, 40])
+def test_without_validation_the_walk_reads_nothing_on_the_host(
+    chunk_size: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from host_reads import forbid_host_reads
+
+    users, items, target = _duplicated_rows(1)
+    target[:, 1:] = -1  # most chunks hold no listed item: all are still scored
+    want = rank_metrics(
+        _chunk_matrix(lambda q, c: q @ c.T, users, items, chunk_size), target, NAMES, [1, 5]
+    )
+    with forbid_host_reads(monkeypatch):
+        scores = EmbeddingScores(users, items, chunk_size=chunk_size)
+        got = rank_metrics(scores, target, NAMES, [1, 5], validate_args=False)
+    _assert_same_metrics(got, want)
+
+
+def test_chunks_without_a_listed_item_are_scored_once() -> None:
+    users, items, target = _duplicated_rows(2)
+    calls: list[int] = []
+
+    def counted(query: torch.Tensor, chunk: torch.Tensor) -> torch.Tensor:
+        # the first item of the chunk: its offset in the item table
+        offset = chunk.data_ptr() - items.data_ptr()
+        calls.append(offset // (items.stride(0) * items.element_size()))
+        return query @ chunk.T
+
+    target = torch.full_like(target, -1)
+    target[0, 0] = 25  # in the third chunk of 10
+    scores = EmbeddingScores(users, items, score_fn=counted, chunk_size=10)
+    rank_metrics(scores, target, "mrr", 5)
+    # the first chunk (which sets the scores' dtype) and the third, then the counting walk
+    assert calls == [0, 20, 0, 10, 20, 30]

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import pytest
 import torch
+from reference import reference_rank_metrics
 
 from ranking_plugins import kernel, rank_metrics
 from ranking_plugins.kernel import TIES, GainRule, ItemIds, normalize_input
 from ranking_plugins.metrics import METRICS, rank_batch, read_metrics
 from ranking_plugins.rank_counts import RankCounter, distinct_ids
-from tests.reference import reference_rank_metrics
 
 ALL = list(METRICS.values())
 
@@ -201,3 +201,34 @@ def test_count_path_rejects_dense_targets() -> None:
     assert not isinstance(data.parts[0].data.relevance, ItemIds)
     with pytest.raises(ValueError, match="item-index targets"):
         rank_batch(data, "average", 3, "count")
+
+
+def test_block_scores_are_recorded_for_every_listed_item_and_changed_rows_found() -> None:
+    # the walk over EmbeddingScores checks its counts were made against the blocks' scores
+    preds = torch.tensor([[0.5, 0.25, 0.75, 0.5], [1.0, 2.0, 3.0, 4.0]], dtype=torch.float64)
+    ids = torch.tensor([[0, 2], [3, -1]])
+    exclude = torch.tensor([[2], [-1]])  # a listed item that is excluded still has a score
+    given = preds.gather(1, ids.clamp(min=0)).clone()
+    given[1, 1] = 123.0  # padding: never compared
+    counter = RankCounter(ids, given, 4, "average", exclude=exclude)
+    for start in (0, 3):
+        counter.add(preds[:, start : start + 3], start)
+    assert counter.block_score[0].tolist() == [0.5, 0.75]
+    assert counter.block_score[1, 0] == 4.0
+    assert counter.changed_rows().tolist() == [False, False]
+
+    nudged = given.clone()
+    nudged[0, 1] = torch.nextafter(nudged[0, 1], torch.tensor(1.0, dtype=torch.float64))
+    stale = RankCounter(ids, nudged, 4, "average", exclude=exclude)
+    stale.add(preds, 0)
+    assert stale.changed_rows().tolist() == [True, False]
+
+
+def test_block_scores_keep_a_wider_dtype_than_the_given_scores() -> None:
+    # int64 blocks above 2^24 against float32 given scores: promoted, never rounded to float32
+    preds = torch.tensor([[2**40 + 1, 2**40, 2**40 + 2]], dtype=torch.int64)
+    counter = RankCounter(torch.tensor([[0]]), torch.zeros(1, 1), 3, "average")
+    counter.add(preds, 0)
+    assert counter.block_score.dtype == torch.int64
+    assert counter.block_score.tolist() == [[2**40 + 1]]
+    assert counter.changed_rows().tolist() == [True]

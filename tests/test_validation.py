@@ -287,6 +287,15 @@ def test_every_functional_metric_rejects_bad_top_k(metric: str) -> None:
         getattr(functional, metric)(preds, target, top_k=0)
 
 
+@pytest.mark.parametrize("top_k", [3, [1, 5], None])
+@pytest.mark.parametrize("metric", WHOLE_LIST_METRICS)
+def test_whole_list_functional_metrics_say_they_take_no_top_k(metric: str, top_k: object) -> None:
+    # issue 11, item 13: not "got multiple values for argument 'top_k'"
+    preds, target = dense_inputs()
+    with pytest.raises(TypeError, match=rf"^{metric}\(\) takes no `top_k`.*whole"):
+        getattr(functional, metric)(preds, target, top_k=top_k)
+
+
 # ------------------------------------------------------- choices among fixed names
 
 BAD_CHOICES: dict[str, object] = {
