@@ -236,7 +236,11 @@ def _comparable(value: Input, validate_args: bool) -> bool:
     """
     if isinstance(value, EmbeddingScores):
         return value.score_fn is None and (validate_args or host_reads_are_free(value.query_emb))
-    return value is None or validate_args or host_reads_are_free(value)
+    if value is None:
+        return True
+    if not isinstance(value, Tensor) or value.is_nested or value.layout != torch.strided:
+        return False  # not an input the kernel takes: it will say so
+    return validate_args or host_reads_are_free(value)
 
 
 @dataclass

@@ -117,12 +117,6 @@ def test_sparse_and_nested_inputs_are_named(
         ENTRIES[entry](inputs, validate_args)
 
 
-@pytest.mark.xfail(
-    reason="request.py: _LastBatch.lookup compares a repeated batch's inputs with its "
-    "copies (torch.equal) before any argument is checked; a sparse or nested target "
-    "or mask next to the same preds object crashes there",
-    strict=False,
-)
 @pytest.mark.parametrize("argument", ["target", "mask"])
 @pytest.mark.parametrize("form", ["sparse_coo", "nested"])
 def test_a_sparse_input_next_to_a_repeated_preds_is_named(argument: str, form: str) -> None:
