@@ -39,7 +39,7 @@ from torch import Tensor
 
 from ranking_plugins import _validation as V
 from ranking_plugins.kernel import TIES
-from ranking_plugins.metrics import METRICS, result_key
+from ranking_plugins.metrics import METRICS, EmptyQueryError, result_key
 from ranking_plugins.request import RankingRequest
 from ranking_plugins.totals import Totals
 from ranking_plugins.trec_files import (
@@ -223,12 +223,12 @@ def evaluate(
                 indexes=collection.indexes,
                 mask=collection.mask,
             )
+        except EmptyQueryError as error:
+            # the kernel knows the query by its row; the user knows it by its id
+            named = EmptyQueryError(error.metric, error.query, collection.qids[error.query])
+            raise FileFormatError(qrels_path, None, str(named)) from None
         except ValueError as error:
-            # the kernel names a query by its row; the user knows it by its id
-            message = re.sub(
-                r"query (\d+)", lambda m: f"query {collection.qids[int(m.group(1))]!r}", str(error)
-            )
-            raise FileFormatError(qrels_path, None, message) from None
+            raise FileFormatError(qrels_path, None, str(error)) from None
         mine = tuple(key for key in request.keys if key in keys)
         totals = Totals.of(evaluation, mine, weighted=False)
         for key, m, se, n in zip(

@@ -396,16 +396,29 @@ def _read_part(
     return values, stats.relevant_count
 
 
+class EmptyQueryError(ValueError):
+    """``empty_target_action="error"`` met a query where ``metric`` is undefined.
+
+    ``query`` is its position in the batch; a caller that knows the queries by
+    other names (the command: by query id) reads it and says so itself.
+    """
+
+    def __init__(self, metric: str, query: int, name: str | None = None) -> None:
+        self.metric = metric
+        self.query = query
+        shown = repr(name) if name is not None else str(query)
+        super().__init__(
+            f"`empty_target_action='error'`: query {shown} has no relevant item "
+            f"(or none ranked), so {metric} is undefined for it"
+        )
+
+
 def _apply_empty_action(
     metric: Metric, value: Tensor, defined: Tensor, action: str
 ) -> tuple[Tensor, Tensor]:
     if action == "error":
         if not bool(defined.all()):
-            query = int((~defined).nonzero()[0, 0])
-            raise ValueError(
-                f"`empty_target_action='error'`: query {query} has no relevant item "
-                f"(or none ranked), so {metric.name} is undefined for it"
-            )
+            raise EmptyQueryError(metric.name, int((~defined).nonzero()[0, 0]))
         return value, defined
     if action == "skip":
         return torch.where(defined, value, torch.nan), defined
@@ -415,6 +428,7 @@ def _apply_empty_action(
 
 __all__ = [
     "METRICS",
+    "EmptyQueryError",
     "Evaluation",
     "Metric",
     "Options",

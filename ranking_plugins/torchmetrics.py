@@ -107,9 +107,6 @@ class RankingOptions(TypedDict, total=False):
     compute_with_cache: bool
 
 
-#: what ``plot`` takes: one result of ``compute``, or a list of them over time
-_PlotValue = Tensor | Sequence[Tensor] | dict[str, Tensor] | Sequence[dict[str, Tensor]]
-
 #: storage dtypes of the grouped layout's "cat" states: fixed, so that every
 #: process gathers tensors of one dtype (also a process that never updated).
 #: Scores are kept exactly: every floating-point dtype fits float64 and every

@@ -147,11 +147,6 @@ class Progress:
         text = f"reading {label}: {lines:,} lines, {done_bytes / 2**20:,.0f} MiB, {percent:.0f}%"
         self._write(text)
 
-    def note(self, text: str) -> None:
-        """A status line (``evaluating ...``) shown only if a report is on screen."""
-        if self.stream is not None and self._shown:
-            self._write(text)
-
     def finish(self) -> None:
         if self.stream is not None and self._shown:
             self.stream.write("\r" + " " * self._shown + "\r")
@@ -194,8 +189,6 @@ class Records:
     lengths: list[int]  # the number of lines of each block
     docnos: list[bytes]
     values: Tensor  # float64 grades (qrels) or scores (run)
-    #: line number of the TSV header that was skipped, if any
-    header_line: int | None = None
 
     def __len__(self) -> int:
         return len(self.docnos)
@@ -362,14 +355,12 @@ def _read_fast(path: str, kind: str, file_format: str, progress: Progress | None
     values = array("d")
     # trec_eval's grades are integers: "1.5" is an error, not a 1
     parse = _integer if kind == "qrels" and file_format == "trec" else float
-    header_line = None
     for chunk, first_line in _chunks(path, progress):
         tokens = None
         if not (first_line == 1 and file_format == "tsv"):  # a header is looked for there
             tokens = _uniform_tokens(chunk, width)
         if tokens is None:
-            lines = _lines(chunk)
-            rows = list(map(bytes.split, lines))
+            rows = list(map(bytes.split, _lines(chunk)))
             widths = set(map(len, rows))
             if 0 in widths:
                 rows = list(filter(None, rows))
@@ -377,7 +368,6 @@ def _read_fast(path: str, kind: str, file_format: str, progress: Progress | None
             if not rows:
                 continue
             if first_line == 1 and file_format == "tsv" and _is_tsv_header(rows[0]):
-                header_line = 1 + next(i for i, line in enumerate(lines) if line.strip())
                 rows = rows[1:]
                 widths = set(map(len, rows))
             if widths - {width}:
@@ -392,7 +382,7 @@ def _read_fast(path: str, kind: str, file_format: str, progress: Progress | None
             raise _Malformed from None
     value_tensor = _tensor(values)
     _check_values(value_tensor, kind)
-    return Records(path, kind, file_format, blocks, lengths, docnos, value_tensor, header_line)
+    return Records(path, kind, file_format, blocks, lengths, docnos, value_tensor)
 
 
 def _add_blocks(blocks: list[bytes], lengths: list[int], qids: Iterable[bytes]) -> None:
