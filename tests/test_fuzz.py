@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
+import importlib
 import io
 import itertools
 import json
@@ -35,6 +37,7 @@ from fuzz_problems import (
     SCORE_POOLS,
     Expected,
     Problem,
+    Query,
     assert_values,
     checked,
     dense_inputs,
@@ -120,6 +123,43 @@ class Buffers:
 
 BUFFER_MODES = ("fresh", "fresh", "numpy", "data", "copy_")
 
+#: the sizes of the blocks large inputs are processed in (rows ranked a block
+#: at a time; counting in row blocks), set tiny so that small problems take
+#: the block-by-block paths too (a renamed constant is just not patched)
+BLOCK_CONSTANTS = (
+    ("ranking_plugins.metrics", "WHOLE_ROW_BLOCK_ELEMENTS"),
+    ("ranking_plugins.rank_counts", "_BLOCK_ELEMENTS"),
+)
+
+
+@contextlib.contextmanager
+def block_sizes(data: st.DataObject) -> Any:
+    """Run the body with the block sizes as they are, or with blocks of 1..12 elements."""
+    elements = data.draw(st.one_of(st.none(), st.integers(1, 12)), label="block elements")
+    saved = []
+    if elements is not None:
+        for module_name, name in BLOCK_CONSTANTS:
+            module = importlib.import_module(module_name)
+            if hasattr(module, name):
+                saved.append((module, name, getattr(module, name)))
+                setattr(module, name, elements)
+    try:
+        yield
+    finally:
+        for module, name, value in saved:
+            setattr(module, name, value)
+
+
+def with_block_sizes(test: Callable[[st.DataObject], None]) -> Callable[[st.DataObject], None]:
+    """The test body under :func:`block_sizes` (drawn first)."""
+
+    @functools.wraps(test)
+    def wrapped(data: st.DataObject) -> None:
+        with block_sizes(data):
+            test(data)
+
+    return wrapped
+
 
 def decoy(t: torch.Tensor) -> torch.Tensor:
     """Another valid input of the same shape and dtype (to fill the cache)."""
@@ -131,6 +171,7 @@ def decoy(t: torch.Tensor) -> torch.Tensor:
 # --------------------------------------------------------------------------- #
 @settings(max_examples=examples(3), **SETTINGS)
 @given(data=st.data())
+@with_block_sizes
 def test_dense(data: st.DataObject) -> None:
     problem = data.draw(problems(), label="problem")
     opts = data.draw(options(problem.all_grades()), label="options")
@@ -221,6 +262,7 @@ def item_id_lists(draw: st.DrawFn, q: int, n: int) -> tuple[list[list[int]], int
 
 @settings(max_examples=examples(2), **SETTINGS)
 @given(data=st.data())
+@with_block_sizes
 def test_item_ids(data: st.DataObject) -> None:
     problem = data.draw(problems(grade_kinds=("bool",), extreme=False), label="problem")
     q, n = problem.num_queries, problem.num_items
@@ -308,6 +350,7 @@ def grouped_cases(draw: st.DrawFn, problem: Problem) -> dict[str, Any]:
 
 @settings(max_examples=examples(2), **SETTINGS)
 @given(data=st.data())
+@with_block_sizes
 def test_grouped(data: st.DataObject) -> None:
     problem = data.draw(problems(ragged=True), label="problem")
     case = data.draw(grouped_cases(problem), label="grouped")
@@ -331,6 +374,73 @@ def test_grouped(data: st.DataObject) -> None:
             f"rank_metrics grouped reduction={reduction} ({case['what']})",
             lambda got, want=want, reduction=reduction: assert_values(
                 got, want, f"rank_metrics grouped reduction={reduction} ({case['what']})"
+            ),
+        )
+
+
+# --------------------------------------------------------------------------- #
+# 3b. long lists (more than 255 items: count_true's uint8 blocks, deep cutoffs)
+# --------------------------------------------------------------------------- #
+@settings(max_examples=examples(0.25), **SETTINGS)
+@given(data=st.data())
+@with_block_sizes
+def test_long_lists(data: st.DataObject) -> None:
+    """Two queries of 250..400 items, dense or grouped, scores with many ties.
+
+    One order per tie policy ("average" would make the reference enumerate
+    every order of groups of dozens of items), generated from a drawn seed.
+    """
+    seed = data.draw(st.integers(0, 2**32 - 1), label="seed")
+    generator = torch.Generator().manual_seed(seed)
+    q = data.draw(st.integers(1, 2), label="queries")
+    sizes = [data.draw(st.integers(250, 400), label="items") for _ in range(q)]
+    distinct = data.draw(st.sampled_from([2, 5, 40, 1000]), label="distinct scores")
+    share = data.draw(st.sampled_from([0.0, 0.02, 0.3, 1.0]), label="relevant share")
+    kind = data.draw(st.sampled_from(["bool", "int", "float"]), label="grades")
+    opts = data.draw(options([0, 1, 2]), label="options")
+    opts["ties"] = data.draw(st.sampled_from(["first", "pessimistic", "optimistic"]), label="ties")
+    queries = []
+    for n in sizes:
+        scores = torch.randint(0, distinct, (n,), generator=generator).to(torch.float64)
+        scores[torch.rand(n, generator=generator) < 0.05] = -INF
+        relevant = torch.rand(n, generator=generator) < share
+        grades = relevant * torch.randint(1, 4, (n,), generator=generator)
+        if kind == "bool":
+            grades = grades > 0
+        elif kind == "float":
+            grades = grades * 0.5 - (~relevant) * 0.5
+        ranked = torch.rand(n, generator=generator) < 0.9
+        queries.append(Query(scores.tolist(), grades.tolist(), ranked.tolist()))
+    problem = Problem(queries, kind, data.draw(st.booleans(), label="masked"), None)
+    if not problem.masked:
+        for query in problem.queries:
+            query.ranked = [True] * len(query)
+    if data.draw(st.booleans(), label="dense") and len(set(sizes)) == 1:
+        problem.num_items = sizes[0]
+        dtype = torch.bool if kind == "bool" else torch.float64
+        preds, target, mask = dense_inputs(problem, "float64", dtype)
+        layout = dict(mask=mask)
+    else:
+        case = data.draw(grouped_cases(problem), label="grouped")
+        preds, target = case["preds"], case["target"]
+        layout = dict(indexes=case["indexes"], mask=case["mask"])
+    expected = oracle(preds, target, opts, **layout)
+    for reduction in ("none", "mean"):
+        want = expected.none if reduction == "none" else expected.mean
+        checked(
+            lambda reduction=reduction: ranking_plugins.rank_metrics(
+                preds,
+                target,
+                opts["metrics"],
+                opts["top_k"],
+                reduction=reduction,
+                **layout,
+                **rank_kwargs(opts),
+            ),
+            expected,
+            f"rank_metrics long lists reduction={reduction} (seed={seed})",
+            lambda got, want=want, reduction=reduction: assert_values(
+                got, want, f"rank_metrics long lists reduction={reduction} (seed={seed})"
             ),
         )
 
@@ -458,6 +568,7 @@ def embedding_problems(draw: st.DrawFn) -> dict[str, Any]:
 
 @settings(max_examples=examples(2), **SETTINGS)
 @given(data=st.data())
+@with_block_sizes
 def test_embedding_scores(data: st.DataObject) -> None:
     """The embedding path gives exactly what ``score_fn(query_emb, item_emb)``
     as one dense matrix gives (through the reference, and through rank_metrics)."""
@@ -682,6 +793,7 @@ CONVERSIONS: dict[str, Callable[[Any], Any]] = {
 
 @settings(max_examples=examples(1.5), **SETTINGS)
 @given(data=st.data())
+@with_block_sizes
 def test_torchmetrics_adapter(data: st.DataObject) -> None:
     from ranking_plugins.torchmetrics import RankingMetrics
 
@@ -721,6 +833,7 @@ def test_torchmetrics_adapter(data: st.DataObject) -> None:
 # --------------------------------------------------------------------------- #
 @settings(max_examples=examples(1), **SETTINGS)
 @given(data=st.data())
+@with_block_sizes
 def test_ignite_adapter(data: st.DataObject) -> None:
     from ignite.engine import Engine
     from ignite.exceptions import NotComputableError
@@ -817,6 +930,7 @@ def grade_text(grade: Any, kind: str, file_format: str) -> str:
 
 @settings(max_examples=examples(1), **SETTINGS)
 @given(data=st.data())
+@with_block_sizes
 def test_cli(data: st.DataObject) -> None:
     from ranking_plugins.cli import main
 
