@@ -103,42 +103,53 @@ class Options:
     ap_denominator: str = "relevant"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Metric:
+    """One metric: its name, its direction and how its value follows from a cutoff."""
+
     name: str
-    at_k: bool  # takes a cutoff k; otherwise reads the whole list
     higher_is_better: bool
     value: Callable[[Cutoff, Options], MetricValue]
-    #: where the metric is read: at each k, at R (r_precision), or the whole list
+    #: where the metric is read: at each k (``"k"``), at R (``"relevant_count"``,
+    #: r_precision) or at the end of the list (``"whole_list"``)
     cutoff: str = "k"
     #: value of an empty query under empty_target_action="neg" (its worst value)
     empty_neg: float = 0.0
     lower_bound: float = 0.0
     upper_bound: float | None = 1.0
 
+    @property
+    def at_k(self) -> bool:
+        """Whether the metric takes a cutoff k (otherwise ``top_k`` does not apply)."""
+        return self.cutoff == "k"
+
 
 METRICS: dict[str, Metric] = {
     m.name: m
     for m in (
-        Metric("hit_rate", True, True, _hit_rate),
-        Metric("mrr", True, True, _mrr),
-        Metric("precision", True, True, _precision),
-        Metric("recall", True, True, _recall),
-        Metric("f1", True, True, _f1),
-        Metric("map", True, True, _map),
-        Metric("ndcg", True, True, _ndcg),
-        Metric("fall_out", True, False, _fall_out, empty_neg=1.0),
-        Metric("r_precision", False, True, _r_precision, cutoff="relevant_count"),
+        Metric(name="hit_rate", higher_is_better=True, value=_hit_rate),
+        Metric(name="mrr", higher_is_better=True, value=_mrr),
+        Metric(name="precision", higher_is_better=True, value=_precision),
+        Metric(name="recall", higher_is_better=True, value=_recall),
+        Metric(name="f1", higher_is_better=True, value=_f1),
+        Metric(name="map", higher_is_better=True, value=_map),
+        Metric(name="ndcg", higher_is_better=True, value=_ndcg),
+        Metric(name="fall_out", higher_is_better=False, value=_fall_out, empty_neg=1.0),
         Metric(
-            "mean_rank",
-            False,
-            False,
-            _mean_rank,
+            name="r_precision",
+            higher_is_better=True,
+            value=_r_precision,
+            cutoff="relevant_count",
+        ),
+        Metric(
+            name="mean_rank",
+            higher_is_better=False,
+            value=_mean_rank,
             cutoff="whole_list",
             lower_bound=1.0,
             upper_bound=None,
         ),
-        Metric("auc", False, True, _auc, cutoff="whole_list"),
+        Metric(name="auc", higher_is_better=True, value=_auc, cutoff="whole_list"),
     )
 }
 
