@@ -40,6 +40,7 @@ from torch import Tensor
 from ranking_plugins import _validation as V
 from ranking_plugins.kernel import TIES
 from ranking_plugins.metrics import METRICS, EmptyQueryError, result_key
+from ranking_plugins.options import Options
 from ranking_plugins.request import RankingRequest
 from ranking_plugins.totals import Totals
 from ranking_plugins.trec_files import (
@@ -159,15 +160,8 @@ def _cutoff(text: str, token: str) -> int:
 # --------------------------------------------------------------------------- evaluation
 
 
-@dataclass(frozen=True)
-class Options:
-    """The kernel options of one evaluation (the command's flags)."""
-
-    ties: str = "average"
-    gain: str = "linear"
-    relevance_threshold: float | None = None
-    empty_target_action: str = "neg"
-    ap_denominator: str = "relevant"
+#: the command's defaults where they differ from the package's: trec_eval's linear gain
+COMMAND_DEFAULTS = Options(gain="linear")
 
 
 @dataclass(frozen=True)
@@ -207,15 +201,7 @@ def evaluate(
     for names, top_k in groups:
         if not names:
             continue
-        request = RankingRequest.create(
-            names,
-            top_k,
-            ties=options.ties,
-            relevance_threshold=options.relevance_threshold,
-            empty_target_action=options.empty_target_action,
-            gain=options.gain,
-            ap_denominator=options.ap_denominator,
-        )
+        request = RankingRequest.create(names, top_k, options)
         try:
             evaluation = request.evaluate(
                 collection.preds,
@@ -400,7 +386,7 @@ def build_parser() -> argparse.ArgumentParser:
     add(
         "--ties",
         choices=TIES,
-        default="average",
+        default=COMMAND_DEFAULTS.ties,
         help="what equal scores mean (default: average, the expected value over every "
         "order of each tie group); 'first' is trec_eval's tie break (document id, "
         "descending)",
@@ -408,7 +394,7 @@ def build_parser() -> argparse.ArgumentParser:
     add(
         "--gain",
         choices=V.GAINS,
-        default="linear",
+        default=COMMAND_DEFAULTS.gain,
         help="nDCG gain of a grade g: linear g (default, trec_eval's) or exponential 2^g - 1",
     )
     add(
@@ -424,14 +410,14 @@ def build_parser() -> argparse.ArgumentParser:
     add(
         "--empty-target-action",
         choices=V.EMPTY_TARGET_ACTIONS,
-        default="neg",
+        default=COMMAND_DEFAULTS.empty_target_action,
         help="a query without relevant documents counts as 0 (neg, default, as trec_eval), "
         "1 (pos), is left out of the means (skip), or is an error",
     )
     add(
         "--ap-denominator",
         choices=V.AP_DENOMINATORS,
-        default="relevant",
+        default=COMMAND_DEFAULTS.ap_denominator,
         help="map@k divides by R (relevant, default, trec_eval's map_cut) or min(k, R)",
     )
     add(
@@ -490,7 +476,7 @@ def run_evaluate(
     threshold = args.relevance_threshold
     if threshold is not None and not math.isfinite(threshold):
         parser.error(f"-l/--relevance-threshold must be a finite number, got {threshold}")
-    options = Options(
+    options = COMMAND_DEFAULTS.replace(
         ties=args.ties,
         gain=args.gain,
         relevance_threshold=threshold,
@@ -574,7 +560,6 @@ def _notes(collection: Collection, args: argparse.Namespace, stderr: TextIO) -> 
 __all__ = [
     "ALIASES",
     "DEFAULT_METRICS",
-    "Options",
     "Results",
     "build_parser",
     "evaluate",

@@ -12,7 +12,6 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TypedDict
 
 import torch
 from torch import Tensor
@@ -21,6 +20,7 @@ from typing_extensions import Unpack
 from ranking_plugins import _validation as V
 from ranking_plugins.embeddings import EmbeddingScores
 from ranking_plugins.metrics import get_metrics
+from ranking_plugins.options import OptionKeywords, Options
 from ranking_plugins.request import RankingRequest, TopK
 from ranking_plugins.totals import Totals
 
@@ -48,16 +48,8 @@ def rank_metrics(
     *,
     indexes: Tensor | None = None,
     mask: Tensor | None = None,
-    target_format: str | None = None,
-    ties: str = "average",
-    relevance_threshold: float | None = None,
-    empty_target_action: str = "neg",
     reduction: str = "mean",
-    validate_args: bool = True,
-    gain: str = "exponential",
-    ap_denominator: str = "relevant",
-    adaptive_k: bool = False,
-    weighted: bool = False,
+    **options: Unpack[OptionKeywords],
 ) -> dict[str, Tensor]:
     """Rank a batch once and compute several metrics at several cutoffs.
 
@@ -72,60 +64,33 @@ def rank_metrics(
         indexes: query id of each item, for the grouped layout.
         mask: ``False`` marks items that were not retrieved; they are never ranked
             but a relevant one still counts in R and in the ideal DCG.
-        target_format: ``"dense"`` or ``"indices"`` when the shape is ambiguous.
-        ties: ``"average"``, ``"first"``, ``"pessimistic"`` or ``"optimistic"``.
-        relevance_threshold: grades at or above it are relevant (default: above 0).
-        empty_target_action: what a query without relevant items counts as:
-            ``"neg"``, ``"pos"``, ``"skip"`` or ``"error"``.
         reduction: ``"mean"`` (0-d float64 per key) or ``"none"`` (per query ``(Q,)``,
             NaN for skipped queries).
-        validate_args: also run the checks that read tensor values (NaN scores,
-            item ids out of range); they synchronise an accelerator.
-        gain: ``"exponential"`` (2^g - 1) or ``"linear"`` (g) for NDCG.
-        ap_denominator: ``"relevant"`` (R) or ``"min_k_relevant"`` (min(k, R)) for MAP.
-        adaptive_k: precision divides by min(k, number of ranked items).
-        weighted: weight each query by its number of relevant items in the mean.
+        options: the fields of :class:`~ranking_plugins.options.Options`, each with
+            its default there: ``ties`` (``"average"``, ``"first"``, ``"pessimistic"``,
+            ``"optimistic"``), ``relevance_threshold``, ``empty_target_action``,
+            ``gain``, ``ap_denominator``, ``adaptive_k``, ``weighted``,
+            ``target_format`` and ``validate_args``.
 
     Returns:
         ``{"ndcg@10": tensor, ...}`` for @k metrics, bare names (``"auc"``,
         ``"r_precision"``, ``"mean_rank"``, or any metric with ``top_k=None``).
     """
     V.check_choice("reduction", reduction, V.REDUCTIONS)
-    request = RankingRequest.create(
-        metrics,
-        top_k,
-        ties=ties,
-        relevance_threshold=relevance_threshold,
-        empty_target_action=empty_target_action,
-        gain=gain,
-        ap_denominator=ap_denominator,
-        adaptive_k=adaptive_k,
-        weighted=weighted,
-        target_format=target_format,
-        validate_args=validate_args,
-    )
+    request = RankingRequest.create(metrics, top_k, Options.create("rank_metrics", **options))
     evaluation = request.evaluate(preds, target, indexes=indexes, mask=mask)
     if reduction == "none":
         return {key: r.values for key, r in evaluation.results.items()}
-    totals = Totals.of(evaluation, request.keys, weighted)
+    totals = Totals.of(evaluation, request.keys, request.options.weighted)
     return totals.as_dict(totals.mean())
 
 
-class RankOptions(TypedDict, total=False):
+class RankOptions(OptionKeywords, total=False):
     """Keywords of :func:`~ranking_plugins.rank_metrics` that each single-metric function takes."""
 
     indexes: Tensor | None
     mask: Tensor | None
-    target_format: str | None
-    ties: str
-    relevance_threshold: float | None
-    empty_target_action: str
     reduction: str
-    validate_args: bool
-    gain: str
-    ap_denominator: str
-    adaptive_k: bool
-    weighted: bool
 
 
 def _whole_list_metric(name: str, preds: Tensor, target: Tensor, options: RankOptions) -> Tensor:

@@ -88,9 +88,9 @@ Where this module deliberately differs from Ignite:
 
 from __future__ import annotations
 
-import difflib
 import inspect
 from collections.abc import Callable, Mapping, Sequence
+from numbers import Integral, Real
 from typing import Any, ClassVar, TypedDict
 
 import torch
@@ -107,6 +107,7 @@ except ImportError as error:  # pragma: no cover - exercised only without the ex
     ) from error
 
 from ranking_plugins.embeddings import EmbeddingScores
+from ranking_plugins.options import OPTION_NAMES, Options, unknown_keywords
 from ranking_plugins.request import RankingRequest, TopK
 from ranking_plugins.totals import Totals
 
@@ -141,20 +142,19 @@ def _identity(output: Any) -> Any:
     return output
 
 
-class PackageOptions(TypedDict, total=False):
-    """This package's options, keyword-only on every metric of this module.
+#: Ignite's spelling of this package's options (the rest keep their names)
+IGNITE_NAMES = {"gain": "gain_function"}
 
-    ``ties``: ``"average"`` (default), ``"first"``, ``"pessimistic"`` or
-    ``"optimistic"``.
-    ``empty_target_action``: ``"neg"``, ``"pos"``, ``"skip"`` or ``"error"``;
-    when given it wins over ``ignore_zero_hits`` (True is ``"skip"``, False
-    ``"neg"``).
-    ``ap_denominator``: ``"relevant"`` (R) or ``"min_k_relevant"`` (min(k, R)) for MAP.
-    ``adaptive_k``: precision divides by min(k, number of ranked items).
-    ``weighted``: weight each query by its number of relevant items.
-    ``target_format``: ``"dense"`` or ``"indices"`` when the shape is ambiguous.
-    ``validate_args``: also run the checks that read tensor values (NaN
-    scores, item ids out of range); they synchronise an accelerator.
+#: the options every metric here takes by keyword, in Ignite's spelling
+IGNITE_OPTION_NAMES = tuple(IGNITE_NAMES.get(name, name) for name in OPTION_NAMES)
+
+
+class PackageOptions(TypedDict, total=False):
+    """The options of :class:`ranking_plugins.options.Options`, keyword-only on every metric.
+
+    Each has its default and meaning there; here ``empty_target_action``, when
+    given, wins over ``ignore_zero_hits`` (True is ``"skip"``, False ``"neg"``).
+    :class:`IgniteOptions` adds the two that Ignite's NDCG takes as arguments.
     """
 
     ties: str
@@ -179,31 +179,35 @@ class IgniteOptions(PackageOptions, total=False):
 
 
 def _accepted_keywords(cls: type) -> list[str]:
-    """The keywords ``cls(...)`` takes: its own parameters, then :class:`IgniteOptions`."""
+    """The keywords ``cls(...)`` takes: its own parameters, then the options."""
     named = [
         name
         for name, parameter in inspect.signature(cls).parameters.items()
         if parameter.kind not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
     ]
-    return named + [name for name in IgniteOptions.__annotations__ if name not in named]
+    return named + [name for name in IGNITE_OPTION_NAMES if name not in named]
 
 
 def _refuse_unknown(cls: type, given: Sequence[str]) -> None:
     """A TypeError naming every keyword ``cls`` does not take, with a guess for each."""
     accepted = _accepted_keywords(cls)
     unknown = [name for name in given if name not in accepted]
-    if not unknown:
-        return
-    named = []
-    for name in unknown:
-        guess = difflib.get_close_matches(name, accepted, n=1, cutoff=0.6) or [
-            a for a in accepted if a.startswith(name) or name.startswith(a)
-        ]
-        named.append(f"{name!r}" + (f" (did you mean {guess[0]!r}?)" if guess else ""))
-    what = "unexpected keyword arguments" if len(unknown) > 1 else "an unexpected keyword argument"
-    raise TypeError(
-        f"{cls.__name__}() got {what} {', '.join(named)}; it accepts: {', '.join(accepted)}"
+    if unknown:
+        raise TypeError(unknown_keywords(cls.__name__, unknown, accepted))
+
+
+def _options(ignore_zero_hits: bool, given: Mapping[str, Any]) -> Options:
+    """The options record from Ignite's spelling of them."""
+    options = {
+        name: given[IGNITE_NAMES.get(name, name)]
+        for name in OPTION_NAMES
+        if IGNITE_NAMES.get(name, name) in given
+    }
+    options["empty_target_action"] = _empty_target_action(
+        ignore_zero_hits, options.get("empty_target_action")
     )
+    options["gain"] = _gain(options.get("gain", "exp_rank"))
+    return Options(**options)
 
 
 def _empty_target_action(ignore_zero_hits: bool, empty_target_action: str | None) -> str:
@@ -216,10 +220,72 @@ def _empty_target_action(ignore_zero_hits: bool, empty_target_action: str | None
 
 def _gain(gain_function: object) -> str:
     if not isinstance(gain_function, str) or gain_function not in GAIN_FUNCTIONS:
+        # Ignite's message first (its NDCG raises the same ValueError), then ours
         raise ValueError(
-            f"`gain_function` must be one of {list(GAIN_FUNCTIONS)}, got {gain_function!r}"
+            "gain_function must be either 'exp_rank' or 'linear_rank', but given "
+            f"{gain_function}: `gain_function` must be one of {list(GAIN_FUNCTIONS)} "
+            "('exp_rank' is the gain 2^g - 1, 'linear_rank' the grade g)"
         )
     return GAIN_FUNCTIONS[gain_function]
+
+
+_TOP_K_FORMS = (
+    "ranking_plugins takes a positive int, a list (or any sequence) of positive ints, "
+    "or None for the whole list"
+)
+
+
+def _check_top_k(top_k: object) -> None:
+    """Ignite's ``ValueError`` and message where Ignite refuses ``top_k`` and so do we.
+
+    Only what this package refuses too: a tuple or None, which Ignite does not
+    take, stay accepted. The kernel checks the rest (non-int ks) with its own
+    messages.
+    """
+    if top_k is None or (isinstance(top_k, Tensor) and top_k.ndim == 0):
+        return
+    if isinstance(top_k, Integral):
+        values: list[object] = [top_k]
+    elif isinstance(top_k, (Sequence, Tensor)) and not isinstance(top_k, str):
+        values = list(top_k)
+        if not values:
+            raise ValueError(
+                "top_k must have at least one positive value, but given an empty "
+                f"{type(top_k).__name__}; {_TOP_K_FORMS}"
+            )
+    else:
+        raise ValueError(
+            f"top_k must be either int or a list[int], but given {top_k!r} "
+            f"({type(top_k).__name__}); {_TOP_K_FORMS}"
+        )
+    if any(isinstance(k, Real) and not isinstance(k, bool) and k <= 0 for k in values):
+        raise ValueError(
+            f"top_k must be list of positive integers only, but given {top_k!r}; "
+            f"every `top_k` must be a positive int ({_TOP_K_FORMS})"
+        )
+
+
+def _check_same_shape(y_pred: object, y: object, target_format: str | None) -> None:
+    """Ignite's ``ValueError`` for a ``y`` that cannot be read as item ids.
+
+    Ignite wants ``y`` shaped like ``y_pred``; this package reads a ``y`` of
+    another shape as item ids, which are integers. A floating-point or bool
+    ``y`` of another shape is neither, and gets Ignite's error (reading no value).
+    """
+    if (
+        target_format != "indices"
+        and isinstance(y_pred, Tensor)
+        and isinstance(y, Tensor)
+        and y_pred.layout == y.layout == torch.strided
+        and not (y_pred.is_nested or y.is_nested)
+        and y.shape != y_pred.shape
+        and (y.dtype.is_floating_point or y.dtype.is_complex or y.dtype == torch.bool)
+    ):
+        raise ValueError(
+            f"y_pred and y must be in the same shape, got {y_pred.shape} != {y.shape}. "
+            "A `y` (`target`) of another shape than `y_pred` is read as item ids, "
+            f"which must be an integer tensor (Q,) or (Q, T); got dtype {y.dtype}"
+        )
 
 
 def _describe(value: object) -> str:
@@ -251,8 +317,15 @@ def _unpack(output: object, owner: str) -> Batch:
         parts.setdefault("mask", None)
         parts["indexes"] = None
     else:
+        # Ignite's message first for a tuple of the wrong length, then ours
+        ignite = (
+            f"output should be in format `(y_pred,y)` but got tuple of {len(output)} tensors. "
+            if isinstance(output, (tuple, list))
+            else ""
+        )
         raise ValueError(
-            f"{owner}: the engine output must be {_EXPECTED_OUTPUT}, got {_describe(output)}; "
+            f"{ignite}{owner}: the engine output must be {_EXPECTED_OUTPUT}, "
+            f"got {_describe(output)}; "
             "use `output_transform` to pick these out of the engine's output"
         )
     for key, value in parts.items():
@@ -312,20 +385,11 @@ class BaseRankingMetric(Metric):
         if metrics_result_mode is not None:
             given.append("metrics_result_mode")
         _refuse_unknown(type(self), given)
+        _check_top_k(top_k)
         self._request = RankingRequest.create(
             self._metrics if metrics is None else metrics,
             top_k,
-            ties=options.get("ties", "average"),
-            relevance_threshold=options.get("relevance_threshold"),
-            empty_target_action=_empty_target_action(
-                ignore_zero_hits, options.get("empty_target_action")
-            ),
-            gain=_gain(options.get("gain_function", "exp_rank")),
-            ap_denominator=options.get("ap_denominator", "relevant"),
-            adaptive_k=options.get("adaptive_k", False),
-            weighted=options.get("weighted", False),
-            target_format=options.get("target_format"),
-            validate_args=options.get("validate_args", True),
+            _options(ignore_zero_hits, options),
         )
         self.top_k: list[int] | None = None if self._request.ks is None else list(self._request.ks)
         self.ignore_zero_hits = ignore_zero_hits
@@ -353,10 +417,12 @@ class BaseRankingMetric(Metric):
         """Add one batch: ``(y_pred, y)``, ``(y_pred, y, mask)`` or a dict (see the module)."""
         y_pred, y, mask, indexes = _unpack(output, type(self).__name__)
         request = self._request
+        if indexes is None:
+            _check_same_shape(y_pred, y, request.options.target_format)
         # The tensors go to the kernel as they are, so that several metrics on one
         # engine find this batch's ranking in the kernel's last-batch cache.
         evaluation = request.evaluate(y_pred, y, indexes=indexes, mask=mask)
-        sums = Totals.of(evaluation, request.keys, request.weighted).sums
+        sums = Totals.of(evaluation, request.keys, request.options.weighted).sums
         # Not in place: a state_dict taken (or loaded) mid-epoch holds this very
         # tensor, and must not change under the caller as later batches come.
         self._sums = self._sums + sums.to(self._device)
@@ -401,10 +467,11 @@ class BaseRankingMetric(Metric):
         """Mean per result key (NaN where no query counted); raises before any counted query."""
         totals = Totals(self._request.keys, self._sums)
         if not bool((totals.weight > 0).any()):
+            # Ignite's message first (its metrics raise the same error), then ours
             raise NotComputableError(
-                f"{type(self).__name__} must have at least one counted query before it is "
-                "computed (with ignore_zero_hits=True, queries without a relevant item "
-                "do not count)"
+                f"{type(self).__name__} must have at least one example. No query was "
+                "counted before `compute` (with ignore_zero_hits=True, queries without "
+                "a relevant item do not count)"
             )
         return totals.mean()
 

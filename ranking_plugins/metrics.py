@@ -28,7 +28,10 @@ from ranking_plugins.kernel import (
     count_true,
     rank,
 )
+from ranking_plugins.options import Options
 from ranking_plugins.rank_counts import count_ranks
+
+DEFAULT_OPTIONS = Options()
 
 #: (value, defined): a query where ``defined`` is False is handled by ``empty_target_action``
 MetricValue = tuple[Tensor, Tensor]
@@ -94,13 +97,6 @@ def _auc(c: Cutoff, options: Options) -> MetricValue:
     s = c.stats
     pairs = (s.relevant_ranked * s.nonrelevant_ranked).unsqueeze(1)
     return _ratio(s.ordered_pairs.unsqueeze(1), pairs), _has_relevant(c) & (pairs > 0)
-
-
-@dataclass(frozen=True)
-class Options:
-    """Metric options that change a formula rather than the ranking."""
-
-    ap_denominator: str = "relevant"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -316,10 +312,7 @@ def read_metrics(
     ranked: RankedBatch | ListStats,
     metrics: Sequence[Metric],
     ks: tuple[int, ...] | None,
-    *,
-    empty_target_action: str,
-    adaptive_k: bool = False,
-    options: Options = Options(),
+    options: Options = DEFAULT_OPTIONS,
 ) -> Evaluation:
     """Every metric at every k, per query, from statistics at least ``rank_depth`` deep."""
     if not isinstance(ranked, RankedBatch):  # the statistics of one whole batch
@@ -332,7 +325,6 @@ def read_metrics(
                 stats.rank() if isinstance(stats, Unranked) else stats,
                 metrics,
                 ks,
-                adaptive_k,
                 options,
             ),
         )
@@ -358,7 +350,9 @@ def read_metrics(
         for k in _column_ks(metric, ks):
             key = result_key(metric, k)
             value, defined = values.get(key, (_empty(ranked), _empty(ranked).bool()))
-            value, counted = _apply_empty_action(metric, value, defined, empty_target_action)
+            value, counted = _apply_empty_action(
+                metric, value, defined, options.empty_target_action
+            )
             results[key] = PerQuery(value, counted)
     return Evaluation(results, relevant_count)
 
@@ -375,12 +369,12 @@ def _read_part(
     stats: ListStats,
     metrics: Sequence[Metric],
     ks: tuple[int, ...] | None,
-    adaptive_k: bool,
     options: Options,
 ) -> tuple[dict[str, MetricValue], Tensor]:
     """(value, defined) (Q,) of every result key, and R, for one part."""
     num_queries = stats.num_ranked.shape[0]
     device = stats.num_ranked.device
+    adaptive_k = options.adaptive_k
     list_end = stats.num_ranked.unsqueeze(1)
     at_k = (
         stats.at(list_end, adaptive_k, whole_list=True)
@@ -442,7 +436,6 @@ __all__ = [
     "EmptyQueryError",
     "Evaluation",
     "Metric",
-    "Options",
     "PerQuery",
     "RankedBatch",
     "get_metrics",

@@ -14,23 +14,21 @@ same ranking options and a depth that is deep enough (:class:`_LastBatch`).
 
 from __future__ import annotations
 
-import math
 import threading
 import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from numbers import Real
 
 import torch
 from torch import Tensor
+from typing_extensions import Unpack
 
 from ranking_plugins import _validation as V
 from ranking_plugins.embeddings import EmbeddingScores, embedding_stats
-from ranking_plugins.kernel import TIES, GainRule, host_reads_are_free, normalize_input
+from ranking_plugins.kernel import host_reads_are_free, normalize_input
 from ranking_plugins.metrics import (
     Evaluation,
     Metric,
-    Options,
     RankedBatch,
     get_metrics,
     rank_batch,
@@ -38,6 +36,7 @@ from ranking_plugins.metrics import (
     read_metrics,
     result_key,
 )
+from ranking_plugins.options import OptionKeywords, Options
 
 TopK = int | Sequence[int] | None
 
@@ -48,71 +47,30 @@ class RankingRequest:
 
     metrics: tuple[Metric, ...]
     ks: tuple[int, ...] | None
-    ties: str = "average"
-    empty_target_action: str = "neg"
-    rule: GainRule = field(default_factory=lambda: GainRule(None, "exponential"))
     options: Options = field(default_factory=Options)
-    adaptive_k: bool = False
-    weighted: bool = False
-    target_format: str | None = None
-    validate_args: bool = True
 
     @classmethod
     def create(
         cls,
         metrics: str | Sequence[str],
         top_k: TopK,
-        *,
-        ties: str = "average",
-        relevance_threshold: float | None = None,
-        empty_target_action: str = "neg",
-        gain: str = "exponential",
-        ap_denominator: str = "relevant",
-        adaptive_k: bool = False,
-        weighted: bool = False,
-        target_format: str | None = None,
-        validate_args: bool = True,
+        options: Options | None = None,
+        **keywords: Unpack[OptionKeywords],
     ) -> RankingRequest:
-        """Check every argument (naming it in the error) and build the request."""
+        """Check every argument (naming it in the error) and build the request.
+
+        The options come as an :class:`~ranking_plugins.options.Options` record,
+        or as its keywords (not both).
+        """
         metric_list = get_metrics(metrics)
         ks = V.normalize_top_k(top_k)
-        V.check_choice("ties", ties, TIES)
-        V.check_choice("empty_target_action", empty_target_action, V.EMPTY_TARGET_ACTIONS)
-        V.check_choice("gain", gain, V.GAINS)
-        V.check_choice("ap_denominator", ap_denominator, V.AP_DENOMINATORS)
-        if target_format is not None:
-            V.check_choice("target_format", target_format, V.TARGET_FORMATS)
-        if relevance_threshold is not None and (
-            isinstance(relevance_threshold, bool) or not isinstance(relevance_threshold, Real)
-        ):
+        if options is None:
+            options = Options.create("RankingRequest.create", **keywords)
+        elif keywords:
             raise TypeError(
-                f"`relevance_threshold` must be a number or None, got {relevance_threshold!r}"
+                "RankingRequest.create takes an Options record or its keywords, not both"
             )
-        for name, flag in (
-            ("adaptive_k", adaptive_k),
-            ("weighted", weighted),
-            ("validate_args", validate_args),
-        ):
-            if not isinstance(flag, bool):
-                raise TypeError(f"`{name}` must be a bool, got {flag!r}")
-        threshold = None if relevance_threshold is None else float(relevance_threshold)
-        if threshold is not None and not math.isfinite(threshold):
-            raise ValueError(
-                "`relevance_threshold` must be a finite number or None, "
-                f"got {relevance_threshold!r}"
-            )
-        return cls(
-            metrics=tuple(metric_list),
-            ks=ks,
-            ties=ties,
-            empty_target_action=empty_target_action,
-            rule=GainRule(threshold, gain),
-            options=Options(ap_denominator=ap_denominator),
-            adaptive_k=adaptive_k,
-            weighted=weighted,
-            target_format=target_format,
-            validate_args=validate_args,
-        )
+        return cls(metrics=tuple(metric_list), ks=ks, options=options)
 
     @property
     def keys(self) -> tuple[str, ...]:
@@ -137,24 +95,51 @@ class RankingRequest:
 
         ``preds`` is a score tensor, or :class:`EmbeddingScores` with item-index targets.
         """
-        depth = rank_depth(self.metrics, self.ks)
+        return self.read(self.rank(preds, target, indexes=indexes, mask=mask))
+
+    def rank(
+        self,
+        preds: Tensor | EmbeddingScores,
+        target: Tensor,
+        *,
+        indexes: Tensor | None = None,
+        mask: Tensor | None = None,
+    ) -> RankedBatch:
+        """The batch's rank statistics, as deep as this request reads (:meth:`read`).
+
+        The last batch's ranking is reused when its inputs are proved equal.
+        """
+        depth = self.depth
         inputs = (preds, target, indexes, mask)
-        ranking = (self.target_format, self.rule, self.ties, self.validate_args)
-        ranked = _last_batch.lookup(inputs, ranking, depth, self.validate_args)
+        ranking = self.ranking_key
+        ranked = _last_batch.lookup(inputs, ranking, depth, self.options.validate_args)
         if ranked is None:
             with torch.no_grad():
                 ranked = self._rank(preds, target, indexes, mask, depth)
             if ranked.reusable:
                 _last_batch.store(inputs, ranking, None if ranked.whole_lists else depth, ranked)
+        return ranked
+
+    def read(self, ranked: RankedBatch) -> Evaluation:
+        """Every metric at every k, per query, from a ranking at least :attr:`depth` deep."""
         with torch.no_grad():
-            return read_metrics(
-                ranked,
-                self.metrics,
-                self.ks,
-                empty_target_action=self.empty_target_action,
-                adaptive_k=self.adaptive_k,
-                options=self.options,
-            )
+            return read_metrics(ranked, self.metrics, self.ks, self.options)
+
+    @property
+    def depth(self) -> int | None:
+        """How deep the ranked lists must go: the largest k, or None for whole lists."""
+        return rank_depth(self.metrics, self.ks)
+
+    @property
+    def ranking_key(self) -> tuple[object, ...]:
+        """The options that change a ranking: two requests with equal keys rank alike."""
+        options = self.options
+        return (options.target_format, options.rule, options.ties, options.validate_args)
+
+    def reads(self, ranking_key: tuple[object, ...], depth: int | None) -> bool:
+        """Whether a ranking made under ``ranking_key``, ``depth`` deep, serves this request."""
+        deep_enough = depth is None or (self.depth is not None and self.depth <= depth)
+        return ranking_key == self.ranking_key and deep_enough
 
     def _rank(
         self,
@@ -165,9 +150,13 @@ class RankingRequest:
         depth: int | None,
     ) -> RankedBatch:
         if isinstance(preds, EmbeddingScores):
-            _embeddings_only(indexes=indexes, mask=mask, target_format=self.target_format)
+            _embeddings_only(indexes=indexes, mask=mask, target_format=self.options.target_format)
             stats = embedding_stats(
-                preds, target, ties=self.ties, rule=self.rule, validate_args=self.validate_args
+                preds,
+                target,
+                ties=self.options.ties,
+                rule=self.options.rule,
+                validate_args=self.options.validate_args,
             )
             return RankedBatch(preds.num_queries, preds.device, ((slice(None), stats),), True)
         batch = normalize_input(
@@ -175,11 +164,11 @@ class RankingRequest:
             V.check_tensor("target", target).detach(),
             indexes=indexes,
             mask=mask,
-            target_format=self.target_format,
-            rule=self.rule,
-            validate_args=self.validate_args,
+            target_format=self.options.target_format,
+            rule=self.options.rule,
+            validate_args=self.options.validate_args,
         )
-        return rank_batch(batch, self.ties, depth)
+        return rank_batch(batch, self.options.ties, depth)
 
 
 def _embeddings_only(

@@ -42,8 +42,11 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import threading
+import weakref
 from collections.abc import Callable, Sequence
-from typing import Any, ClassVar, TypedDict
+from numbers import Integral, Real
+from typing import Any, ClassVar
 
 import torch
 from torch import Tensor
@@ -51,8 +54,9 @@ from typing_extensions import Unpack
 
 from ranking_plugins import _validation as V
 from ranking_plugins.embeddings import EmbeddingScores
-from ranking_plugins.kernel import check_grouped, check_inputs
-from ranking_plugins.metrics import METRICS
+from ranking_plugins.kernel import check_grouped, check_inputs, host_reads_are_free
+from ranking_plugins.metrics import METRICS, EmptyQueryError, Evaluation, RankedBatch
+from ranking_plugins.options import OPTION_NAMES, OptionKeywords, Options
 from ranking_plugins.request import RankingRequest, TopK
 from ranking_plugins.totals import Totals
 
@@ -84,19 +88,15 @@ __all__ = [
 ]
 
 
-class RankingOptions(TypedDict, total=False):
-    """Keywords every metric of this module takes (see :class:`RankingMetric`)."""
+class RankingOptions(OptionKeywords, total=False):
+    """Keywords every metric of this module takes (see :class:`RankingMetric`).
 
-    empty_target_action: str
+    The options of :class:`ranking_plugins.options.Options` (``gain`` defaults
+    to ``"linear"`` here, as in TorchMetrics), ``ignore_index``, and the
+    keywords of :class:`torchmetrics.Metric`.
+    """
+
     ignore_index: int | None
-    adaptive_k: bool
-    ties: str
-    relevance_threshold: float | None
-    gain: str
-    ap_denominator: str
-    weighted: bool
-    target_format: str | None
-    validate_args: bool
     # torchmetrics.Metric keywords
     compute_on_cpu: bool
     dist_sync_on_step: bool
@@ -118,6 +118,9 @@ _FLAT_STATES: dict[str, torch.dtype] = {
     "flat_indexes": torch.int64,
     "flat_mask": torch.bool,
 }
+
+#: where TorchMetrics' default differs from the package's
+TORCHMETRICS_DEFAULTS: dict[str, Any] = {"gain": "linear"}
 
 _UINT64 = getattr(torch, "uint64", None)  # torch >= 2.3
 
@@ -155,6 +158,13 @@ class RankingMetric(Metric):
             ``dist_sync_on_step``, ``process_group``, ``sync_on_compute``, ...).
     """
 
+    #: properties TorchScript must not compile (``torch.jit.script(metric)``, which
+    #: works on every TorchMetrics metric): TorchMetrics' own, and ``totals``
+    __jit_unused_properties__: ClassVar[list[str]] = [
+        *Metric.__jit_unused_properties__,
+        "totals",
+    ]
+
     is_differentiable: bool = False
     higher_is_better: bool | None = True
     full_state_update: bool = False
@@ -175,36 +185,23 @@ class RankingMetric(Metric):
         metrics: str | Sequence[str],
         top_k: TopK = None,
         *,
-        empty_target_action: str = "neg",
         ignore_index: int | None = None,
-        adaptive_k: bool = False,
-        ties: str = "average",
-        relevance_threshold: float | None = None,
-        gain: str = "linear",
-        ap_denominator: str = "relevant",
-        weighted: bool = False,
-        target_format: str | None = None,
-        validate_args: bool = True,
         **kwargs: Any,
     ) -> None:
+        # this package's options; the rest are torchmetrics.Metric's keywords
+        given = {name: kwargs.pop(name) for name in OPTION_NAMES if name in kwargs}
         super().__init__(**kwargs)
+        _check_arguments(
+            top_k,
+            given.get("empty_target_action", "neg"),
+            ignore_index,
+            given.get("adaptive_k", False),
+        )
         self.request = RankingRequest.create(
             metrics,
             top_k,
-            ties=ties,
-            relevance_threshold=relevance_threshold,
-            empty_target_action=empty_target_action,
-            gain=gain,
-            ap_denominator=ap_denominator,
-            adaptive_k=adaptive_k,
-            weighted=weighted,
-            target_format=target_format,
-            validate_args=validate_args,
+            Options.create(type(self).__name__, **{**TORCHMETRICS_DEFAULTS, **given}),
         )
-        if ignore_index is not None and (
-            isinstance(ignore_index, bool) or not isinstance(ignore_index, int)
-        ):
-            raise TypeError(f"`ignore_index` must be an int or None, got {ignore_index!r}")
         self.ignore_index = ignore_index
         self.keys = self.request.keys
         # The name of the sums state carries a digest of what is computed.
@@ -310,10 +307,10 @@ class RankingMetric(Metric):
     ) -> None:
         if self.ignore_index is not None:
             target, mask = _drop_ignored(
-                preds, target, mask, self.ignore_index, self.request.target_format
+                preds, target, mask, self.ignore_index, self.request.options.target_format
             )
-        evaluation = self.request.evaluate(preds, target, mask=mask)
-        batch = Totals.of(evaluation, self.keys, self.request.weighted).sums
+        evaluation = _evaluate(self.request, preds, target, mask=mask)
+        batch = Totals.of(evaluation, self.keys, self.request.options.weighted).sums
         getattr(self, self._sums_name).add_(batch)
 
     def _update_flat(
@@ -328,7 +325,7 @@ class RankingMetric(Metric):
             # TorchMetrics' retrieval input: any shape, flattened
             preds, target, indexes = preds.flatten(), target.flatten(), indexes.flatten()
             mask = None if mask is None else mask.flatten()
-        _check_flat(preds, target, indexes, mask, self.request.target_format)
+        _check_flat(preds, target, indexes, mask, self.request.options.target_format)
         if preds.dtype == _UINT64:
             raise TypeError(
                 "`preds`: uint64 scores cannot be kept exactly in the grouped layout "
@@ -347,20 +344,22 @@ class RankingMetric(Metric):
                     found=f"got {kinds[1]} `preds` ({preds.dtype}) after {kinds[0]} ones"
                 )
             )
-        if self.request.validate_args:
+        if self.request.options.validate_args:
             V.check_values(preds, target, None, 0)
-        device = self.device
-        storage = torch.int64 if integer else torch.float64
-        # Copies, always: a tensor already of the storage dtype would otherwise be
-        # kept as given, and the caller may rewrite its buffer before ``compute``.
-        scores.append(preds.detach().to(device=device, dtype=storage, copy=True))
-        self.flat_target.append(target.detach().to(device, torch.float64, copy=True))
-        self.flat_indexes.append(indexes.detach().to(device, torch.int64, copy=True))
-        self.flat_mask.append(
-            torch.ones(preds.shape, dtype=torch.bool, device=device)
-            if mask is None
-            else mask.detach().to(device, copy=True)
-        )
+        inputs = (preds, target, indexes, mask)
+        # proving a batch equal to the kept copies reads values: with
+        # validate_args=False only where that costs no device sync
+        may_read = self.request.options.validate_args or host_reads_are_free(preds)
+        copies = _shared_copies.take(inputs, self.device) if may_read else None
+        if copies is None:
+            copies = _stored_form(inputs, self.device)
+            _shared_copies.keep(inputs, self.device, copies)
+        for state, copy in zip((scores, *self._flat_lists()[2:]), copies, strict=True):
+            state.append(copy)
+
+    def _flat_lists(self) -> tuple[list[Tensor], ...]:
+        """The grouped layout's "cat" states, in :data:`_FLAT_STATES` order."""
+        return tuple(getattr(self, name) for name in _FLAT_STATES)
 
     # ---------------------------------------------------------------- compute
 
@@ -379,16 +378,22 @@ class RankingMetric(Metric):
         preds = int_preds if int_preds.numel() else float_preds
         if preds.numel() == 0:
             return totals
-        target = dim_zero_cat(self.flat_target)
-        indexes = dim_zero_cat(self.flat_indexes)
-        mask = dim_zero_cat(self.flat_mask)
-        if self.ignore_index is not None:
-            keep = target != self.ignore_index
-            preds, target, indexes, mask = preds[keep], target[keep], indexes[keep], mask[keep]
-            if preds.numel() == 0:
-                return totals
-        evaluation = self.request.evaluate(preds, target, indexes=indexes, mask=mask)
-        return totals.merge(Totals.of(evaluation, self.keys, self.request.weighted))
+        lists = self._flat_lists()
+        ranked = _shared_rankings.lookup(lists, self.request, self.ignore_index)
+        if ranked is None:
+            target = dim_zero_cat(self.flat_target)
+            indexes = dim_zero_cat(self.flat_indexes)
+            mask = dim_zero_cat(self.flat_mask)
+            if self.ignore_index is not None:
+                # dropped here, not in ``update``, which must not read values
+                keep = target != self.ignore_index
+                preds, target, indexes, mask = preds[keep], target[keep], indexes[keep], mask[keep]
+                if preds.numel() == 0:
+                    return totals
+            ranked = _rank(self.request, preds, target, indexes=indexes, mask=mask)
+            _shared_rankings.store(lists, self.request, self.ignore_index, ranked)
+        evaluation = _read(self.request, ranked)
+        return totals.merge(Totals.of(evaluation, self.keys, self.request.options.weighted))
 
     def compute(self) -> Tensor | dict[str, Tensor]:
         """The mean of every result key (float64; NaN where no query counted)."""
@@ -460,21 +465,229 @@ class RankingMetric(Metric):
         return fig, ax
 
 
+# ------------------------------------------------- TorchMetrics' errors, its words first
+#
+# Where ``torchmetrics.retrieval`` and this package both refuse an input, the error
+# is TorchMetrics' type (ValueError) and starts with its message; what this package
+# says about it follows.
+
+_TOP_K_FORMS = "a positive int, a non-empty sequence of positive ints, or None for the whole list"
+
+
+def _check_arguments(
+    top_k: object, empty_target_action: object, ignore_index: object, adaptive_k: object
+) -> None:
+    """The constructor arguments ``torchmetrics.retrieval`` checks, in its order."""
+    if (
+        not isinstance(empty_target_action, str)
+        or empty_target_action not in V.EMPTY_TARGET_ACTIONS
+    ):
+        raise ValueError(
+            f"Argument `empty_target_action` received a wrong value `{empty_target_action}`. "
+            f"`empty_target_action` must be one of {list(V.EMPTY_TARGET_ACTIONS)}"
+        )
+    if ignore_index is not None and (
+        isinstance(ignore_index, bool) or not isinstance(ignore_index, int)
+    ):
+        raise ValueError(
+            "Argument `ignore_index` must be an integer or None. "
+            f"`ignore_index` must be an int or None, got {ignore_index!r}"
+        )
+    if not _top_k_may_be_valid(top_k):
+        raise ValueError(
+            f"`top_k` has to be a positive integer or None, got {top_k!r}; "
+            f"ranking_plugins takes {_TOP_K_FORMS}"
+        )
+    if not isinstance(adaptive_k, bool):
+        raise ValueError(
+            f"`adaptive_k` has to be a boolean: `adaptive_k` must be a bool, got {adaptive_k!r}"
+        )
+
+
+def _top_k_may_be_valid(top_k: object) -> bool:
+    """False where TorchMetrics and this package both refuse ``top_k``.
+
+    The request checks the rest (a bool or non-integer k inside a sequence)
+    with its own message.
+    """
+    if top_k is None or (isinstance(top_k, Tensor) and top_k.ndim == 0):
+        return True
+    if isinstance(top_k, Integral):
+        values: list[object] = [top_k]
+    elif isinstance(top_k, (Sequence, Tensor)) and not isinstance(top_k, str):
+        values = list(top_k)
+        if not values:
+            return False
+    else:
+        return False
+    return not any(isinstance(k, Real) and not isinstance(k, bool) and k <= 0 for k in values)
+
+
+class _EmptyTargetError(EmptyQueryError):
+    """``empty_target_action="error"`` met a query without a relevant item.
+
+    TorchMetrics' message, then the kernel's (which names the query and the
+    metric); ``metric`` and ``query`` are the kernel error's.
+    """
+
+    def __init__(self, error: EmptyQueryError) -> None:
+        self.metric, self.query = error.metric, error.query
+        ValueError.__init__(
+            self, f"`compute` method was provided with a query with no positive target. {error}"
+        )
+
+
+def _evaluate(request: RankingRequest, preds: Any, target: Tensor, **inputs: Any) -> Any:
+    """``request.evaluate``, with TorchMetrics' message on an empty query under "error"."""
+    return _read(request, _rank(request, preds, target, **inputs))
+
+
+def _rank(request: RankingRequest, preds: Any, target: Tensor, **inputs: Any) -> RankedBatch:
+    try:
+        return request.rank(preds, target, **inputs)
+    except EmptyQueryError as error:
+        raise _EmptyTargetError(error) from error
+
+
+def _read(request: RankingRequest, ranked: RankedBatch) -> Evaluation:
+    try:
+        return request.read(ranked)
+    except EmptyQueryError as error:
+        raise _EmptyTargetError(error) from error
+
+
+# ------------------------------------- the grouped layout, once per MetricCollection
+#
+# The metrics of a MetricCollection see the same grouped batch one after the
+# other. The first keeps copies of it; the next ones keep the *same* copies
+# when their inputs are the same objects and prove equal to them, so a
+# collection holds one copy of each batch. At ``compute`` the first metric
+# ranks the concatenated copies and the next ones, whose states hold the very
+# same copy tensors in the same order, read that ranking: one ranking per
+# collection. The copies are this module's own (never handed to user code
+# that could rewrite them), so holding the same tensor objects proves the
+# same content. Per thread, and only the last batch and the last ranking are
+# kept, by weak reference: nothing outlives the metrics' states.
+
+
+def _stored_form(
+    inputs: tuple[Tensor, Tensor, Tensor, Tensor | None], device: torch.device
+) -> tuple[Tensor, ...]:
+    """Copies of a grouped batch as the states keep them: (scores, grades, query ids, mask).
+
+    Always copies: a tensor already of the storage dtype would otherwise be kept
+    as given, and the caller may rewrite its buffer before ``compute``.
+    """
+    preds, target, indexes, mask = inputs
+    storage = torch.int64 if V.is_integer_dtype(preds.dtype) else torch.float64
+    return (
+        preds.detach().to(device=device, dtype=storage, copy=True),
+        target.detach().to(device, torch.float64, copy=True),
+        indexes.detach().to(device, torch.int64, copy=True),
+        torch.ones(preds.shape, dtype=torch.bool, device=device)
+        if mask is None
+        else mask.detach().to(device, copy=True),
+    )
+
+
+def _same(a: Tensor, b: Tensor) -> bool:
+    return a.dtype == b.dtype and a.shape == b.shape and bool(torch.equal(a, b))
+
+
+class _SharedCopies(threading.local):
+    """The copies of the last grouped batch, for the next metric given the same inputs."""
+
+    def __init__(self) -> None:
+        self.inputs: tuple[object, ...] = ()
+        self.copies: tuple[weakref.ref[Tensor], ...] = ()
+
+    def take(
+        self, inputs: tuple[Tensor, Tensor, Tensor, Tensor | None], device: torch.device
+    ) -> tuple[Tensor, ...] | None:
+        """The kept copies if ``inputs`` are the same objects and still equal to them."""
+        if len(self.inputs) != len(inputs) + 1 or self.inputs[-1] != device:
+            return None
+        if not all(_alive(kept) is given for kept, given in zip(self.inputs, inputs, strict=False)):
+            return None
+        copies = tuple(ref() for ref in self.copies)
+        kept = tuple(c for c in copies if c is not None)
+        if len(kept) != len(copies):
+            return None
+        fresh = _stored_form(inputs, device)  # dropped once compared
+        return kept if all(_same(a, b) for a, b in zip(fresh, kept, strict=True)) else None
+
+    def keep(
+        self,
+        inputs: tuple[Tensor, Tensor, Tensor, Tensor | None],
+        device: torch.device,
+        copies: tuple[Tensor, ...],
+    ) -> None:
+        refs = tuple(None if t is None else weakref.ref(t) for t in inputs)
+        self.inputs = (*refs, device)
+        self.copies = tuple(weakref.ref(t) for t in copies)
+
+
+def _alive(ref: object) -> object:
+    return ref() if isinstance(ref, weakref.ref) else ref
+
+
+class _SharedRankings(threading.local):
+    """The ranking of the last grouped state computed, for metrics holding the same copies."""
+
+    def __init__(self) -> None:
+        self.entries: tuple[tuple[weakref.ref[Tensor], ...], ...] = ()
+        self.ranking: tuple[object, ...] = ()
+        self.ignore_index: int | None = None
+        self.depth: int | None = None
+        self.ranked: RankedBatch | None = None
+
+    @staticmethod
+    def _entries(lists: tuple[list[Tensor], ...]) -> tuple[tuple[Tensor, ...], ...]:
+        # each metric's lists start with its own empty tensor: empties carry nothing
+        return tuple(tuple(t for t in tensors if t.numel()) for tensors in lists)
+
+    def lookup(
+        self, lists: tuple[list[Tensor], ...], request: RankingRequest, ignore_index: int | None
+    ) -> RankedBatch | None:
+        if self.ranked is None or self.ignore_index != ignore_index:
+            return None
+        if not request.reads(self.ranking, self.depth):
+            return None
+        entries = self._entries(lists)
+        if [len(e) for e in entries] != [len(e) for e in self.entries]:
+            return None
+        for tensors, refs in zip(entries, self.entries, strict=True):
+            if not all(ref() is t for t, ref in zip(tensors, refs, strict=True)):
+                return None
+        return self.ranked
+
+    def store(
+        self,
+        lists: tuple[list[Tensor], ...],
+        request: RankingRequest,
+        ignore_index: int | None,
+        ranked: RankedBatch,
+    ) -> None:
+        if not ranked.reusable:  # ranked block by block when read: nothing to keep
+            self.ranked = None
+            return
+        self.entries = tuple(
+            tuple(weakref.ref(t) for t in tensors) for tensors in self._entries(lists)
+        )
+        self.ranking = request.ranking_key
+        self.ignore_index = ignore_index
+        self.depth = None if ranked.whole_lists else request.depth
+        self.ranked = ranked
+
+
+_shared_copies = _SharedCopies()
+_shared_rankings = _SharedRankings()
+
+
 def _digest(request: RankingRequest, ignore_index: int | None) -> str:
     """A short stable name for everything that changes the numbers."""
-    content = repr(
-        (
-            request.keys,
-            request.ties,
-            request.empty_target_action,
-            request.rule,
-            request.options,
-            request.adaptive_k,
-            request.weighted,
-            request.target_format,
-            ignore_index,
-        )
-    )
+    # validate_args changes no number
+    content = repr((request.keys, request.options.replace(validate_args=True), ignore_index))
     return hashlib.sha1(content.encode()).hexdigest()[:12]
 
 
@@ -488,15 +701,45 @@ def _check_flat(
     """The kernel's checks of the grouped layout that read no tensor value.
 
     They run in ``update`` (which only stores the triples); the kernel runs
-    them again at ``compute``. The messages are the kernel's.
+    them again at ``compute``. The messages are the kernel's; where
+    ``torchmetrics.retrieval`` refuses the same ``(preds, target, indexes)``,
+    the error is its ValueError and its message comes first.
     """
-    preds, target, _, mask = check_inputs(preds, target, indexes, mask, target_format)
-    if preds.ndim != 1:
-        raise ValueError(
-            "`indexes` is only for the grouped layout, where `preds` is 1-D; "
-            f"got `preds` of shape {tuple(preds.shape)}"
-        )
-    check_grouped(preds, target, V.check_tensor("indexes", indexes), target_format)
+    try:
+        preds, target, _, mask = check_inputs(preds, target, indexes, mask, target_format)
+        if preds.ndim != 1:
+            raise ValueError(
+                "`indexes` is only for the grouped layout, where `preds` is 1-D; "
+                f"got `preds` of shape {tuple(preds.shape)}"
+            )
+        check_grouped(preds, target, V.check_tensor("indexes", indexes), target_format)
+    except (TypeError, ValueError) as error:
+        refused = None if mask is not None else _torchmetrics_refusal(preds, target, indexes)
+        if refused is None:
+            raise
+        raise ValueError(f"{refused}. {error}") from error
+
+
+def _torchmetrics_refusal(preds: object, target: object, indexes: object) -> str | None:
+    """TorchMetrics' message for grouped inputs it refuses by shape or dtype, else None.
+
+    Its checks (``_check_retrieval_inputs``), in its order, less those that read
+    values; only asked when this package refuses the inputs too, and not for a
+    ``mask``, which TorchMetrics does not take.
+    """
+    if not (isinstance(preds, Tensor) and isinstance(target, Tensor)):
+        return None
+    if not isinstance(indexes, Tensor):
+        return None
+    if indexes.shape != preds.shape or preds.shape != target.shape:
+        return "`indexes`, `preds` and `target` must be of the same shape"
+    if indexes.dtype is not torch.long:
+        return "`indexes` must be a tensor of long integers"
+    if target.dtype not in (torch.bool, torch.long, torch.int) and not target.is_floating_point():
+        return "`target` must be a tensor of booleans, integers or floats"
+    if not preds.is_floating_point():
+        return "`preds` must be a tensor of floats"
+    return None
 
 
 def _drop_ignored(
@@ -573,6 +816,12 @@ class _WholeListMetric(_SingleMetric):
     """A metric read on the whole list (no cutoff, so no ``top_k``)."""
 
     def __init__(self, **options: Unpack[RankingOptions]) -> None:
+        if "top_k" in options:
+            # torchmetrics.Metric's error for a keyword it does not take, then ours
+            raise ValueError(
+                "Unexpected keyword arguments: `top_k`. "
+                f"{type(self).__name__}() takes no `top_k`: it reads the whole ranked list"
+            )
         super().__init__(None, **options)
 
 

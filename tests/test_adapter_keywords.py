@@ -99,8 +99,8 @@ def test_every_documented_option_is_still_accepted(name: str) -> None:
     assert set(values) == set(OPTIONS)
     metric = CLASSES[name](**values)  # NDCG takes the last two as its own parameters
     request = metric._request
-    assert request.ties == "first"
-    assert request.target_format == "dense"
+    assert request.options.ties == "first"
+    assert request.options.target_format == "dense"
 
 
 def test_the_options_still_reach_the_kernel() -> None:
@@ -134,4 +134,8 @@ def test_the_message_lists_the_accepted_keywords_in_signature_order() -> None:
         "skip_unrolling",
         "metrics_result_mode",
     ]
-    assert names[7:] == OPTIONS
+    assert names[7:] == list(rp.IGNITE_OPTION_NAMES)
+
+
+def test_the_typed_keywords_are_the_options_in_ignite_spelling() -> None:
+    assert set(OPTIONS) == set(rp.IGNITE_OPTION_NAMES)

@@ -360,11 +360,11 @@ def test_defaults_match_ignite() -> None:
     with pytest.raises(TypeError):
         ignite_rec_sys.NDCG()  # type: ignore[call-arg]
     ndcg = rp.NDCG([3])
-    assert ndcg._request.rule.relevance_threshold == 1.0
-    assert ndcg._request.rule.gain == "exponential"
-    assert rp.HitRate()._request.rule.relevance_threshold is None
-    assert rp.HitRate()._request.empty_target_action == "skip"
-    assert rp.HitRate(ignore_zero_hits=False)._request.empty_target_action == "neg"
+    assert ndcg._request.options.rule.relevance_threshold == 1.0
+    assert ndcg._request.options.rule.gain == "exponential"
+    assert rp.HitRate()._request.options.rule.relevance_threshold is None
+    assert rp.HitRate()._request.options.empty_target_action == "skip"
+    assert rp.HitRate(ignore_zero_hits=False)._request.options.empty_target_action == "neg"
 
 
 def test_ndcg_positional_arguments_in_ignites_order() -> None:

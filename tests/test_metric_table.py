@@ -21,12 +21,13 @@ from ranking_plugins import rank_metrics
 from ranking_plugins.ignite import RankingMetrics as IgniteRankingMetrics
 from ranking_plugins.kernel import Cutoff
 from ranking_plugins.lightning import RankingMetricsCallback
+from ranking_plugins.options import Options
 from ranking_plugins.torchmetrics import RankingMetrics as TorchMetricsRankingMetrics
 
 KS = [1, 3, 5]
 
 
-def _hits(c: Cutoff, options: metric_table.Options) -> metric_table.MetricValue:
+def _hits(c: Cutoff, options: Options) -> metric_table.MetricValue:
     return c.hits, (c.relevant_count > 0).expand_as(c.k)
 
 

@@ -16,6 +16,7 @@ from reference import reference_rank_metrics
 from ranking_plugins import kernel, rank_metrics
 from ranking_plugins.kernel import TIES, GainRule, ItemIds, normalize_input
 from ranking_plugins.metrics import METRICS, rank_batch, read_metrics
+from ranking_plugins.options import Options
 from ranking_plugins.rank_counts import RankCounter, distinct_ids
 
 ALL = list(METRICS.values())
@@ -49,7 +50,7 @@ def _both_paths(case: dict, ties: str, ks: tuple[int, ...] | None, threshold: fl
     results = []
     for method in ("rank", "count"):
         ranked = rank_batch(data, ties, None, method)
-        results.append(read_metrics(ranked, ALL, ks, empty_target_action="skip").results)
+        results.append(read_metrics(ranked, ALL, ks, Options(empty_target_action="skip")).results)
     return results
 
 
@@ -120,7 +121,7 @@ def test_counting_block_by_block_with_an_exclusion_list_equals_one_masked_matrix
     counter = RankCounter(ids, preds.gather(1, ids.clamp(min=0)), n, ties, exclude=exclude)
     for start in range(0, n, 9):
         counter.add(preds[:, start : start + 9], start)
-    blockwise = read_metrics(counter.stats(), ALL, (1, 5, 60), empty_target_action="neg")
+    blockwise = read_metrics(counter.stats(), ALL, (1, 5, 60), Options(empty_target_action="neg"))
 
     data = normalize_input(
         preds,
@@ -132,7 +133,7 @@ def test_counting_block_by_block_with_an_exclusion_list_equals_one_masked_matrix
         validate_args=True,
     )
     whole = read_metrics(
-        rank_batch(data, ties, None, "rank"), ALL, (1, 5, 60), empty_target_action="neg"
+        rank_batch(data, ties, None, "rank"), ALL, (1, 5, 60), Options(empty_target_action="neg")
     )
     for key, result in whole.results.items():
         torch.testing.assert_close(blockwise.results[key].values, result.values, atol=1e-12, rtol=0)
@@ -177,10 +178,13 @@ def test_reciprocal_rank_in_a_long_tie_with_several_relevant_items(
     names = [METRICS["mrr"], METRICS["hit_rate"], METRICS["map"]]
     for ks in [(1, 10, 1500), None]:
         ranked = read_metrics(
-            rank_batch(data, "average", None, "rank"), names, ks, empty_target_action="neg"
+            rank_batch(data, "average", None, "rank"), names, ks, Options(empty_target_action="neg")
         )
         counted = read_metrics(
-            rank_batch(data, "average", None, "count"), names, ks, empty_target_action="neg"
+            rank_batch(data, "average", None, "count"),
+            names,
+            ks,
+            Options(empty_target_action="neg"),
         )
         for key, result in ranked.results.items():
             torch.testing.assert_close(

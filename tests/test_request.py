@@ -39,7 +39,7 @@ def _batch(seed: int = 0, q: int = 6, n: int = 30) -> tuple[torch.Tensor, torch.
 
 
 def _means(request: RankingRequest, preds: torch.Tensor, target: torch.Tensor) -> dict:
-    totals = Totals.of(request.evaluate(preds, target), request.keys, request.weighted)
+    totals = Totals.of(request.evaluate(preds, target), request.keys, request.options.weighted)
     return totals.as_dict(totals.mean())
 
 
@@ -129,8 +129,8 @@ def test_anything_that_changes_the_ranking_is_not_reused(rank_calls: list, chang
         "mrr",
         5,
         mask=mask,
-        ties=second.ties,
-        relevance_threshold=second.rule.relevance_threshold,
+        ties=second.options.ties,
+        relevance_threshold=second.options.relevance_threshold,
         reduction="none",
     )["mrr@5"]
     torch.testing.assert_close(result, expected)

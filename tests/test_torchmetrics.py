@@ -308,6 +308,74 @@ def test_collection_grouped_layout() -> None:
         assert_same(result[name], expected[f"{name}@10"])
 
 
+def grouped_collection(**options: Any) -> MetricCollection:
+    return MetricCollection(
+        {
+            "mrr": rp.MRR(top_k=10, **options),
+            "ndcg": rp.NDCG(top_k=10, **options),
+            "map": rp.MAP(top_k=10, **options),
+        }
+    )
+
+
+@pytest.mark.parametrize("options", [{}, {"ignore_index": 0}, {"validate_args": False}])
+def test_collection_keeps_one_copy_and_ranks_grouped_state_once(
+    kernel_calls: list[int], options: dict[str, Any]
+) -> None:
+    """Issue 12 item 4: MRR, NDCG and MAP over grouped updates: the metrics' states
+    hold the same copy of each batch, and ``compute`` ranks it once for all three."""
+    flat = flat_batches(seed=21)
+    metrics = grouped_collection(**options)
+    for preds, target, indexes in flat:
+        metrics.update(preds, target, indexes=indexes)
+    assert kernel_calls == []  # update keeps the triples; nothing is ranked yet
+    states = [(m.flat_preds, m.flat_target, m.flat_indexes, m.flat_mask) for m in metrics.values()]
+    for other in states[1:]:
+        for mine, theirs in zip(states[0], other, strict=True):
+            kept = [t for t in mine if t.numel()]
+            assert len(kept) == len(flat)
+            assert all(a is b for a, b in zip(kept, [t for t in theirs if t.numel()], strict=True))
+    result = metrics.compute()
+    assert len(kernel_calls) == 1
+    ignore = options.get("ignore_index")
+    kept = flat if ignore is None else [tuple(t[b[1] != ignore] for t in b) for b in flat]
+    expected = reference(kept, ["mrr", "ndcg", "map"], 10)
+    for name in ("mrr", "ndcg", "map"):
+        assert_same(result[name], expected[f"{name}@10"])
+
+
+def test_collection_grouped_state_is_ranked_again_after_another_update(
+    kernel_calls: list[int],
+) -> None:
+    flat = flat_batches(seed=22)
+    metrics = grouped_collection()
+    metrics.update(*flat[0][:2], indexes=flat[0][2])
+    first = metrics.compute()
+    for preds, target, indexes in flat[1:]:
+        metrics.update(preds, target, indexes=indexes)
+    second = metrics.compute()
+    assert len(kernel_calls) == 2
+    assert_same(first["mrr"], reference(flat[:1], ["mrr"], 10)["mrr@10"])
+    assert_same(second["mrr"], reference(flat, ["mrr"], 10)["mrr@10"])
+
+
+def test_a_buffer_rewritten_between_two_metrics_updates_is_copied_again() -> None:
+    """Sharing a copy needs the next metric's inputs proved equal to it, not only
+    the same objects: a numpy-backed buffer rewritten in between is copied anew."""
+    np = pytest.importorskip("numpy")
+    buffer = np.array([0.9, 0.1, 0.5, 0.3], dtype=np.float64)
+    preds = torch.from_numpy(buffer)
+    target = torch.tensor([1, 0, 0, 1])
+    indexes = torch.tensor([0, 0, 1, 1])
+    first, second = rp.MRR(top_k=2), rp.MRR(top_k=2)
+    first.update(preds, target, indexes=indexes)
+    buffer[:] = [0.1, 0.9, 0.5, 0.3]  # bumps no version counter
+    second.update(preds, target, indexes=indexes)
+    assert first.flat_preds[-1] is not second.flat_preds[-1]
+    assert_same(first.compute(), torch.tensor(0.75, dtype=torch.float64))
+    assert_same(second.compute(), torch.tensor(0.5, dtype=torch.float64))
+
+
 # ------------------------------------------------- state: save, merge, pickle
 
 
@@ -517,9 +585,25 @@ def test_bad_inputs_give_the_kernels_error(name: str, use: str) -> None:
     if use == "collection":
         metric = MetricCollection([metric, rp.MRR(top_k=3)])
     call = metric.update if use != "forward" else metric
-    with pytest.raises(type(expected)) as info:
+    with pytest.raises((ValueError, TypeError)) as info:
         call(case["preds"], case["target"], indexes=case.get("indexes"), mask=case.get("mask"))
-    assert str(info.value) == str(expected)
+    assert_adapter_error(info.value, expected, case)
+
+
+def assert_adapter_error(error: BaseException, expected: BaseException, case: dict) -> None:
+    """The kernel's error; in the grouped layout, where TorchMetrics refuses the
+    inputs too, its ValueError with its message first and the kernel's after
+    (issue 12, item 7: tests/peers runs TorchMetrics' own tests)."""
+    refused = None if "mask" in case else rp._torchmetrics_refusal(*map(case.get, TRIPLE))
+    if refused is None:
+        assert type(error) is type(expected)
+        assert str(error) == str(expected)
+    else:
+        assert type(error) is ValueError
+        assert str(error) == f"{refused}. {expected}"
+
+
+TRIPLE = ("preds", "target", "indexes")
 
 
 @pytest.mark.parametrize(
@@ -529,11 +613,11 @@ def test_shape_and_dtype_errors_without_validate_args(name: str) -> None:
     case = BAD_INPUTS[name]()
     expected = kernel_error(case, validate_args=False)
     metric = rp.NDCG(top_k=3, validate_args=False)
-    with pytest.raises(type(expected)) as info:
+    with pytest.raises((ValueError, TypeError)) as info:
         metric.update(
             case["preds"], case["target"], indexes=case.get("indexes"), mask=case.get("mask")
         )
-    assert str(info.value) == str(expected)
+    assert_adapter_error(info.value, expected, case)
 
 
 def test_a_failed_update_leaves_the_state_alone() -> None:
