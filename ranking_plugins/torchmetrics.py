@@ -10,7 +10,7 @@ indexes=None, mask=None)`` takes every layout of the package:
 * grouped (``indexes`` given, TorchMetrics' retrieval input): a query may be
   spread over several updates and processes, so the flat triples are kept in
   ``"cat"`` states and every query is ranked in one vectorised kernel call at
-  :meth:`~RankingMetric.compute`. Scores are kept exactly: floating-point
+  :meth:`~BaseRankingMetric.compute`. Scores are kept exactly: floating-point
   scores as float64, integer scores as int64 (a timestamp above 2^53 is not
   rounded), so one metric takes either kind of scores in this layout, not both.
 
@@ -21,7 +21,7 @@ the sums stay float64.
 
 ``compute()`` returns a scalar tensor for one k and a dict ``{"ndcg@5": ...,
 "ndcg@10": ...}`` for several (:class:`RankingMetrics` always returns a dict).
-:meth:`~RankingMetric.compute_standard_error` returns the standard error of
+:meth:`~BaseRankingMetric.compute_standard_error` returns the standard error of
 each mean in the same form.
 
 >>> import torch
@@ -76,12 +76,12 @@ __all__ = [
     "MAP",
     "MRR",
     "NDCG",
+    "BaseRankingMetric",
     "FallOut",
     "HitRate",
     "MeanRank",
     "Precision",
     "RPrecision",
-    "RankingMetric",
     "RankingMetrics",
     "RankingOptions",
     "Recall",
@@ -89,7 +89,7 @@ __all__ = [
 
 
 class RankingOptions(OptionKeywords, total=False):
-    """Keywords every metric of this module takes (see :class:`RankingMetric`).
+    """Keywords every metric of this module takes (see :class:`BaseRankingMetric`).
 
     The options of :class:`ranking_plugins.options.Options` (``gain`` defaults
     to ``"linear"`` here, as in TorchMetrics), ``ignore_index``, and the
@@ -131,7 +131,7 @@ _MIXED_SCORES = (
 )
 
 
-class RankingMetric(Metric):
+class BaseRankingMetric(Metric):
     """Shared base: several metrics at several cutoffs, one kernel pass per update.
 
     Args:
@@ -465,6 +465,11 @@ class RankingMetric(Metric):
         return fig, ax
 
 
+#: the base's earlier name, one letter from :class:`RankingMetrics`; kept so that
+#: code importing it keeps working
+RankingMetric = BaseRankingMetric
+
+
 # ------------------------------------------------- TorchMetrics' errors, its words first
 #
 # Where ``torchmetrics.retrieval`` and this package both refuse an input, the error
@@ -794,7 +799,7 @@ def _device_only(fn: Callable[[Tensor], Tensor]) -> Callable[[Tensor], Tensor]:
 # ------------------------------------------------------------- one metric each
 
 
-class _SingleMetric(RankingMetric):
+class _SingleMetric(BaseRankingMetric):
     """One metric from :data:`ranking_plugins.metrics.METRICS`; subclasses name it."""
 
     metric_name: ClassVar[str]
@@ -973,7 +978,7 @@ class AUC(_WholeListMetric, metric="auc"):
     """
 
 
-class RankingMetrics(RankingMetric):
+class RankingMetrics(BaseRankingMetric):
     """Several metrics at several cutoffs in one state, one kernel pass per update.
 
     ``compute()`` always returns a dict ``{"mrr@5": tensor, ...}``, metric by

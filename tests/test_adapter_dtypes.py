@@ -23,13 +23,13 @@ from torch import Tensor
 import ranking_plugins
 from ranking_plugins import torchmetrics as rp
 
-Cast = Callable[[rp.RankingMetric], Any]
+Cast = Callable[[rp.BaseRankingMetric], Any]
 
 
 def _inside_a_module(cast: Callable[[torch.nn.Module], Any]) -> Cast:
     """Apply ``cast`` to a module holding the metric (as a LightningModule would)."""
 
-    def apply(metric: rp.RankingMetric) -> None:
+    def apply(metric: rp.BaseRankingMetric) -> None:
         holder = torch.nn.Module()
         holder.metric = metric
         cast(holder)
@@ -76,7 +76,7 @@ def assert_identical(ours: Any, expected: Any) -> None:
     )
 
 
-def state_dtypes(metric: rp.RankingMetric) -> dict[str, torch.dtype]:
+def state_dtypes(metric: rp.BaseRankingMetric) -> dict[str, torch.dtype]:
     out: dict[str, torch.dtype] = {}
     for name in metric._defaults:
         value = getattr(metric, name)

@@ -379,7 +379,7 @@ def test_a_buffer_rewritten_between_two_metrics_updates_is_copied_again() -> Non
 # ------------------------------------------------- state: save, merge, pickle
 
 
-def fed(metric: rp.RankingMetric, data: list[tuple[torch.Tensor, ...]]) -> rp.RankingMetric:
+def fed(metric: rp.BaseRankingMetric, data: list[tuple[torch.Tensor, ...]]) -> rp.BaseRankingMetric:
     for batch in data:
         if len(batch) == 3:
             metric.update(batch[0], batch[1], indexes=batch[2])
@@ -718,3 +718,13 @@ def test_updates_under_inference_mode(kernel_calls: list[int], options: dict[str
     for preds, target in data:
         expected_metrics.update(preds, target)
     assert_same(result, expected_metrics.compute())
+
+
+def test_the_base_class_keeps_its_earlier_name() -> None:
+    """Issue 12: ``RankingMetric`` (one letter from ``RankingMetrics``) is now
+    ``BaseRankingMetric``, as in the Ignite adapter; the old name still imports."""
+    from ranking_plugins.torchmetrics import RankingMetric
+
+    assert RankingMetric is rp.BaseRankingMetric
+    assert issubclass(rp.RankingMetrics, rp.BaseRankingMetric)
+    assert "RankingMetric" not in rp.__all__
