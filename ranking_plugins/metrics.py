@@ -5,9 +5,9 @@ better, and how its per-query value follows from the rank statistics at a
 cutoff (:class:`ranking_plugins.kernel.Cutoff`). The functional API and every
 adapter read :data:`METRICS`; adding a metric is adding one entry.
 
-:func:`rank_batch` ranks a batch once (part by part, see
-:class:`ranking_plugins.kernel.Batch`) and :func:`read_metrics` reads every
-metric at every k from that ranking, per query.
+:func:`read_metrics` reads every metric at every k, per query, from a batch's
+rank statistics (:class:`ranking_plugins.kernel.RankedBatch`, made by
+:func:`ranking_plugins.kernel.rank_inputs`).
 """
 
 from __future__ import annotations
@@ -18,18 +18,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from ranking_plugins.kernel import (
-    Batch,
-    Cutoff,
-    ItemIds,
-    ListStats,
-    RankingInput,
-    RankStats,
-    count_true,
-    rank,
-)
+from ranking_plugins.kernel import Cutoff, ListStats, RankedBatch, Unranked
 from ranking_plugins.options import Options
-from ranking_plugins.rank_counts import count_ranks
 
 DEFAULT_OPTIONS = Options()
 
@@ -193,121 +183,6 @@ def rank_depth(metrics: Sequence[Metric], ks: tuple[int, ...] | None) -> int | N
     return max(ks)
 
 
-#: item-index targets with at most this many ids per query are ranked by counting
-#: (two comparisons per id and item); with more, one top-k selection is cheaper
-COUNT_TARGETS_MAX = 1
-
-
-def ranking_method(data: RankingInput, depth: int | None) -> str:
-    """``"count"`` or ``"rank"``: the cheaper way to the statistics (see :func:`rank_stats`)."""
-    relevance = data.relevance
-    if not isinstance(relevance, ItemIds):
-        return "rank"
-    few_ids = relevance.item_ids.shape[1] <= COUNT_TARGETS_MAX
-    return "count" if depth is None or few_ids else "rank"
-
-
-def rank_stats(
-    data: RankingInput, ties: str, depth: int | None, method: str | None = None
-) -> ListStats:
-    """Rank once (down to ``depth``, all when None) and describe the list.
-
-    ``method``: ``"count"`` (item-index targets only: count the items above and
-    tied with each relevant item, :mod:`ranking_plugins.rank_counts`) or
-    ``"rank"`` (select and order the top of every list); by default counting
-    is used for item-index targets when the whole list is needed or each query
-    lists one id (next-item recommendation), where it is the cheaper of the two.
-    """
-    relevance = data.relevance
-    method = method or ranking_method(data, depth)
-    if method == "count":
-        if not isinstance(relevance, ItemIds):
-            raise ValueError("ranking by counting needs item-index targets")
-        return count_ranks(data.scores, relevance, ties, data.ranked)
-    ranked_list = rank(data, ties, depth)
-    num_ranked = (
-        torch.full((data.num_queries,), data.num_items, device=data.scores.device)
-        if data.ranked is None
-        else count_true(data.ranked)
-    )
-    relevant_count = relevance.relevant_count()
-    return RankStats(
-        ranked_list,
-        relevant_count,
-        relevant_count if data.ranked is None else relevance.relevant_count(data.ranked),
-        relevance,
-        num_ranked,
-    )
-
-
-#: Sorting whole rows costs about 140 bytes per (query, item); rows are ranked
-#: in blocks of at most this many elements, or of the input's size in bytes / 48
-#: when that is larger, so that peak memory stays within a few copies of the scores.
-WHOLE_ROW_BLOCK_ELEMENTS = 1 << 20
-
-
-@dataclass(frozen=True)
-class Unranked:
-    """A block of rows ranked only when read (and dropped after), to bound memory."""
-
-    data: RankingInput
-    ties: str
-    depth: int | None
-    method: str | None
-
-    def rank(self) -> ListStats:
-        return rank_stats(self.data, self.ties, self.depth, self.method)
-
-
-@dataclass(frozen=True)
-class RankedBatch:
-    """Rank statistics of a batch, in parts: (the parts' query positions, statistics)."""
-
-    num_queries: int
-    device: torch.device
-    parts: tuple[tuple[slice | Tensor, ListStats | Unranked], ...]
-    #: the statistics cover whole lists, whatever depth was asked (counting does)
-    whole_lists: bool = False
-
-    @property
-    def reusable(self) -> bool:
-        """Whether reading it again costs no ranking (no part is ranked on reading)."""
-        return not any(isinstance(stats, Unranked) for _, stats in self.parts)
-
-
-def rank_batch(
-    batch: Batch, ties: str, depth: int | None, method: str | None = None
-) -> RankedBatch:
-    """:func:`rank_stats` of every part of ``batch``.
-
-    Whole rows that are sorted (not counted) are ranked in blocks of rows, each
-    when it is read, so that only one block's statistics exist at a time.
-    """
-    parts: list[tuple[slice | Tensor, ListStats | Unranked]] = []
-    whole_lists = True
-    for part in batch.parts:
-        data = part.data
-        part_method = method or ranking_method(data, depth)
-        whole_lists &= depth is None or part_method == "count"
-        rows = data.num_queries
-        if (depth is None or depth >= data.num_items) and part_method == "rank":
-            size = data.scores.numel() * data.scores.element_size()
-            budget = max(WHOLE_ROW_BLOCK_ELEMENTS, size // 48)
-            rows = max(1, budget // max(data.num_items, 1))
-        if rows >= data.num_queries:
-            parts.append((part.queries, rank_stats(data, ties, depth, part_method)))
-            continue
-        for low in range(0, data.num_queries, rows):
-            block = slice(low, low + rows)
-            queries = (
-                slice(low, min(low + rows, data.num_queries))
-                if isinstance(part.queries, slice)  # the whole batch, in order
-                else part.queries[block]
-            )
-            parts.append((queries, Unranked(data.rows(block), ties, depth, part_method)))
-    return RankedBatch(batch.num_queries, batch.device, tuple(parts), whole_lists)
-
-
 def read_metrics(
     ranked: RankedBatch | ListStats,
     metrics: Sequence[Metric],
@@ -437,11 +312,8 @@ __all__ = [
     "Evaluation",
     "Metric",
     "PerQuery",
-    "RankedBatch",
     "get_metrics",
-    "rank_batch",
     "rank_depth",
-    "rank_stats",
     "read_metrics",
     "result_key",
 ]

@@ -24,14 +24,12 @@ from torch import Tensor
 from typing_extensions import Unpack
 
 from ranking_plugins import _validation as V
-from ranking_plugins.embeddings import EmbeddingScores, embedding_stats
-from ranking_plugins.kernel import host_reads_are_free, normalize_input
+from ranking_plugins.embeddings import EmbeddingScores
+from ranking_plugins.kernel import RankedBatch, host_reads_are_free, rank_inputs
 from ranking_plugins.metrics import (
     Evaluation,
     Metric,
-    RankedBatch,
     get_metrics,
-    rank_batch,
     rank_depth,
     read_metrics,
     result_key,
@@ -149,40 +147,17 @@ class RankingRequest:
         mask: Tensor | None,
         depth: int | None,
     ) -> RankedBatch:
-        if isinstance(preds, EmbeddingScores):
-            _embeddings_only(indexes=indexes, mask=mask, target_format=self.options.target_format)
-            stats = embedding_stats(
-                preds,
-                target,
-                ties=self.options.ties,
-                rule=self.options.rule,
-                validate_args=self.options.validate_args,
-            )
-            return RankedBatch(preds.num_queries, preds.device, ((slice(None), stats),), True)
-        batch = normalize_input(
-            V.check_tensor("preds", preds).detach(),
-            V.check_tensor("target", target).detach(),
+        return rank_inputs(
+            preds,
+            target,
             indexes=indexes,
             mask=mask,
             target_format=self.options.target_format,
             rule=self.options.rule,
+            ties=self.options.ties,
+            depth=depth,
             validate_args=self.options.validate_args,
         )
-        return rank_batch(batch, self.options.ties, depth)
-
-
-def _embeddings_only(
-    *, indexes: Tensor | None, mask: Tensor | None, target_format: str | None
-) -> None:
-    if mask is not None:
-        raise ValueError(
-            "`mask` does not apply to EmbeddingScores: list the items to leave out of "
-            "the ranking in EmbeddingScores(..., exclude=item_ids)"
-        )
-    if indexes is not None:
-        raise ValueError("`indexes` (grouped layout) does not apply to EmbeddingScores")
-    if target_format == "dense":
-        raise ValueError("EmbeddingScores needs item-index targets, not `target_format='dense'`")
 
 
 Input = Tensor | EmbeddingScores | None

@@ -3,7 +3,7 @@
 On the CPU nothing synchronises, so the calls that would on an accelerator
 (``.item()``, ``bool()``, ``int()``, ``.tolist()``, ``.nonzero()``, boolean-mask
 indexing) are patched to raise, and the kernel is told to take its accelerator
-paths (``ranking_plugins.kernel.ACCELERATOR_PATHS_ON_CPU``).
+paths (``ranking_plugins.kernel.host_reads.ACCELERATOR_PATHS_ON_CPU``).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import torch
 
-from ranking_plugins import kernel
+from ranking_plugins.kernel import host_reads
 
 
 @contextlib.contextmanager
@@ -34,7 +34,7 @@ def forbid_host_reads(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
         return original_getitem(self, index)
 
     with monkeypatch.context() as patch:
-        patch.setattr(kernel, "ACCELERATOR_PATHS_ON_CPU", True)
+        patch.setattr(host_reads, "ACCELERATOR_PATHS_ON_CPU", True)
         for name in ("item", "tolist", "__bool__", "__int__", "__float__", "__index__", "nonzero"):
             patch.setattr(torch.Tensor, name, forbidden(name))
         patch.setattr(torch.Tensor, "__getitem__", getitem)

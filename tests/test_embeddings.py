@@ -159,16 +159,17 @@ def test_exclusions_out_of_range_and_score_functions_of_the_wrong_shape_are_caug
 def test_the_same_scores_object_is_walked_once_for_several_requests(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    import ranking_plugins.kernel as kernel
     import ranking_plugins.request as request_module
 
     walks: list[int] = []
-    real = request_module.embedding_stats
+    real = kernel.embedding_stats
 
     def counting(*args, **kwargs):  # type: ignore[no-untyped-def]
         walks.append(1)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(request_module, "embedding_stats", counting)
+    monkeypatch.setattr(kernel, "embedding_stats", counting)
     request_module._last_batch.clear()
     users, items, target, _ = _case(4)
     scores = EmbeddingScores(users, items)

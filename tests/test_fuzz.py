@@ -127,8 +127,8 @@ BUFFER_MODES = ("fresh", "fresh", "numpy", "data", "copy_")
 #: at a time; counting in row blocks), set tiny so that small problems take
 #: the block-by-block paths too (a renamed constant is just not patched)
 BLOCK_CONSTANTS = (
-    ("ranking_plugins.metrics", "WHOLE_ROW_BLOCK_ELEMENTS"),
-    ("ranking_plugins.rank_counts", "_BLOCK_ELEMENTS"),
+    ("ranking_plugins.kernel.ranked_batch", "WHOLE_ROW_BLOCK_ELEMENTS"),
+    ("ranking_plugins.kernel.ranking.counting", "_BLOCK_ELEMENTS"),
 )
 
 

@@ -27,6 +27,7 @@ from ignite.engine import Engine, Events, create_supervised_evaluator
 from ignite.exceptions import NotComputableError
 from ignite.metrics import MetricsLambda
 
+import ranking_plugins.kernel
 import ranking_plugins.request
 from ranking_plugins import EmbeddingScores, rank_metrics
 from ranking_plugins import ignite as rp
@@ -518,13 +519,13 @@ def test_metrics_lambda_arithmetic() -> None:
 
 def count_rank_passes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     calls: list[int] = []
-    original = ranking_plugins.request.rank_batch
+    original = ranking_plugins.kernel.rank_batch
 
     def counting(*args: Any, **kwargs: Any) -> Any:
         calls.append(1)
         return original(*args, **kwargs)
 
-    monkeypatch.setattr(ranking_plugins.request, "rank_batch", counting)
+    monkeypatch.setattr(ranking_plugins.kernel, "rank_batch", counting)
     ranking_plugins.request._last_batch.clear()
     return calls
 

@@ -12,6 +12,7 @@ import torch
 
 import ranking_plugins.kernel as kernel
 from ranking_plugins import rank_metrics
+from ranking_plugins.kernel import host_reads
 
 AT_K = ["hit_rate", "mrr", "precision", "recall", "f1", "map", "ndcg", "fall_out"]
 
@@ -32,9 +33,9 @@ def test_selection_paths_agree(ties: str, seed: int, monkeypatch: pytest.MonkeyP
         ks = sorted(set(torch.randint(1, n + 3, (3,), generator=generator).tolist()))
         options = {"mask": mask, "ties": ties, "reduction": "none"}
 
-        monkeypatch.setattr(kernel, "ACCELERATOR_PATHS_ON_CPU", False)
+        monkeypatch.setattr(host_reads, "ACCELERATOR_PATHS_ON_CPU", False)
         cut_rows_only = rank_metrics(preds, target, AT_K, ks, **options)
-        monkeypatch.setattr(kernel, "ACCELERATOR_PATHS_ON_CPU", True)
+        monkeypatch.setattr(host_reads, "ACCELERATOR_PATHS_ON_CPU", True)
         every_row = rank_metrics(preds, target, AT_K, ks, **options)
         whole_rows = rank_metrics(preds, target, [*AT_K, "auc"], ks, **options)
         for key, values in cut_rows_only.items():
@@ -70,7 +71,7 @@ def test_ideal_gains_shortcut_for_rows_with_one_relevant_grade(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Rows whose relevant items share one grade skip the selection; others must not."""
-    monkeypatch.setattr(kernel, "ACCELERATOR_PATHS_ON_CPU", accelerator_paths)
+    monkeypatch.setattr(host_reads, "ACCELERATOR_PATHS_ON_CPU", accelerator_paths)
     generator = torch.Generator().manual_seed(11)
     rows = []
     for kind in range(6):

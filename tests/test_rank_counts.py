@@ -13,11 +13,11 @@ import pytest
 import torch
 from reference import reference_rank_metrics
 
-from ranking_plugins import kernel, rank_metrics
-from ranking_plugins.kernel import TIES, GainRule, ItemIds, normalize_input
-from ranking_plugins.metrics import METRICS, rank_batch, read_metrics
+from ranking_plugins import rank_metrics
+from ranking_plugins.kernel import TIES, GainRule, ItemIds, host_reads, normalize_input, rank_batch
+from ranking_plugins.kernel.ranking import RankCounter, distinct_ids
+from ranking_plugins.metrics import METRICS, read_metrics
 from ranking_plugins.options import Options
-from ranking_plugins.rank_counts import RankCounter, distinct_ids
 
 ALL = list(METRICS.values())
 
@@ -61,7 +61,7 @@ def test_counting_equals_the_ranked_list_for_every_metric(
     ties: str, seed: int, accelerator_paths: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # the accelerator paths read nothing back to the host, and must agree too
-    monkeypatch.setattr(kernel, "ACCELERATOR_PATHS_ON_CPU", accelerator_paths)
+    monkeypatch.setattr(host_reads, "ACCELERATOR_PATHS_ON_CPU", accelerator_paths)
     generator = torch.Generator().manual_seed(seed)
     for trial in range(60):
         case = _random_case(generator, trial)
@@ -81,16 +81,16 @@ def test_counting_equals_the_ranked_list_for_every_metric(
 def test_item_index_targets_are_counted_and_match_brute_force(
     ties: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import ranking_plugins.metrics as metrics_module
+    import ranking_plugins.kernel.ranked_batch as ranked_batch
 
     calls: list[str] = []
-    real = metrics_module.count_ranks
+    real = ranked_batch.count_ranks
 
     def spy(*args, **kwargs):  # type: ignore[no-untyped-def]
         calls.append("count")
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(metrics_module, "count_ranks", spy)
+    monkeypatch.setattr(ranked_batch, "count_ranks", spy)
     generator = torch.Generator().manual_seed(7)
     names = [m.name for m in ALL]
     for trial in range(12):
@@ -159,7 +159,7 @@ def test_an_item_never_counts_against_itself_when_its_score_differs_in_the_last_
 def test_reciprocal_rank_in_a_long_tie_with_several_relevant_items(
     accelerator_paths: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(kernel, "ACCELERATOR_PATHS_ON_CPU", accelerator_paths)
+    monkeypatch.setattr(host_reads, "ACCELERATOR_PATHS_ON_CPU", accelerator_paths)
     # one tie group of 3000 items holding 3 relevant ones: the place-by-place sum
     # runs over several blocks of places
     n = 3000

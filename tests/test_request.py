@@ -10,6 +10,7 @@ import pytest
 import torch
 from reference import reference_rank_metrics
 
+import ranking_plugins.kernel as kernel
 import ranking_plugins.request as request_module
 from ranking_plugins import rank_metrics
 from ranking_plugins.request import RankingRequest
@@ -20,13 +21,13 @@ from ranking_plugins.totals import Totals
 def rank_calls(monkeypatch: pytest.MonkeyPatch) -> list[int | None]:
     """Depths of every kernel ranking pass made through a RankingRequest."""
     calls: list[int | None] = []
-    real = request_module.rank_batch
+    real = kernel.rank_batch
 
     def counting(batch, ties, depth):  # type: ignore[no-untyped-def]
         calls.append(depth)
         return real(batch, ties, depth)
 
-    monkeypatch.setattr(request_module, "rank_batch", counting)
+    monkeypatch.setattr(kernel, "rank_batch", counting)
     request_module._last_batch.clear()
     return calls
 

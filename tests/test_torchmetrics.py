@@ -20,6 +20,7 @@ import torch
 from torchmetrics import MetricCollection
 
 import ranking_plugins
+import ranking_plugins.kernel
 import ranking_plugins.request
 from ranking_plugins import torchmetrics as rp
 from ranking_plugins.metrics import METRICS
@@ -214,13 +215,13 @@ def test_no_counted_query_gives_nan() -> None:
 def kernel_calls(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
     """Counts calls of the rank kernel (``rank_batch``) as RankingRequest makes them."""
     calls: list[int] = []
-    original = ranking_plugins.request.rank_batch
+    original = ranking_plugins.kernel.rank_batch
 
     def counting(*args: Any, **kwargs: Any) -> Any:
         calls.append(1)
         return original(*args, **kwargs)
 
-    monkeypatch.setattr(ranking_plugins.request, "rank_batch", counting)
+    monkeypatch.setattr(ranking_plugins.kernel, "rank_batch", counting)
     ranking_plugins.request._last_batch.clear()
     yield calls
     ranking_plugins.request._last_batch.clear()

@@ -1,0 +1,124 @@
+"""The rank kernel: the one place that ranks items.
+
+It reads top to bottom like SPEC.md, one sub-package per stage:
+
+1. :mod:`~ranking_plugins.kernel.inputs`: :func:`normalize_input` turns any
+   tensor layout (dense, item indices, grouped) into one shape, a
+   :class:`Batch` of parts: scores ``(Q, N)``, an optional ``ranked`` mask and
+   a :class:`Relevance` that answers questions about the targets.
+   :class:`EmbeddingScores` describes a score matrix too large to build.
+2. :mod:`~ranking_plugins.kernel.ranking`: :func:`rank` orders the items of
+   every query under a ``ties`` policy and describes the ranked list as *tie
+   groups*; :func:`count_ranks` counts, for item-index targets, the items
+   above and tied with each relevant item instead.
+3. :mod:`~ranking_plugins.kernel.statistics`: :class:`RankStats` (from a ranked
+   list) and :class:`CountStats` (from counts) give hits@k, DCG@k, AP@k,
+   RR@k, ... at any cutoff, exactly, from SPEC section 3's closed forms;
+   :class:`Cutoff` reads them at one cutoff per query and k.
+
+:func:`rank_inputs` is the one entry from a batch's inputs to its statistics
+(:class:`RankedBatch`); :mod:`~ranking_plugins.kernel.ranked_batch` ranks a
+batch part by part. Metric formulas on top of these statistics live in
+:mod:`ranking_plugins.metrics`.
+"""
+
+from __future__ import annotations
+
+from torch import Tensor
+
+from ranking_plugins.kernel.flags import count_true
+from ranking_plugins.kernel.host_reads import host_reads_are_free
+from ranking_plugins.kernel.inputs import (
+    Batch,
+    DenseGrades,
+    GainRule,
+    ItemIds,
+    Part,
+    RankingInput,
+    Relevance,
+    check_embedding_inputs,
+    check_grades,
+    check_grouped,
+    check_inputs,
+    normalize_input,
+)
+from ranking_plugins.kernel.inputs.embeddings import EmbeddingScores, embedding_stats
+from ranking_plugins.kernel.ranked_batch import (
+    RankedBatch,
+    Unranked,
+    rank_batch,
+    rank_stats,
+    ranking_method,
+)
+from ranking_plugins.kernel.ranking import TIES, RankCounter, RankedList, count_ranks, rank
+from ranking_plugins.kernel.statistics import CountStats, Cutoff, ListStats, RankStats
+
+
+def rank_inputs(
+    preds: Tensor | EmbeddingScores,
+    target: Tensor,
+    *,
+    indexes: Tensor | None,
+    mask: Tensor | None,
+    target_format: str | None,
+    rule: GainRule,
+    ties: str,
+    depth: int | None,
+    validate_args: bool,
+) -> RankedBatch:
+    """The rank statistics of one batch, from its inputs, for every layout.
+
+    Checks the inputs, brings them to a :class:`Batch` and ranks it down to
+    ``depth`` (None: whole lists), or, for :class:`EmbeddingScores`, walks the
+    catalogue and counts. Both call through this module's names
+    (:func:`rank_batch`, :func:`embedding_stats`), where tests observe them.
+    """
+    if isinstance(preds, EmbeddingScores):
+        check_embedding_inputs(indexes=indexes, mask=mask, target_format=target_format)
+        stats = embedding_stats(preds, target, ties=ties, rule=rule, validate_args=validate_args)
+        return RankedBatch(preds.num_queries, preds.device, ((slice(None), stats),), True)
+    batch = normalize_input(
+        preds,
+        target,
+        indexes=indexes,
+        mask=mask,
+        target_format=target_format,
+        rule=rule,
+        validate_args=validate_args,
+    )
+    return rank_batch(batch, ties, depth)
+
+
+__all__ = [
+    "TIES",
+    "Batch",
+    "CountStats",
+    "Cutoff",
+    "DenseGrades",
+    "EmbeddingScores",
+    "GainRule",
+    "ItemIds",
+    "ListStats",
+    "Part",
+    "RankCounter",
+    "RankStats",
+    "RankedBatch",
+    "RankedList",
+    "RankingInput",
+    "Relevance",
+    "Unranked",
+    "check_embedding_inputs",
+    "check_grades",
+    "check_grouped",
+    "check_inputs",
+    "count_ranks",
+    "count_true",
+    "embedding_stats",
+    "host_reads_are_free",
+    "normalize_input",
+    "rank",
+    "rank_batch",
+    "rank_inputs",
+    "rank_stats",
+    "ranking_method",
+]

@@ -1,0 +1,84 @@
+"""Inputs: any layout, checked and brought to one shape (SPEC section 2).
+
+:func:`normalize_input` is the one dispatch between the tensor layouts, one
+module each: :mod:`~ranking_plugins.kernel.inputs.dense` (a grade for every
+item), :mod:`~ranking_plugins.kernel.inputs.item_ids` (the ids of the relevant
+items) and :mod:`~ranking_plugins.kernel.inputs.grouped` (flat triples with
+query ids). Each returns a :class:`Batch` of :class:`RankingInput` parts:
+scores (Q, N), an optional ``ranked`` mask and a :class:`Relevance` that
+answers questions about the targets. Scores given as embeddings
+(:mod:`~ranking_plugins.kernel.inputs.embeddings`) are never a matrix: they
+are walked in chunks and counted, straight to statistics.
+"""
+
+from __future__ import annotations
+
+from torch import Tensor
+
+from ranking_plugins.kernel.inputs.checks import (
+    check_embedding_inputs,
+    check_grades,
+    check_grouped,
+    check_inputs,
+)
+from ranking_plugins.kernel.inputs.dense import dense
+from ranking_plugins.kernel.inputs.grouped import grouped
+from ranking_plugins.kernel.inputs.item_ids import item_ids
+from ranking_plugins.kernel.inputs.parts import Batch, Part, RankingInput, lowest
+from ranking_plugins.kernel.inputs.relevance import (
+    DenseGrades,
+    GainRule,
+    ItemIds,
+    Relevance,
+    least_at_or_above,
+)
+
+
+def normalize_input(
+    preds: Tensor,
+    target: Tensor,
+    *,
+    indexes: Tensor | None,
+    mask: Tensor | None,
+    target_format: str | None,
+    rule: GainRule,
+    validate_args: bool,
+) -> Batch:
+    """Check the inputs and bring any layout to :class:`Batch` (SPEC section 2)."""
+    preds, target, indexes, mask = check_inputs(preds, target, indexes, mask, target_format)
+    if preds.ndim == 1:
+        indexes = check_grouped(preds, target, indexes, target_format)
+        return grouped(preds, target, indexes, mask, rule, validate_args)
+    if preds.ndim != 2:
+        raise ValueError(
+            "`preds` must be (Q, N) scores, or (M,) scores with `indexes` for the grouped "
+            f"layout, got shape {tuple(preds.shape)}"
+        )
+    if indexes is not None:
+        raise ValueError(
+            "`indexes` is only for the grouped layout, where `preds` is 1-D; "
+            f"got `preds` of shape {tuple(preds.shape)}"
+        )
+    if target_format is None:
+        target_format = "dense" if target.shape == preds.shape else "indices"
+    if target_format == "dense":
+        return dense(preds, target, mask, rule, validate_args)
+    return item_ids(preds, target, mask, rule, validate_args)
+
+
+__all__ = [
+    "Batch",
+    "DenseGrades",
+    "GainRule",
+    "ItemIds",
+    "Part",
+    "RankingInput",
+    "Relevance",
+    "check_embedding_inputs",
+    "check_grades",
+    "check_grouped",
+    "check_inputs",
+    "least_at_or_above",
+    "lowest",
+    "normalize_input",
+]

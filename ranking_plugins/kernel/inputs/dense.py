@@ -1,0 +1,25 @@
+"""The dense layout: scores (Q, N) and a grade for every item (Q, N)."""
+
+from __future__ import annotations
+
+from torch import Tensor
+
+from ranking_plugins import _validation as V
+from ranking_plugins.kernel.inputs.checks import check_grades
+from ranking_plugins.kernel.inputs.parts import Batch, RankingInput, one_part
+from ranking_plugins.kernel.inputs.relevance import DenseGrades, GainRule
+
+
+def dense(
+    preds: Tensor, target: Tensor, mask: Tensor | None, rule: GainRule, validate_args: bool
+) -> Batch:
+    """Checked (Q, N) scores and (Q, N) grades as one part."""
+    if target.shape != preds.shape:
+        raise ValueError(
+            f"dense `target` must have the shape of `preds` {tuple(preds.shape)}, "
+            f"got {tuple(target.shape)}"
+        )
+    if validate_args:
+        V.check_values(preds, None, None, preds.shape[1])
+        check_grades(target, rule, preds.shape[1])
+    return one_part(RankingInput(preds, mask, DenseGrades(target, rule)))

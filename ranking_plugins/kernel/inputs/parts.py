@@ -1,0 +1,88 @@
+"""What every input layout becomes: a :class:`Batch` of :class:`RankingInput` parts."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from ranking_plugins.kernel.inputs.relevance import DenseGrades, ItemIds, Relevance
+
+
+@dataclass(frozen=True)
+class RankingInput:
+    """Any layout, reduced to scores (Q, N) with an optional ``ranked`` mask."""
+
+    scores: Tensor
+    ranked: Tensor | None  # False: never enters the ranking (masked, or padding)
+    relevance: Relevance
+
+    @property
+    def num_queries(self) -> int:
+        return self.scores.shape[0]
+
+    @property
+    def num_items(self) -> int:
+        return self.scores.shape[1]
+
+    def rows(self, rows: slice) -> RankingInput:
+        """The queries ``rows`` (views, no copy)."""
+        ranked = None if self.ranked is None else self.ranked[rows]
+        return RankingInput(self.scores[rows], ranked, self.relevance.take(rows))
+
+
+@dataclass(frozen=True)
+class Part:
+    """Some queries of a batch: ``queries`` are their positions in the batch."""
+
+    queries: slice | Tensor
+    data: RankingInput
+
+
+@dataclass(frozen=True)
+class Batch:
+    """A batch of ``num_queries`` queries in parts that together hold each query once.
+
+    Dense and item-index inputs are one part. Grouped lists are padded to
+    rows only with lists of similar length (one part per length class), so
+    memory stays within twice the number of items whatever the lengths.
+    """
+
+    num_queries: int
+    device: torch.device
+    parts: tuple[Part, ...]
+
+
+def lowest(dtype: torch.dtype) -> float | int:
+    """A score no ranked item can beat: where masked items are parked before selection."""
+    if dtype.is_floating_point:
+        return -math.inf
+    return int(torch.iinfo(dtype).min)
+
+
+def one_part(data: RankingInput) -> Batch:
+    """A batch of one part holding every query (the dense and item-index layouts)."""
+    part = Part(slice(None), _at_least_one_item(data))
+    return Batch(data.num_queries, data.scores.device, (part,))
+
+
+def _at_least_one_item(data: RankingInput) -> RankingInput:
+    """Lists with no items at all get one padding item, so that every row has a position."""
+    if data.num_items > 0:
+        return data
+    scores = torch.full(
+        (data.num_queries, 1),
+        lowest(data.scores.dtype),
+        dtype=data.scores.dtype,
+        device=data.scores.device,
+    )
+    ranked = torch.zeros_like(scores, dtype=torch.bool)
+    relevance = data.relevance
+    if isinstance(relevance, DenseGrades):
+        grades = torch.zeros_like(scores, dtype=relevance.grades.dtype)
+        # the padding item carries no judgment: never relevant, whatever the threshold
+        return RankingInput(scores, ranked, DenseGrades(grades, relevance.rule, ranked))
+    assert isinstance(relevance, ItemIds)  # only padding ids pass validation
+    return RankingInput(scores, ranked, ItemIds(relevance.item_ids, 1, relevance.rule))

@@ -1,0 +1,251 @@
+"""What the kernel knows about a batch's targets, whatever their layout.
+
+:class:`GainRule` says which grades are relevant and what gain they earn;
+:class:`Relevance` is what ranking and statistics ask of the targets, answered
+by :class:`DenseGrades` (a grade for every item) and :class:`ItemIds` (the ids
+of the relevant items).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Protocol
+
+import torch
+from torch import Tensor
+
+from ranking_plugins.kernel.flags import count_true
+from ranking_plugins.kernel.host_reads import host_reads_are_free
+
+
+@dataclass(frozen=True)
+class GainRule:
+    """Which grades are relevant and what gain a relevant grade earns (SPEC section 4)."""
+
+    relevance_threshold: float | None  # finite; None: grade > 0 is relevant
+    gain: str  # "exponential" | "linear"
+
+    def relevant(self, grades: Tensor) -> Tensor:
+        """grade > 0, or grade >= threshold, compared exactly in the grades' own dtype."""
+        if grades.dtype == torch.bool:
+            return self._relevant_bool(grades)
+        if self.relevance_threshold is None:
+            return grades > 0
+        bound = least_at_or_above(self.relevance_threshold, grades.dtype)
+        if bound is None:  # above every value of the dtype
+            return torch.zeros_like(grades, dtype=torch.bool)
+        return grades >= bound
+
+    def _relevant_bool(self, grades: Tensor) -> Tensor:
+        # a bool is grade 0 or 1
+        t = self.relevance_threshold
+        if t is None or 0 < t <= 1:
+            return grades
+        return torch.full_like(grades, t <= 0)
+
+    @property
+    def grade_one_is_relevant(self) -> bool:
+        """Whether a bool ``True`` or a listed item id (both grade 1) is relevant."""
+        return self.relevance_threshold is None or self.relevance_threshold <= 1
+
+    @property
+    def grade_zero_is_relevant(self) -> bool:
+        """Whether grade 0 (a bool ``False``) is relevant: a threshold at or below 0."""
+        return self.relevance_threshold is not None and self.relevance_threshold <= 0
+
+    def gain_of(self, grades: Tensor) -> Tensor:
+        """float64 gain of each grade as if relevant; negative grades earn nothing.
+
+        2^g − 1 is computed without cancellation: ``expm1`` below 1 (a grade of
+        1e-20 earns 6.9e-21, not 0), ``exp2`` from 1 on (exact for integers).
+        """
+        g = grades.to(torch.float64).clamp(min=0)
+        if self.gain == "linear":
+            return g
+        return torch.where(g >= 1, torch.exp2(g) - 1, torch.expm1(g * math.log(2)))
+
+    def gains(self, grades: Tensor, relevant: Tensor) -> Tensor:
+        """float64 gains; non-relevant and negative grades earn nothing."""
+        return torch.where(relevant, self.gain_of(grades), 0.0)
+
+
+def least_at_or_above(threshold: float, dtype: torch.dtype) -> float | int | Tensor | None:
+    """The least value of ``dtype`` that is >= ``threshold``; None if there is none.
+
+    ``grades >= threshold`` with a Python float would round the threshold to the
+    grades' dtype (float32 for integer grades), so 16777216 >= 16777217.0 holds;
+    comparing with this bound in the grades' own dtype is exact.
+    """
+    if not dtype.is_floating_point:
+        bound = math.ceil(threshold)
+        info = torch.iinfo(dtype)
+        if bound > info.max:
+            return None
+        return max(bound, info.min)
+    if dtype == torch.float64:
+        return threshold
+    value = torch.tensor(threshold, dtype=torch.float64).to(dtype)
+    if float(value) < threshold:
+        value = torch.nextafter(value, torch.tensor(math.inf, dtype=dtype))
+    return value
+
+
+class Relevance(Protocol):
+    """What the kernel needs to know about the targets of a batch."""
+
+    binary: bool  # every relevant item has gain 1
+
+    def at(self, items: Tensor, rows: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        """(relevant, gain) of ``items`` (item indices per query) of all queries or ``rows``."""
+        ...
+
+    def rows(self, rows: Tensor) -> tuple[Tensor, Tensor]:
+        """(relevant, gain) of every item of the queries ``rows``, shape (len(rows), N)."""
+        ...
+
+    def relevant_count(self, within: Tensor | None = None) -> Tensor:
+        """R: relevant items per query, int64 (Q,); only those where ``within`` if given."""
+        ...
+
+    def ideal_gains(self, length: int, relevant_count: Tensor) -> Tensor:
+        """The ``length`` largest gains of each query (all items), descending, float64."""
+        ...
+
+    def take(self, rows: slice) -> Relevance:
+        """The targets of the queries ``rows`` only."""
+        ...
+
+
+class DenseGrades:
+    """Targets given as a grade for every item: (Q, N) bool, int or float.
+
+    ``judged`` (bool, same shape, optional): False marks positions that carry
+    no judgment (the padding of grouped lists); they are never relevant,
+    whatever the threshold.
+    """
+
+    def __init__(self, grades: Tensor, rule: GainRule, judged: Tensor | None = None) -> None:
+        if grades.dtype == torch.bool and (rule.grade_zero_is_relevant or judged is not None):
+            # not every relevant item has gain 1 any more: grades 0/1 as numbers
+            grades = grades.to(torch.uint8)
+        self.grades = grades
+        self.rule = rule
+        self.judged = judged
+        self.binary = grades.dtype == torch.bool
+
+    def _relevant_and_gain(
+        self, grades: Tensor, judged: Tensor | None = None
+    ) -> tuple[Tensor, Tensor]:
+        relevant = self.rule.relevant(grades)
+        if judged is not None:
+            relevant &= judged
+        return relevant, self.rule.gains(grades, relevant)
+
+    def at(self, items: Tensor, rows: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        grades = self.grades if rows is None else self.grades[rows]
+        judged = None
+        if self.judged is not None:
+            judged = (self.judged if rows is None else self.judged[rows]).gather(1, items)
+        return self._relevant_and_gain(grades.gather(1, items), judged)
+
+    def rows(self, rows: Tensor) -> tuple[Tensor, Tensor]:
+        judged = None if self.judged is None else self.judged[rows]
+        return self._relevant_and_gain(self.grades[rows], judged)
+
+    def take(self, rows: slice) -> DenseGrades:
+        judged = None if self.judged is None else self.judged[rows]
+        return DenseGrades(self.grades[rows], self.rule, judged)
+
+    def relevant_count(self, within: Tensor | None = None) -> Tensor:
+        relevant = self.rule.relevant(self.grades)
+        if self.judged is not None:
+            relevant &= self.judged
+        return count_true(relevant if within is None else relevant & within)
+
+    def ideal_gains(self, length: int, relevant_count: Tensor) -> Tensor:
+        if self.binary:
+            return binary_ideal_gains(relevant_count, length)
+        length = min(length, self.grades.shape[1])
+        if self.judged is not None:
+            # unjudged positions may hold any grade: select among relevant gains
+            gains = self._relevant_and_gain(self.grades, self.judged)[1]
+            return torch.topk(gains, length, dim=1).values
+        # Rows whose relevant items all have one grade (0/1 floats, the common
+        # case) need no selection: R copies of that grade's gain.
+        top_grade, one_grade = self._single_relevant_grade(relevant_count)
+        top_gain = self._relevant_and_gain(top_grade)[1].unsqueeze(1)
+        gains = torch.where(binary_ideal_gains(relevant_count, length) > 0, top_gain, 0.0)
+        if host_reads_are_free(one_grade):
+            rows = (~one_grade).nonzero().squeeze(1)
+            # a few rows are copied out and selected; many are selected in place
+            if 0 < rows.numel() <= one_grade.numel() // 4:
+                gains[rows] = self._top_gains(self.grades[rows], length)
+            if rows.numel() <= one_grade.numel() // 4:
+                return gains
+        return torch.where(one_grade.unsqueeze(1), gains, self._top_gains(self.grades, length))
+
+    def _top_gains(self, grades: Tensor, length: int) -> Tensor:
+        # gains grow with grades, so the top grades give the top gains
+        return self._relevant_and_gain(torch.topk(grades, length, dim=1).values)[1]
+
+    def _single_relevant_grade(self, relevant_count: Tensor) -> tuple[Tensor, Tensor]:
+        """(the largest grade, whether every relevant item has it) per row.
+
+        When a row has a relevant item, its largest grade is relevant, and all
+        R relevant grades equal it exactly when R items hold it: one max and
+        one comparison, exact for every dtype, much cheaper than a top-k.
+        """
+        high = self.grades.amax(dim=1)
+        holders = count_true(self.grades == high.unsqueeze(1))
+        return high, (relevant_count == 0) | (holders == relevant_count)
+
+
+class ItemIds:
+    """Targets given as the ids of the relevant items: (Q, T) int, -1 = padding.
+
+    A listed item has grade 1 (gain 1 under both gains); unless the relevance
+    threshold is above 1, which leaves nothing relevant.
+    """
+
+    binary = True
+
+    def __init__(self, item_ids: Tensor, num_items: int, rule: GainRule) -> None:
+        self.rule = rule
+        self.num_items = num_items
+        # with nothing relevant, no id is listed
+        self.item_ids = item_ids if rule.grade_one_is_relevant else torch.full_like(item_ids, -1)
+
+    def at(self, items: Tensor, rows: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        ids = self.item_ids if rows is None else self.item_ids[rows]
+        relevant = (items.unsqueeze(-1) == ids.unsqueeze(1)).any(dim=-1)
+        return relevant, relevant.to(torch.float64)
+
+    def rows(self, rows: Tensor) -> tuple[Tensor, Tensor]:
+        ids = self.item_ids[rows]
+        relevant = torch.zeros(
+            ids.shape[0], self.num_items + 1, dtype=torch.bool, device=ids.device
+        )
+        # padding (-1) lands in the extra last column, which is dropped
+        relevant.scatter_(1, torch.where(ids < 0, self.num_items, ids), True)
+        relevant = relevant[:, : self.num_items]
+        return relevant, relevant.to(torch.float64)
+
+    def take(self, rows: slice) -> ItemIds:
+        return ItemIds(self.item_ids[rows], self.num_items, self.rule)
+
+    def relevant_count(self, within: Tensor | None = None) -> Tensor:
+        ids = self.item_ids.sort(dim=1).values
+        counted = ids >= 0
+        counted[:, 1:] &= ids[:, 1:] != ids[:, :-1]  # a repeated id counts once
+        if within is not None:
+            counted &= within.gather(1, ids.clamp(min=0))
+        return counted.sum(dim=1)
+
+    def ideal_gains(self, length: int, relevant_count: Tensor) -> Tensor:
+        return binary_ideal_gains(relevant_count, length)
+
+
+def binary_ideal_gains(relevant_count: Tensor, length: int) -> Tensor:
+    positions = torch.arange(length, device=relevant_count.device)
+    return (positions < relevant_count.unsqueeze(1)).to(torch.float64)

@@ -1,0 +1,112 @@
+"""Selection: the top of every list (or whole rows), ordered and cut into tie groups.
+
+Only the cutoffs that are asked for are looked at: when every metric is an @k
+metric, :func:`rank` takes a top-k selection instead of sorting whole rows.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor
+
+from ranking_plugins.kernel.flags import count_true
+from ranking_plugins.kernel.host_reads import host_reads_are_free
+from ranking_plugins.kernel.inputs.parts import RankingInput, lowest
+from ranking_plugins.kernel.ranking.tie_groups import (
+    Candidates,
+    CutGroup,
+    RankedList,
+    describe_tie_groups,
+    sort_within_ties,
+    tie_key,
+)
+
+
+def rank(data: RankingInput, ties: str, depth: int | None) -> RankedList:
+    """Rank every query and describe its first ``depth`` positions (all when None).
+
+    With a finite ``depth`` only a top-(depth + 1) selection is taken. It is
+    exact about which scores reach the top ``depth``; but when the tie group at
+    position ``depth`` continues past it, which of its members made the cut is
+    arbitrary, so those rows are completed from their whole row.
+    """
+    scores, mask = data.scores, data.ranked
+    selectable = scores if mask is None else scores.masked_fill(~mask, lowest(scores.dtype))
+    num_queries, num_items = scores.shape
+    cut_group = None
+    if depth is None or depth >= num_items:
+        items = torch.arange(num_items, device=scores.device).expand(num_queries, num_items)
+        candidates = _candidates(data, ties, selectable, items)
+        sort_within_ties(candidates, by_ranked=mask is not None)
+    else:
+        values, items = torch.topk(selectable, depth + 1, dim=1)
+        is_cut = values[:, depth] == values[:, depth - 1]
+        candidates = _candidates(data, ties, values[:, :depth], items[:, :depth])
+        cut_group = _complete_cut_groups(data, ties, selectable, candidates, is_cut)
+        # topk returns scores in order, but not ties in tie order nor masked items last
+        if mask is not None or candidates.key is not None:
+            sort_within_ties(candidates, by_ranked=mask is not None)
+    return describe_tie_groups(candidates, None if candidates.key is not None else cut_group)
+
+
+def _candidates(data: RankingInput, ties: str, values: Tensor, items: Tensor) -> Candidates:
+    ranked = (
+        torch.ones_like(values, dtype=torch.bool)
+        if data.ranked is None
+        else data.ranked.gather(1, items)
+    )
+    relevant, gain = data.relevance.at(items)
+    return Candidates(values, items, ranked, relevant, gain, tie_key(ties, items, relevant, gain))
+
+
+def _complete_cut_groups(
+    data: RankingInput, ties: str, selectable: Tensor, c: Candidates, is_cut: Tensor
+) -> CutGroup | None:
+    """Refill the slots of each cut tie group with its first members in tie order."""
+    rows = rows_to_complete(is_cut)
+    if rows is None:
+        return None
+    depth = c.values.shape[1]
+    score = c.values[rows, -1].unsqueeze(1)
+    members = selectable[rows] == score
+    if data.ranked is not None:
+        members &= data.ranked[rows]
+    row_relevant, row_gain = data.relevance.rows(rows)
+    row_items = torch.arange(data.num_items, device=score.device).expand_as(members)
+    row_key = tie_key(ties, row_items, row_relevant, row_gain)
+    fill_key = torch.where(members, 0.0 if row_key is None else row_key, -math.inf)
+    best_key, best = torch.topk(fill_key, depth, dim=1)
+
+    first_slot = count_true(c.values[rows] > score).unsqueeze(1)
+    slot = torch.arange(depth, device=score.device) - first_slot
+    take = slot >= 0
+    slot = slot.clamp(min=0)
+    items = torch.where(take, best.gather(1, slot), c.items[rows])
+    c.items[rows] = items
+    c.ranked[rows] = torch.where(take, best_key.gather(1, slot) > -math.inf, c.ranked[rows])
+    relevant, gain = data.relevance.at(items, rows)
+    c.relevant[rows], c.gain[rows] = relevant, gain
+    if c.key is not None:
+        c.key[rows] = tie_key(ties, items, relevant, gain)  # type: ignore[assignment]
+    return CutGroup(
+        rows,
+        score.squeeze(1),
+        count_true(members),
+        count_true(members & row_relevant),
+        (row_gain * members).sum(dim=1),
+    )
+
+
+def rows_to_complete(is_cut: Tensor) -> Tensor | None:
+    """Rows whose boundary tie group was cut by the selection.
+
+    On the CPU, reading the flags is free, so only those rows are completed.
+    Elsewhere every row is completed (correct for every row, and it keeps the
+    device from synchronising with the host).
+    """
+    if host_reads_are_free(is_cut):
+        rows = is_cut.nonzero().squeeze(1)
+        return rows if rows.numel() else None
+    return torch.arange(is_cut.shape[0], device=is_cut.device)

@@ -1,0 +1,153 @@
+"""Tie order and tie groups: how a ranked list is described (SPEC section 3).
+
+A ranked list is described position by position by its tie group (start,
+size, relevant count, gain sum; :class:`RankedList`). Under "average" a group
+is a run of equal scores; the other ``ties`` policies first order the items
+inside equal scores by a :func:`tie_key`, so that a group only holds items no
+metric can tell apart.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+TIES = ("average", "first", "pessimistic", "optimistic")
+
+
+@dataclass(frozen=True)
+class RankedList:
+    """The first ``L`` positions of every query's ranked list, as tie groups.
+
+    Every field is (Q, L) float64, except ``ranked`` (bool). Positions past the
+    ranked items are padding (``ranked`` False, never relevant). The ``group_*``
+    fields describe the tie group of the position. Under "average" a group is
+    a run of equal scores; under the other policies items are first ordered
+    inside equal scores, so a group only holds items no metric can tell apart
+    and the same formulas give the deterministic value.
+    """
+
+    ranked: Tensor
+    group_start: Tensor  # items ranked before the group (T_c)
+    group_size: Tensor  # t_c
+    group_relevant: Tensor  # r_c
+    group_gain: Tensor  # sum of the group's gains
+    relevant_before: Tensor  # relevant items ranked before the group (rho_c)
+
+
+def tie_key(ties: str, items: Tensor, relevant: Tensor, gain: Tensor) -> Tensor | None:
+    """Order inside a group of equal scores, higher first; None under "average"."""
+    if ties == "first":
+        return -items.to(torch.float64)
+    if ties == "pessimistic":
+        return torch.where(relevant, -gain, math.inf)
+    if ties == "optimistic":
+        return torch.where(relevant, gain, -1.0)
+    return None
+
+
+@dataclass
+class Candidates:
+    """The items that can reach the evaluated positions, (Q, L) each, in score order."""
+
+    values: Tensor  # scores, masked items at ``lowest``
+    items: Tensor  # item index within the query
+    ranked: Tensor
+    relevant: Tensor
+    gain: Tensor
+    key: Tensor | None  # tie_key
+
+
+@dataclass(frozen=True)
+class CutGroup:
+    """Whole-row statistics of the tie group that the selection cut, for ``rows``."""
+
+    rows: Tensor
+    score: Tensor
+    size: Tensor
+    relevant: Tensor
+    gain: Tensor
+
+
+def sort_within_ties(c: Candidates, by_ranked: bool) -> None:
+    """Order by score, then ranked before masked, then the tie policy (all descending)."""
+    keys = [c.values]
+    if by_ranked:
+        keys.append(c.ranked.to(torch.int8))
+    if c.key is not None:
+        keys.append(c.key)
+    order = lexsort_desc(keys)
+    c.values, c.items, c.ranked, c.relevant, c.gain = (
+        t.gather(1, order) for t in (c.values, c.items, c.ranked, c.relevant, c.gain)
+    )
+    if c.key is not None:
+        c.key = c.key.gather(1, order)
+
+
+def lexsort_desc(keys: list[Tensor]) -> Tensor:
+    """Row-wise permutation sorting by ``keys`` descending, the first key most significant."""
+    order: Tensor | None = None
+    for key in reversed(keys):
+        current = key if order is None else key.gather(1, order)
+        step = torch.sort(current, dim=1, descending=True, stable=True).indices
+        order = step if order is None else order.gather(1, step)
+    assert order is not None
+    return order
+
+
+def describe_tie_groups(c: Candidates, cut_group: CutGroup | None) -> RankedList:
+    """Per-position statistics of each position's tie group."""
+    ranked = c.ranked
+    relevant = (c.relevant & ranked).to(torch.float64)
+    gain = torch.where(ranked, c.gain, 0.0)
+    num_queries, length = ranked.shape
+    device = ranked.device
+
+    # a new group wherever the score, the ranked flag or the tie key changes
+    starts = torch.ones_like(ranked)
+    starts[:, 1:] = (c.values[:, 1:] != c.values[:, :-1]) | (ranked[:, 1:] != ranked[:, :-1])
+    if c.key is not None:
+        starts[:, 1:] |= c.key[:, 1:] != c.key[:, :-1]
+    group = torch.cumsum(starts, dim=1) - 1
+
+    def total(values: Tensor) -> Tensor:
+        return torch.zeros_like(values).scatter_add_(1, group, values)
+
+    size, group_relevant, group_gain = total(torch.ones_like(gain)), total(relevant), total(gain)
+    position = torch.arange(length, device=device).expand(num_queries, length)
+    start = torch.full_like(group, length).scatter_reduce_(1, group, position, reduce="amin")
+
+    if cut_group is not None:
+        # "average": the cut group's totals come from its whole row
+        rows = cut_group.rows
+        in_group = ranked[rows] & (c.values[rows] == cut_group.score.unsqueeze(1))
+        cut = group[rows].gather(1, in_group.to(torch.int8).argmax(dim=1, keepdim=True))
+        # no ranked member at all (only masked items at that score): nothing to replace
+        at_cut = (torch.arange(length, device=device) == cut) & (cut_group.size > 0).unsqueeze(1)
+        for totals, whole_row in (
+            (size, cut_group.size),
+            (group_relevant, cut_group.relevant),
+            (group_gain, cut_group.gain),
+        ):
+            totals[rows] = torch.where(
+                at_cut, whole_row.unsqueeze(1).to(totals.dtype), totals[rows]
+            )
+
+    group_start = start.gather(1, group)
+    relevant_so_far = torch.cumsum(relevant, dim=1)
+    relevant_before = torch.where(
+        group_start > 0,
+        relevant_so_far.gather(1, (group_start - 1).clamp(min=0)),
+        0.0,
+    )
+    return RankedList(
+        ranked=ranked,
+        group_start=group_start.to(torch.float64),
+        group_size=size.gather(1, group),
+        group_relevant=group_relevant.gather(1, group),
+        group_gain=group_gain.gather(1, group),
+        relevant_before=relevant_before,
+    )

@@ -1,0 +1,16 @@
+"""Statistics: where the relevant items stand, as sums over the top k at any cutoff.
+
+Two sources read alike (:class:`ListStats`): :class:`RankStats` from a ranked
+list, position by position, and :class:`CountStats` from counted ranks, tie
+group by tie group. Both use SPEC section 3's closed forms, written once in
+:mod:`~ranking_plugins.kernel.statistics.closed_forms`. :class:`Cutoff`
+reads either at one cutoff per query and k.
+"""
+
+from __future__ import annotations
+
+from ranking_plugins.kernel.statistics.count_stats import CountStats
+from ranking_plugins.kernel.statistics.list_stats import Cutoff, ListStats
+from ranking_plugins.kernel.statistics.rank_stats import RankStats
+
+__all__ = ["CountStats", "Cutoff", "ListStats", "RankStats"]

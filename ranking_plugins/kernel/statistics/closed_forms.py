@@ -1,0 +1,74 @@
+"""SPEC section 3's closed forms, each written once.
+
+A tie group c holds t_c items, r_c of them relevant, after T_c ranked items of
+which ρ_c are relevant. Under "average" every order of the group is equally
+likely, and these are the exact expectations over those orders. Both sources
+of statistics use them: :class:`~ranking_plugins.kernel.statistics.rank_stats.RankStats`
+position by position along a ranked list, and
+:class:`~ranking_plugins.kernel.statistics.count_stats.CountStats` group by
+group, from the counts of each relevant item.
+
+Every argument is a float64 tensor; they broadcast.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+
+def ap_slope(group_size: Tensor, group_relevant: Tensor) -> Tensor:
+    """(r_c - 1) / (t_c - 1), 0 for a group of one item.
+
+    Given that the item at the group's i-th place is relevant, the expected
+    number of relevant items down to it is ρ_c + 1 + (i - 1)(r_c - 1)/(t_c - 1):
+    the AP term of a place is that over its position (SPEC section 3).
+    """
+    t, r = group_size, group_relevant
+    return torch.where(t > 1, (r - 1) / (t - 1).clamp(min=1), 0.0)
+
+
+def first_hit_at_first_place(group_size: Tensor, group_relevant: Tensor) -> Tensor:
+    """p_1 = r_c / t_c: P(the first relevant item is at the group's first place)."""
+    return group_relevant / group_size
+
+
+def first_hit_step(group_size: Tensor, group_relevant: Tensor, place: Tensor) -> Tensor:
+    """p_{i+1} / p_i = (t_c - i - r_c + 1) / (t_c - i) at place i of the first relevant group.
+
+    So p_i = C(t_c - i, r_c - 1) / C(t_c, r_c): P(the first relevant item is at
+    the group's i-th place); the step is 0 once no place is left for it.
+    """
+    t, r, i = group_size, group_relevant, place
+    return (t - i - r + 1).clamp(min=0) / (t - i).clamp(min=1)
+
+
+def first_hit_probabilities(first: Tensor, steps: Tensor) -> Tensor:
+    """p_1, p_2, ... along the last dimension: ``first`` times the steps before each place.
+
+    ``first``: p at the first place (:func:`first_hit_at_first_place`, or the
+    probability carried over from the previous places); ``steps``: p_{i+1} / p_i
+    at each place (:func:`first_hit_step`).
+    """
+    before = torch.cumprod(
+        torch.cat([torch.ones_like(steps[..., :1]), steps[..., :-1]], dim=-1), dim=-1
+    )
+    return first * before
+
+
+def nonrelevant_below(
+    group_start: Tensor,
+    group_size: Tensor,
+    group_relevant: Tensor,
+    relevant_before: Tensor,
+    nonrelevant_ranked: Tensor,
+) -> Tensor:
+    """E[non-relevant ranked items below a relevant member of the group]; a tie counts 1/2.
+
+    Those after the group, N⁻ - ((T_c + t_c) - (ρ_c + r_c)), and half of the
+    group's own t_c - r_c: the ordered pairs that AUC counts.
+    """
+    t, r = group_size, group_relevant
+    nonrelevant_to_group_end = (group_start + t) - (relevant_before + r)
+    below = nonrelevant_ranked - nonrelevant_to_group_end
+    return below + (t - r) / 2

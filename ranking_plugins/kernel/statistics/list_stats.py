@@ -1,0 +1,144 @@
+"""What a metric formula reads: rank statistics at a cutoff.
+
+:class:`ListStats` is the reading interface of both sources of statistics
+(:class:`~ranking_plugins.kernel.statistics.rank_stats.RankStats` from a
+ranked list, :class:`~ranking_plugins.kernel.statistics.count_stats.CountStats`
+from counted ranks); :class:`Cutoff` reads one of them at one cutoff per
+query and k, and is what the metric table's formulas see.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from functools import cached_property
+
+import torch
+from torch import Tensor
+
+
+class ListStats(ABC):
+    """Rank statistics of a batch of queries: sums over the top k at any cutoff k (Q, K).
+
+    Each cutoff ``k`` is float64 and may exceed the list.
+    """
+
+    relevant_count: Tensor  # (Q,) float64, R
+    relevant_ranked: Tensor  # (Q,) float64
+    num_ranked: Tensor  # (Q,) float64
+
+    @abstractmethod
+    def hits_at(self, k: Tensor) -> Tensor:
+        """E[relevant items in the top k]."""
+
+    @abstractmethod
+    def dcg_at(self, k: Tensor) -> Tensor:
+        """E[DCG@k]."""
+
+    @abstractmethod
+    def idcg_at(self, k: Tensor, whole_list: bool) -> Tensor:
+        """The ideal DCG@k; with ``whole_list``, of every relevant item, retrieved or not."""
+
+    @abstractmethod
+    def ap_sum_at(self, k: Tensor) -> Tensor:
+        """E[Σ_{j ≤ k} rel_j hits@j / j]: AP@k times its denominator."""
+
+    @abstractmethod
+    def reciprocal_rank_at(self, k: Tensor, deepest: int | None) -> Tensor:
+        """E[1 / rank of the first relevant item], 0 when it is below k.
+
+        ``deepest``: an upper bound of every ``k``, when the host knows it (the
+        largest k of the request), else None. A source that has to walk places
+        one by one without reading ``k`` on the host (``CountStats``, for a tie
+        group with several relevant items, on an accelerator) stops there; a
+        source that holds prefix sums over the positions (``RankStats``) reads
+        them at ``k`` and needs no bound.
+        """
+
+    @abstractmethod
+    def hit_probability_at(self, k: Tensor) -> Tensor:
+        """P(a relevant item in the top k)."""
+
+    @property
+    @abstractmethod
+    def rank_sum(self) -> Tensor:
+        """(Q,) E[sum of the ranks of the relevant ranked items]."""
+
+    @property
+    @abstractmethod
+    def ordered_pairs(self) -> Tensor:
+        """(Q,) E[(relevant, non-relevant) pairs with the relevant item first]; a tie counts 1/2."""
+
+    @cached_property
+    def nonrelevant_ranked(self) -> Tensor:
+        return self.num_ranked - self.relevant_ranked
+
+    def at(
+        self,
+        cutoff: Tensor,
+        adaptive_k: bool,
+        whole_list: bool = False,
+        deepest: int | None = None,
+    ) -> Cutoff:
+        """Statistics at a per-query cutoff (Q, K) (float64, may exceed the list).
+
+        ``whole_list``: the cutoff is the end of the list (``top_k=None``), so
+        the ideal DCG is not cut: it covers every relevant item, retrieved or not.
+        ``deepest``: the largest cutoff, when the host knows it (the largest k).
+        """
+        return Cutoff(self, cutoff, adaptive_k, whole_list, deepest)
+
+
+class Cutoff:
+    """Rank statistics read at one cutoff per query and k: what a metric formula sees."""
+
+    def __init__(
+        self,
+        stats: ListStats,
+        k: Tensor,
+        adaptive_k: bool,
+        whole_list: bool,
+        deepest: int | None = None,
+    ) -> None:
+        self.stats = stats
+        self.k = k
+        self.adaptive_k = adaptive_k
+        self.whole_list = whole_list
+        self.deepest = deepest  # an upper bound of k known on the host, if any
+
+    @cached_property
+    def hits(self) -> Tensor:
+        return self.stats.hits_at(self.k)
+
+    @cached_property
+    def dcg(self) -> Tensor:
+        return self.stats.dcg_at(self.k)
+
+    @cached_property
+    def idcg(self) -> Tensor:
+        return self.stats.idcg_at(self.k, self.whole_list)
+
+    @cached_property
+    def ap_sum(self) -> Tensor:
+        return self.stats.ap_sum_at(self.k)
+
+    @cached_property
+    def reciprocal_rank(self) -> Tensor:
+        return self.stats.reciprocal_rank_at(self.k, self.deepest)
+
+    @cached_property
+    def hit_probability(self) -> Tensor:
+        return self.stats.hit_probability_at(self.k)
+
+    @cached_property
+    def retrieved(self) -> Tensor:
+        """Ranked items at or above the cutoff."""
+        return torch.minimum(self.k, self.stats.num_ranked.unsqueeze(1))
+
+    @cached_property
+    def list_size(self) -> Tensor:
+        """The k that precision divides by."""
+        return self.retrieved if self.adaptive_k else self.k
+
+    @property
+    def relevant_count(self) -> Tensor:
+        return self.stats.relevant_count.unsqueeze(1)

@@ -1,0 +1,165 @@
+"""Rank statistics from a ranked list: per-position expected values and their sums.
+
+:class:`RankStats` turns the tie groups of :func:`~ranking_plugins.kernel.ranking.rank`
+into per-position expected values (relevance, gain, AP term, probability of
+the first hit) whose cumulative sums give hits@k, DCG@k, AP@k, RR@k, ... at
+any cutoff, exactly (SPEC section 3).
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+
+import torch
+from torch import Tensor
+
+from ranking_plugins.kernel.inputs.relevance import Relevance
+from ranking_plugins.kernel.ranking.tie_groups import RankedList
+from ranking_plugins.kernel.statistics.closed_forms import (
+    ap_slope,
+    first_hit_at_first_place,
+    first_hit_probabilities,
+    first_hit_step,
+    nonrelevant_below,
+)
+from ranking_plugins.kernel.statistics.list_stats import ListStats
+
+
+class RankStats(ListStats):
+    """Expected per-position values of a ranked list, and their sums at any cutoff.
+
+    Under "average" every value is the expectation over all orders of each tie
+    group (SPEC section 3); under the other policies the groups hold
+    interchangeable items, so the same formulas give the deterministic value.
+    """
+
+    def __init__(
+        self,
+        ranked_list: RankedList,
+        relevant_count: Tensor,
+        relevant_ranked: Tensor,
+        relevance: Relevance,
+        num_ranked: Tensor,
+    ) -> None:
+        self.list = ranked_list
+        self.relevant_count = relevant_count.to(torch.float64)
+        self.relevant_ranked = relevant_ranked.to(torch.float64)
+        self.num_ranked = num_ranked.to(torch.float64)
+        self._relevance = relevance
+        self._relevant_count_int = relevant_count
+        length = ranked_list.ranked.shape[1]
+        self.length = length
+        self.position = torch.arange(
+            1, length + 1, dtype=torch.float64, device=ranked_list.ranked.device
+        )
+
+    # -- per-position expected values --------------------------------------
+
+    @cached_property
+    def relevance(self) -> Tensor:
+        """P(the item at this position is relevant) = r_c / t_c."""
+        g = self.list
+        return torch.where(g.ranked, g.group_relevant / g.group_size, 0.0)
+
+    @cached_property
+    def gain(self) -> Tensor:
+        g = self.list
+        return torch.where(g.ranked, g.group_gain / g.group_size, 0.0)
+
+    @cached_property
+    def ap_term(self) -> Tensor:
+        """E[rel_j * hits@j] / j: the closed form of SPEC section 3."""
+        g = self.list
+        slope = ap_slope(g.group_size, g.group_relevant)
+        expected_hits = g.relevant_before + 1 + (self.position - g.group_start - 1) * slope
+        return self.relevance * expected_hits / self.position
+
+    @cached_property
+    def first_hit(self) -> Tensor:
+        """P(the first relevant item is at this position)."""
+        g = self.list
+        r, t = g.group_relevant, g.group_size
+        first_group = g.ranked & (g.relevant_before == 0) & (r > 0)
+        i = self.position - g.group_start  # 1-based position inside the group
+        step = torch.where(first_group & (t - i > 0), first_hit_step(t, r, i), 1.0)
+        # positions before the first group contribute factor 1, so the product restarts there
+        p = first_hit_probabilities(first_hit_at_first_place(t, r), step)
+        return torch.where(first_group, p, 0.0)
+
+    @cached_property
+    def discount(self) -> Tensor:
+        return 1.0 / torch.log2(self.position + 1)
+
+    # -- cumulative sums, with a leading zero column: index k is "top k" ---------
+
+    def _cumulative(self, values: Tensor) -> Tensor:
+        return torch.cat([torch.zeros_like(values[:, :1]), torch.cumsum(values, dim=1)], dim=1)
+
+    @cached_property
+    def cum_hits(self) -> Tensor:
+        return self._cumulative(self.relevance)
+
+    @cached_property
+    def cum_dcg(self) -> Tensor:
+        return self._cumulative(self.gain * self.discount)
+
+    @cached_property
+    def cum_idcg(self) -> Tensor:
+        # the ideal list needs its own selection over the targets: only for ndcg
+        ideal = self._relevance.ideal_gains(self.length, self._relevant_count_int)
+        discount = self.discount[: ideal.shape[1]]
+        return self._cumulative(ideal * discount)
+
+    @cached_property
+    def cum_ap(self) -> Tensor:
+        return self._cumulative(self.ap_term)
+
+    @cached_property
+    def cum_rr(self) -> Tensor:
+        return self._cumulative(self.first_hit / self.position)
+
+    @cached_property
+    def cum_first_hit(self) -> Tensor:
+        return self._cumulative(self.first_hit)
+
+    # -- sums over the top k, for a cutoff k (Q, K) ------------------------
+
+    def _read(self, cumulative: Tensor, k: Tensor) -> Tensor:
+        index = k.clamp(max=min(self.length, cumulative.shape[1] - 1)).to(torch.int64)
+        return cumulative.gather(1, index)
+
+    def hits_at(self, k: Tensor) -> Tensor:
+        return self._read(self.cum_hits, k)
+
+    def dcg_at(self, k: Tensor) -> Tensor:
+        return self._read(self.cum_dcg, k)
+
+    def idcg_at(self, k: Tensor, whole_list: bool) -> Tensor:
+        if whole_list:
+            return self.cum_idcg[:, -1:].expand_as(k)
+        return self._read(self.cum_idcg, k)
+
+    def ap_sum_at(self, k: Tensor) -> Tensor:
+        return self._read(self.cum_ap, k)
+
+    def reciprocal_rank_at(self, k: Tensor, deepest: int | None) -> Tensor:
+        # the prefix sums cover every position: read at k, no bound needed
+        return self._read(self.cum_rr, k)
+
+    def hit_probability_at(self, k: Tensor) -> Tensor:
+        return self._read(self.cum_first_hit, k)
+
+    # -- whole-list statistics ---------------------------------------------
+
+    @cached_property
+    def rank_sum(self) -> Tensor:
+        """E[sum of the ranks of the relevant ranked items]."""
+        return (self.relevance * self.position).sum(dim=1)
+
+    @cached_property
+    def ordered_pairs(self) -> Tensor:
+        """E[(relevant, non-relevant) pairs with the relevant item first]; a tie counts 1/2."""
+        g, nonrelevant = self.list, self.nonrelevant_ranked.unsqueeze(1)
+        t, r = g.group_size, g.group_relevant
+        below = nonrelevant_below(g.group_start, t, r, g.relevant_before, nonrelevant)
+        return (self.relevance * below).sum(dim=1)
