@@ -736,6 +736,8 @@ def _torchmetrics_refusal(preds: object, target: object, indexes: object) -> str
         return None
     if not isinstance(indexes, Tensor):
         return None
+    if any(t.is_nested or t.layout != torch.strided for t in (preds, target, indexes)):
+        return None  # not a tensor TorchMetrics reads either: the package's message stands
     if indexes.shape != preds.shape or preds.shape != target.shape:
         return "`indexes`, `preds` and `target` must be of the same shape"
     if indexes.dtype is not torch.long:
