@@ -19,6 +19,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from ranking_plugins import _validation as V
 from ranking_plugins.kernel.flags import count_true
 from ranking_plugins.kernel.inputs.relevance import ItemIds
 from ranking_plugins.kernel.statistics.count_stats import CountStats
@@ -76,10 +77,18 @@ class RankCounter:
             excluded = (item_ids.unsqueeze(2) == self.exclude.unsqueeze(1)).any(dim=2)
             self.ranked &= ~excluded
 
-    def add(self, scores: Tensor, start: int, ranked: Tensor | None = None) -> None:
+    def add(
+        self,
+        scores: Tensor,
+        start: int,
+        ranked: Tensor | None = None,
+        check_nan: bool = False,
+    ) -> None:
         """Count the block of columns ``start, start + 1, ...`` of the score matrix.
 
         ``ranked`` (optional, same shape): False marks items that are not ranked.
+        ``check_nan``: raise the NaN-scores error if a score is NaN (each block
+        of rows is checked while it is in cache for the counting).
         """
         width = scores.shape[1]
         if ranked is not None:
@@ -90,8 +99,11 @@ class RankCounter:
         column = torch.arange(start, start + width, device=scores.device) if first else None
         # row blocks small enough for their comparison flags to stay in cache
         rows = max(1, _BLOCK_ELEMENTS // max(width, 1))
+        row_max: list[Tensor] = []  # NaN where a row holds one
         for low in range(0, scores.shape[0], rows):
             block = scores[low : low + rows]
+            if check_nan and block.is_floating_point():
+                row_max.append(block.amax(dim=1))
             block_ranked = None if ranked is None else ranked[low : low + rows]
             for t in range(self.ids.shape[1]):
                 s = self.score[low : low + rows, t : t + 1]
@@ -105,6 +117,8 @@ class RankCounter:
                 if column is not None:
                     before = tied & (column < self.ids[low : low + rows, t : t + 1])
                     self.tied_before[low : low + rows, t] += count_true(before)
+        if row_max:
+            V.check_no_nan_scores(torch.cat(row_max))
         if ranked is not None:
             self.unranked += width - count_true(ranked)
         self._record_block_scores(scores, start)
@@ -205,10 +219,18 @@ class RankCounter:
 
 
 def count_ranks(
-    scores: Tensor, relevance: ItemIds, ties: str, ranked: Tensor | None = None
+    scores: Tensor,
+    relevance: ItemIds,
+    ties: str,
+    ranked: Tensor | None = None,
+    check_nan: bool = False,
 ) -> CountStats:
-    """Rank statistics of a dense score matrix (Q, N) by counting, in one block."""
+    """Rank statistics of a dense score matrix (Q, N) by counting, in one block.
+
+    ``check_nan``: raise the NaN-scores error if a score is NaN, found block by
+    block while each block of rows is in cache for the counting.
+    """
     ids = distinct_ids(relevance.item_ids)
     counter = RankCounter(ids, scores.gather(1, ids.clamp(min=0)), scores.shape[1], ties)
-    counter.add(scores, 0, ranked)
+    counter.add(scores, 0, ranked, check_nan=check_nan)
     return counter.stats()
