@@ -99,26 +99,33 @@ class RankCounter:
         column = torch.arange(start, start + width, device=scores.device) if first else None
         # row blocks small enough for their comparison flags to stay in cache
         rows = max(1, _BLOCK_ELEMENTS // max(width, 1))
-        row_max: list[Tensor] = []  # NaN where a row holds one
+        # NaN found by the counting's own comparisons, where they can tell (see below)
+        nan_in_counts = check_nan and ranked is None and column is None
+        if check_nan and not nan_in_counts:
+            V.check_values(scores, None, None, 0)
         for low in range(0, scores.shape[0], rows):
             block = scores[low : low + rows]
-            if check_nan and block.is_floating_point():
-                row_max.append(block.amax(dim=1))
             block_ranked = None if ranked is None else ranked[low : low + rows]
             for t in range(self.ids.shape[1]):
                 s = self.score[low : low + rows, t : t + 1]
                 above = block > s
+                above_count = count_true(above)
+                if nan_in_counts:
+                    self.above[low : low + rows, t] += above_count
+                    self.tied[low : low + rows, t] += _tied_count_finding_nan(
+                        block, s, above_count
+                    )
+                    continue
                 tied = block == s
                 if block_ranked is not None:
                     above &= block_ranked
                     tied &= block_ranked
-                self.above[low : low + rows, t] += count_true(above)
+                    above_count = count_true(above)
+                self.above[low : low + rows, t] += above_count
                 self.tied[low : low + rows, t] += count_true(tied)
                 if column is not None:
                     before = tied & (column < self.ids[low : low + rows, t : t + 1])
                     self.tied_before[low : low + rows, t] += count_true(before)
-        if row_max:
-            V.check_no_nan_scores(torch.cat(row_max))
         if ranked is not None:
             self.unranked += width - count_true(ranked)
         self._record_block_scores(scores, start)
@@ -216,6 +223,27 @@ class RankCounter:
             num_ranked=self.num_items - self.unranked,
             num_items=self.num_items,
         )
+
+
+def _tied_count_finding_nan(block: Tensor, s: Tensor, above_count: Tensor) -> Tensor:
+    """The items of each row of ``block`` tied with its ``s``; raises if a score is NaN.
+
+    NaN compares false both ways, so "not below ``s``" holds for the items
+    above, the tied and the NaN: its count less ``above_count`` is the tied
+    count plus the NaN count, from the one comparison the tied count costs
+    anyway. ``s`` is a score of its own row, so a row without NaN counts it
+    at least once; rows counting more than once (ties, or NaN), or whose
+    ``s`` is NaN, are compared again exactly, and a difference is a NaN.
+    """
+    not_below = block < s
+    not_below.logical_not_()
+    tied_or_nan = count_true(not_below) - above_count
+    again = ((tied_or_nan > 1) | s.squeeze(1).isnan()).nonzero().squeeze(1)
+    if again.numel():
+        exact = count_true(block[again] == s[again])
+        if not torch.equal(exact, tied_or_nan[again]):
+            raise ValueError(V.NAN_PREDS)
+    return tied_or_nan
 
 
 def count_ranks(
