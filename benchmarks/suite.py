@@ -170,6 +170,26 @@ class Row:
         return self.ms / self.floor_ms
 
 
+class Turns:
+    """Equal-sized score tensors handed out in turn: no run sees the tensor of the last.
+
+    The package keeps the last batch's ranking; with tensors in turn (and the
+    cache cleared, :func:`run_once`) no run can time a cache hit.
+    """
+
+    def __init__(self, first: torch.Tensor, gen: torch.Generator, count: int = 3) -> None:
+        self.tensors = [first] + [torch.randn(first.shape, generator=gen) for _ in range(count - 1)]
+        self.at = 0
+
+    def __call__(self) -> torch.Tensor:
+        self.at = (self.at + 1) % len(self.tensors)
+        return self.tensors[self.at]
+
+
+#: the column of rows timed with ``validate_args=False``; rows without it run the defaults
+UNCHECKED = ", validate_args=False"
+
+
 def run_once(entry: Entry, fn: Fn) -> object:
     if entry.kind == "ours":
         # ranking_plugins.request keeps the last batch's rank statistics and
@@ -308,28 +328,29 @@ def workload_1(args: argparse.Namespace) -> Workload:
     ks, mets = KS, ALL_METRICS
     tq = min(args.tm_queries, q)
     small = (preds[:tq].contiguous(), target[:tq].contiguous())
+    turn = Turns(preds, gen)
 
-    def ours_fn() -> Fn:
-        return lambda: rank_metrics(preds, target, mets, ks, validate_args=False)
+    def ours_fn(validate: bool = True) -> Fn:
+        return lambda: rank_metrics(turn(), target, mets, ks, validate_args=validate)
 
     def ours_small() -> Fn:
-        return lambda: rank_metrics(*small, mets, ks, validate_args=False)
+        return lambda: rank_metrics(*small, mets, ks)
 
-    def ours_bool() -> Fn:
+    def ours_bool(validate: bool = True) -> Fn:
         target_bool = target.bool()
-        return lambda: rank_metrics(preds, target_bool, mets, ks, validate_args=False)
+        return lambda: rank_metrics(turn(), target_bool, mets, ks, validate_args=validate)
 
     def ours_ignite() -> Fn:
         from ranking_plugins.ignite import RankingMetrics
 
-        cycle = ignite_cycle(RankingMetrics(mets, top_k=list(ks), validate_args=False))
-        return lambda: cycle((preds, target))
+        cycle = ignite_cycle(RankingMetrics(mets, top_k=list(ks)))
+        return lambda: cycle((turn(), target))
 
     def ours_tm() -> Fn:
         from ranking_plugins.torchmetrics import RankingMetrics
 
-        metric = RankingMetrics(mets, top_k=list(ks), validate_args=False)
-        return lambda: tm_cycle(metric, [(preds, target, {})])
+        metric = RankingMetrics(mets, top_k=list(ks))
+        return lambda: tm_cycle(metric, [(turn(), target, {})])
 
     def ignite_pair() -> Fn:
         from ignite.metrics.rec_sys import NDCG, HitRate
@@ -348,14 +369,16 @@ def workload_1(args: argparse.Namespace) -> Workload:
         f"Q={q}, N={n}, {s['relevant']} relevant/row, float32 0/1 target",
         preds.nelement() * preds.element_size(),
         [
-            Entry("torch.topk(preds, 100)", "floor", lambda: lambda: torch.topk(preds, 100)),
+            Entry("torch.topk(preds, 100)", "floor", lambda: lambda: torch.topk(turn(), 100)),
             Entry("rank_metrics", "ours", ours_fn, memory=True, quick_memory=True),
+            Entry("rank_metrics" + UNCHECKED, "ours", lambda: ours_fn(False)),
             Entry(
                 "rank_metrics, bool target",
                 "ours",
                 ours_bool,
                 note="target.bool() made outside the timing",
             ),
+            Entry("rank_metrics, bool target" + UNCHECKED, "ours", lambda: ours_bool(False)),
             Entry("ranking_plugins.ignite.RankingMetrics", "ours", ours_ignite, memory=True),
             Entry("ranking_plugins.torchmetrics.RankingMetrics", "ours", ours_tm, memory=True),
             Entry(
@@ -404,23 +427,25 @@ def workload_2(args: argparse.Namespace) -> Workload:
     def dense(p: torch.Tensor, i: torch.Tensor) -> torch.Tensor:
         return torch.zeros_like(p).scatter_(1, i.unsqueeze(1), 1.0)
 
-    def ours_fn() -> Fn:
-        return lambda: rank_metrics(preds, item, mets, ks, validate_args=False)
+    turn = Turns(preds, gen)
+
+    def ours_fn(validate: bool = True) -> Fn:
+        return lambda: rank_metrics(turn(), item, mets, ks, validate_args=validate)
 
     def ours_small() -> Fn:
-        return lambda: rank_metrics(*small, mets, ks, validate_args=False)
+        return lambda: rank_metrics(*small, mets, ks)
 
     def ours_ignite() -> Fn:
         from ranking_plugins.ignite import RankingMetrics
 
-        cycle = ignite_cycle(RankingMetrics(mets, top_k=list(ks), validate_args=False))
-        return lambda: cycle((preds, item))
+        cycle = ignite_cycle(RankingMetrics(mets, top_k=list(ks)))
+        return lambda: cycle((turn(), item))
 
     def ours_tm() -> Fn:
         from ranking_plugins.torchmetrics import RankingMetrics
 
-        metric = RankingMetrics(mets, top_k=list(ks), validate_args=False)
-        return lambda: tm_cycle(metric, [(preds, item, {})])
+        metric = RankingMetrics(mets, top_k=list(ks))
+        return lambda: tm_cycle(metric, [(turn(), item, {})])
 
     def ignite_pair() -> Fn:
         from ignite.metrics.rec_sys import NDCG, HitRate
@@ -440,8 +465,9 @@ def workload_2(args: argparse.Namespace) -> Workload:
         f"Q={q}, N={n}, one target id per row",
         preds.nelement() * preds.element_size(),
         [
-            Entry("torch.topk(preds, 100)", "floor", lambda: lambda: torch.topk(preds, 100)),
+            Entry("torch.topk(preds, 100)", "floor", lambda: lambda: torch.topk(turn(), 100)),
             Entry("rank_metrics", "ours", ours_fn, memory=True),
+            Entry("rank_metrics" + UNCHECKED, "ours", lambda: ours_fn(False)),
             Entry("ranking_plugins.ignite.RankingMetrics", "ours", ours_ignite, memory=True),
             Entry("ranking_plugins.torchmetrics.RankingMetrics", "ours", ours_tm, memory=True),
             Entry(
@@ -557,11 +583,17 @@ def workload_4(args: argparse.Namespace) -> Workload:
     grades = torch.zeros(q, n, dtype=torch.long).scatter_(1, graded, levels)
     tq = min(args.tm_queries, q)
     small = (preds[:tq].contiguous(), grades[:tq].contiguous())
-    entries = [Entry("torch.topk(preds, 10)", "floor", lambda: lambda: torch.topk(preds, 10))]
+    turn = Turns(preds, gen)
+    entries = [Entry("torch.topk(preds, 10)", "floor", lambda: lambda: torch.topk(turn(), 10))]
     for gain, ignite_gain in (("exponential", "exp_rank"), ("linear", "linear_rank")):
 
-        def ours(gain: str = gain) -> Fn:
-            return lambda: rank_metrics(preds, grades, "ndcg", 10, gain=gain, validate_args=False)
+        def ours(gain: str = gain, validate: bool = True) -> Fn:
+            return lambda: rank_metrics(
+                turn(), grades, "ndcg", 10, gain=gain, validate_args=validate
+            )
+
+        def ours_unchecked(gain: str = gain) -> Fn:
+            return ours(gain, False)
 
         def ignite_ndcg(ignite_gain: str = ignite_gain) -> Fn:
             from ignite.metrics.rec_sys import NDCG
@@ -574,12 +606,13 @@ def workload_4(args: argparse.Namespace) -> Workload:
 
         entries += [
             Entry(f"rank_metrics, {gain} gain", "ours", ours),
+            Entry(f"rank_metrics, {gain} gain" + UNCHECKED, "ours", ours_unchecked),
             Entry(f"ignite rec_sys NDCG, {ignite_gain}", "peer", ignite_ndcg),
             Entry(f"hand-written topk + gather, {gain}", "peer", hand),
         ]
 
     def ours_small() -> Fn:
-        return lambda: rank_metrics(*small, "ndcg", 10, gain="linear", validate_args=False)
+        return lambda: rank_metrics(*small, "ndcg", 10, gain="linear")
 
     def retrieval() -> Fn:
         metric = retrieval_collection([("ndcg", 10)])
@@ -916,7 +949,7 @@ def speedups(workload: Workload, rows: list[Row]) -> list[tuple[Row, Row, float]
     In workload 4 only rows of the same gain are paired.
     """
     out = []
-    for ours in (r for r in rows if r.entry.kind == "ours"):
+    for ours in (r for r in rows if r.entry.kind == "ours" and UNCHECKED not in r.entry.name):
         for peer in (r for r in rows if r.entry.kind == "peer"):
             if ours.entry.size != peer.entry.size:
                 continue
@@ -1009,6 +1042,21 @@ def targets(results: dict[int, tuple[Workload, list[Row]]]) -> list[Target]:
             if row and row.peak_bytes is not None:
                 mult = row.peak_bytes / workload.preds_bytes
                 out.append(Target(f"W{number} {name} peak extra / preds", mult, 1.0, True))
+    for number in (1, 2, 4):
+        # the defaults (validate_args=True) within 5% of validate_args=False
+        for row in results.get(number, (None, []))[1]:
+            if row.entry.kind != "ours" or UNCHECKED in row.entry.name:
+                continue
+            twin = find(results[number][1], row.entry.name + UNCHECKED, row.entry.size)
+            if twin:
+                out.append(
+                    Target(
+                        f"W{number} {row.entry.name}: defaults / validate_args=False",
+                        row.ratio / twin.ratio,
+                        1.05,
+                        True,
+                    )
+                )
     if 1 in results:
         workload, rows = results[1]
         ignite_pair = find(rows, "ignite rec_sys HitRate + NDCG")
