@@ -190,6 +190,10 @@ class Turns:
 UNCHECKED = ", validate_args=False"
 
 
+#: rows of workload 3 whose batches are ranked at ``update`` (each holds whole queries)
+WHOLE = ", whole_queries=True"
+
+
 def run_once(entry: Entry, fn: Fn) -> object:
     if entry.kind == "ours":
         # ranking_plugins.request keeps the last batch's rank statistics and
@@ -523,22 +527,22 @@ def workload_3(args: argparse.Namespace) -> Workload:
     ]
     mets = ("mrr", "ndcg", "map")
 
-    def ours_one() -> Fn:
+    def ours_one(whole_queries: bool = False) -> Fn:
         from ranking_plugins.torchmetrics import RankingMetrics
 
-        metric = RankingMetrics(mets, validate_args=False)
+        metric = RankingMetrics(mets, whole_queries=whole_queries)
         return lambda: tm_cycle(metric, batches)
 
-    def ours_collection() -> Fn:
+    def ours_collection(whole_queries: bool = False) -> Fn:
         from torchmetrics import MetricCollection
 
         from ranking_plugins.torchmetrics import MAP, MRR, NDCG
 
         metric = MetricCollection(
             {
-                "mrr": MRR(validate_args=False),
-                "ndcg": NDCG(validate_args=False),
-                "map": MAP(validate_args=False),
+                "mrr": MRR(whole_queries=whole_queries),
+                "ndcg": NDCG(whole_queries=whole_queries),
+                "map": MAP(whole_queries=whole_queries),
             }
         )
         return lambda: tm_cycle(metric, batches)
@@ -558,8 +562,25 @@ def workload_3(args: argparse.Namespace) -> Workload:
                 "floor",
                 lambda: lambda: torch.sort(preds, dim=1, descending=True),
             ),
-            Entry("ranking_plugins.torchmetrics.RankingMetrics", "ours", ours_one),
-            Entry("MetricCollection(ranking_plugins MRR, NDCG, MAP)", "ours", ours_collection),
+            Entry("ranking_plugins.torchmetrics.RankingMetrics", "ours", ours_one, memory=True),
+            Entry(
+                "MetricCollection(ranking_plugins MRR, NDCG, MAP)",
+                "ours",
+                ours_collection,
+                memory=True,
+            ),
+            Entry(
+                "ranking_plugins.torchmetrics.RankingMetrics" + WHOLE,
+                "ours",
+                lambda: ours_one(True),
+                memory=True,
+            ),
+            Entry(
+                "MetricCollection(ranking_plugins MRR, NDCG, MAP)" + WHOLE,
+                "ours",
+                lambda: ours_collection(True),
+                memory=True,
+            ),
             Entry(
                 "torchmetrics.retrieval MRR + NDCG + MAP",
                 "peer",
@@ -1081,6 +1102,13 @@ def targets(results: dict[int, tuple[Workload, list[Row]]]) -> list[Target]:
                 )
     if 3 in results:
         workload, rows = results[3]
+        for suffix in ("", WHOLE):
+            # a MetricCollection of three metrics costs what one RankingMetrics costs
+            one = find(rows, "ranking_plugins.torchmetrics.RankingMetrics" + suffix)
+            many = find(rows, "MetricCollection(ranking_plugins MRR, NDCG, MAP)" + suffix)
+            if one and many:
+                text = f"W3 MetricCollection / RankingMetrics{suffix}"
+                out.append(Target(text, many.ratio / one.ratio, 1.05, True))
         for ours, _peer, factor in speedups(workload, rows):
             out.append(
                 Target(f"W3 torchmetrics.retrieval / {ours.entry.name}", factor, 1000.0, False)
