@@ -49,9 +49,7 @@ def _no_cache() -> None:
 @pytest.mark.parametrize("path", list(PATHS))
 @pytest.mark.parametrize("place", PLACES, ids=str)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16])
-def test_dense_nan_found_by_ranking(
-    path: str, place: tuple[int, int], dtype: torch.dtype
-) -> None:
+def test_dense_nan_found_by_ranking(path: str, place: tuple[int, int], dtype: torch.dtype) -> None:
     preds = scores(dtype)
     preds[place] = math.nan
     with pytest.raises(ValueError, match=NAN_MESSAGE):
@@ -135,7 +133,9 @@ def test_whole_rows_in_blocks_checked_when_ranked(monkeypatch: pytest.MonkeyPatc
 )
 @pytest.mark.parametrize("gain", ["exponential", "linear"])
 @pytest.mark.parametrize("top_k", [5, None])
-def test_numbers_equal_without_validation(target: torch.Tensor, gain: str, top_k: int | None) -> None:
+def test_numbers_equal_without_validation(
+    target: torch.Tensor, gain: str, top_k: int | None
+) -> None:
     preds = scores()
     preds[0, :5] = preds[0, 5]  # a tie across the cutoff
     metrics = ("ndcg", "map", "mrr", "recall")

@@ -112,9 +112,7 @@ class RankCounter:
                 above_count = count_true(above)
                 if nan_in_counts:
                     self.above[low : low + rows, t] += above_count
-                    self.tied[low : low + rows, t] += _tied_count_finding_nan(
-                        block, s, above_count
-                    )
+                    self.tied[low : low + rows, t] += _tied_count_finding_nan(block, s, above_count)
                     continue
                 tied = block == s
                 if block_ranked is not None:
