@@ -170,6 +170,30 @@ class Row:
         return self.ms / self.floor_ms
 
 
+class Turns:
+    """Equal-sized score tensors handed out in turn: no run sees the tensor of the last.
+
+    The package keeps the last batch's ranking; with tensors in turn (and the
+    cache cleared, :func:`run_once`) no run can time a cache hit.
+    """
+
+    def __init__(self, first: torch.Tensor, gen: torch.Generator, count: int = 3) -> None:
+        self.tensors = [first] + [torch.randn(first.shape, generator=gen) for _ in range(count - 1)]
+        self.at = 0
+
+    def __call__(self) -> torch.Tensor:
+        self.at = (self.at + 1) % len(self.tensors)
+        return self.tensors[self.at]
+
+
+#: the column of rows timed with ``validate_args=False``; rows without it run the defaults
+UNCHECKED = ", validate_args=False"
+
+
+#: rows of workload 3 whose batches are ranked at ``update`` (each holds whole queries)
+WHOLE = ", whole_queries=True"
+
+
 def run_once(entry: Entry, fn: Fn) -> object:
     if entry.kind == "ours":
         # ranking_plugins.request keeps the last batch's rank statistics and
@@ -308,28 +332,29 @@ def workload_1(args: argparse.Namespace) -> Workload:
     ks, mets = KS, ALL_METRICS
     tq = min(args.tm_queries, q)
     small = (preds[:tq].contiguous(), target[:tq].contiguous())
+    turn = Turns(preds, gen)
 
-    def ours_fn() -> Fn:
-        return lambda: rank_metrics(preds, target, mets, ks, validate_args=False)
+    def ours_fn(validate: bool = True) -> Fn:
+        return lambda: rank_metrics(turn(), target, mets, ks, validate_args=validate)
 
     def ours_small() -> Fn:
-        return lambda: rank_metrics(*small, mets, ks, validate_args=False)
+        return lambda: rank_metrics(*small, mets, ks)
 
-    def ours_bool() -> Fn:
+    def ours_bool(validate: bool = True) -> Fn:
         target_bool = target.bool()
-        return lambda: rank_metrics(preds, target_bool, mets, ks, validate_args=False)
+        return lambda: rank_metrics(turn(), target_bool, mets, ks, validate_args=validate)
 
     def ours_ignite() -> Fn:
         from ranking_plugins.ignite import RankingMetrics
 
-        cycle = ignite_cycle(RankingMetrics(mets, top_k=list(ks), validate_args=False))
-        return lambda: cycle((preds, target))
+        cycle = ignite_cycle(RankingMetrics(mets, top_k=list(ks)))
+        return lambda: cycle((turn(), target))
 
     def ours_tm() -> Fn:
         from ranking_plugins.torchmetrics import RankingMetrics
 
-        metric = RankingMetrics(mets, top_k=list(ks), validate_args=False)
-        return lambda: tm_cycle(metric, [(preds, target, {})])
+        metric = RankingMetrics(mets, top_k=list(ks))
+        return lambda: tm_cycle(metric, [(turn(), target, {})])
 
     def ignite_pair() -> Fn:
         from ignite.metrics.rec_sys import NDCG, HitRate
@@ -348,14 +373,16 @@ def workload_1(args: argparse.Namespace) -> Workload:
         f"Q={q}, N={n}, {s['relevant']} relevant/row, float32 0/1 target",
         preds.nelement() * preds.element_size(),
         [
-            Entry("torch.topk(preds, 100)", "floor", lambda: lambda: torch.topk(preds, 100)),
+            Entry("torch.topk(preds, 100)", "floor", lambda: lambda: torch.topk(turn(), 100)),
             Entry("rank_metrics", "ours", ours_fn, memory=True, quick_memory=True),
+            Entry("rank_metrics" + UNCHECKED, "ours", lambda: ours_fn(False)),
             Entry(
                 "rank_metrics, bool target",
                 "ours",
                 ours_bool,
                 note="target.bool() made outside the timing",
             ),
+            Entry("rank_metrics, bool target" + UNCHECKED, "ours", lambda: ours_bool(False)),
             Entry("ranking_plugins.ignite.RankingMetrics", "ours", ours_ignite, memory=True),
             Entry("ranking_plugins.torchmetrics.RankingMetrics", "ours", ours_tm, memory=True),
             Entry(
@@ -404,23 +431,25 @@ def workload_2(args: argparse.Namespace) -> Workload:
     def dense(p: torch.Tensor, i: torch.Tensor) -> torch.Tensor:
         return torch.zeros_like(p).scatter_(1, i.unsqueeze(1), 1.0)
 
-    def ours_fn() -> Fn:
-        return lambda: rank_metrics(preds, item, mets, ks, validate_args=False)
+    turn = Turns(preds, gen)
+
+    def ours_fn(validate: bool = True) -> Fn:
+        return lambda: rank_metrics(turn(), item, mets, ks, validate_args=validate)
 
     def ours_small() -> Fn:
-        return lambda: rank_metrics(*small, mets, ks, validate_args=False)
+        return lambda: rank_metrics(*small, mets, ks)
 
     def ours_ignite() -> Fn:
         from ranking_plugins.ignite import RankingMetrics
 
-        cycle = ignite_cycle(RankingMetrics(mets, top_k=list(ks), validate_args=False))
-        return lambda: cycle((preds, item))
+        cycle = ignite_cycle(RankingMetrics(mets, top_k=list(ks)))
+        return lambda: cycle((turn(), item))
 
     def ours_tm() -> Fn:
         from ranking_plugins.torchmetrics import RankingMetrics
 
-        metric = RankingMetrics(mets, top_k=list(ks), validate_args=False)
-        return lambda: tm_cycle(metric, [(preds, item, {})])
+        metric = RankingMetrics(mets, top_k=list(ks))
+        return lambda: tm_cycle(metric, [(turn(), item, {})])
 
     def ignite_pair() -> Fn:
         from ignite.metrics.rec_sys import NDCG, HitRate
@@ -440,8 +469,9 @@ def workload_2(args: argparse.Namespace) -> Workload:
         f"Q={q}, N={n}, one target id per row",
         preds.nelement() * preds.element_size(),
         [
-            Entry("torch.topk(preds, 100)", "floor", lambda: lambda: torch.topk(preds, 100)),
+            Entry("torch.topk(preds, 100)", "floor", lambda: lambda: torch.topk(turn(), 100)),
             Entry("rank_metrics", "ours", ours_fn, memory=True),
+            Entry("rank_metrics" + UNCHECKED, "ours", lambda: ours_fn(False)),
             Entry("ranking_plugins.ignite.RankingMetrics", "ours", ours_ignite, memory=True),
             Entry("ranking_plugins.torchmetrics.RankingMetrics", "ours", ours_tm, memory=True),
             Entry(
@@ -497,22 +527,22 @@ def workload_3(args: argparse.Namespace) -> Workload:
     ]
     mets = ("mrr", "ndcg", "map")
 
-    def ours_one() -> Fn:
+    def ours_one(whole_queries: bool = False) -> Fn:
         from ranking_plugins.torchmetrics import RankingMetrics
 
-        metric = RankingMetrics(mets, validate_args=False)
+        metric = RankingMetrics(mets, whole_queries=whole_queries)
         return lambda: tm_cycle(metric, batches)
 
-    def ours_collection() -> Fn:
+    def ours_collection(whole_queries: bool = False) -> Fn:
         from torchmetrics import MetricCollection
 
         from ranking_plugins.torchmetrics import MAP, MRR, NDCG
 
         metric = MetricCollection(
             {
-                "mrr": MRR(validate_args=False),
-                "ndcg": NDCG(validate_args=False),
-                "map": MAP(validate_args=False),
+                "mrr": MRR(whole_queries=whole_queries),
+                "ndcg": NDCG(whole_queries=whole_queries),
+                "map": MAP(whole_queries=whole_queries),
             }
         )
         return lambda: tm_cycle(metric, batches)
@@ -532,8 +562,25 @@ def workload_3(args: argparse.Namespace) -> Workload:
                 "floor",
                 lambda: lambda: torch.sort(preds, dim=1, descending=True),
             ),
-            Entry("ranking_plugins.torchmetrics.RankingMetrics", "ours", ours_one),
-            Entry("MetricCollection(ranking_plugins MRR, NDCG, MAP)", "ours", ours_collection),
+            Entry("ranking_plugins.torchmetrics.RankingMetrics", "ours", ours_one, memory=True),
+            Entry(
+                "MetricCollection(ranking_plugins MRR, NDCG, MAP)",
+                "ours",
+                ours_collection,
+                memory=True,
+            ),
+            Entry(
+                "ranking_plugins.torchmetrics.RankingMetrics" + WHOLE,
+                "ours",
+                lambda: ours_one(True),
+                memory=True,
+            ),
+            Entry(
+                "MetricCollection(ranking_plugins MRR, NDCG, MAP)" + WHOLE,
+                "ours",
+                lambda: ours_collection(True),
+                memory=True,
+            ),
             Entry(
                 "torchmetrics.retrieval MRR + NDCG + MAP",
                 "peer",
@@ -557,11 +604,17 @@ def workload_4(args: argparse.Namespace) -> Workload:
     grades = torch.zeros(q, n, dtype=torch.long).scatter_(1, graded, levels)
     tq = min(args.tm_queries, q)
     small = (preds[:tq].contiguous(), grades[:tq].contiguous())
-    entries = [Entry("torch.topk(preds, 10)", "floor", lambda: lambda: torch.topk(preds, 10))]
+    turn = Turns(preds, gen)
+    entries = [Entry("torch.topk(preds, 10)", "floor", lambda: lambda: torch.topk(turn(), 10))]
     for gain, ignite_gain in (("exponential", "exp_rank"), ("linear", "linear_rank")):
 
-        def ours(gain: str = gain) -> Fn:
-            return lambda: rank_metrics(preds, grades, "ndcg", 10, gain=gain, validate_args=False)
+        def ours(gain: str = gain, validate: bool = True) -> Fn:
+            return lambda: rank_metrics(
+                turn(), grades, "ndcg", 10, gain=gain, validate_args=validate
+            )
+
+        def ours_unchecked(gain: str = gain) -> Fn:
+            return ours(gain, False)
 
         def ignite_ndcg(ignite_gain: str = ignite_gain) -> Fn:
             from ignite.metrics.rec_sys import NDCG
@@ -574,12 +627,13 @@ def workload_4(args: argparse.Namespace) -> Workload:
 
         entries += [
             Entry(f"rank_metrics, {gain} gain", "ours", ours),
+            Entry(f"rank_metrics, {gain} gain" + UNCHECKED, "ours", ours_unchecked),
             Entry(f"ignite rec_sys NDCG, {ignite_gain}", "peer", ignite_ndcg),
             Entry(f"hand-written topk + gather, {gain}", "peer", hand),
         ]
 
     def ours_small() -> Fn:
-        return lambda: rank_metrics(*small, "ndcg", 10, gain="linear", validate_args=False)
+        return lambda: rank_metrics(*small, "ndcg", 10, gain="linear")
 
     def retrieval() -> Fn:
         metric = retrieval_collection([("ndcg", 10)])
@@ -916,7 +970,7 @@ def speedups(workload: Workload, rows: list[Row]) -> list[tuple[Row, Row, float]
     In workload 4 only rows of the same gain are paired.
     """
     out = []
-    for ours in (r for r in rows if r.entry.kind == "ours"):
+    for ours in (r for r in rows if r.entry.kind == "ours" and UNCHECKED not in r.entry.name):
         for peer in (r for r in rows if r.entry.kind == "peer"):
             if ours.entry.size != peer.entry.size:
                 continue
@@ -1009,6 +1063,21 @@ def targets(results: dict[int, tuple[Workload, list[Row]]]) -> list[Target]:
             if row and row.peak_bytes is not None:
                 mult = row.peak_bytes / workload.preds_bytes
                 out.append(Target(f"W{number} {name} peak extra / preds", mult, 1.0, True))
+    for number in (1, 2, 4):
+        # the defaults (validate_args=True) within 5% of validate_args=False
+        for row in results.get(number, (None, []))[1]:
+            if row.entry.kind != "ours" or UNCHECKED in row.entry.name:
+                continue
+            twin = find(results[number][1], row.entry.name + UNCHECKED, row.entry.size)
+            if twin:
+                out.append(
+                    Target(
+                        f"W{number} {row.entry.name}: defaults / validate_args=False",
+                        row.ratio / twin.ratio,
+                        1.05,
+                        True,
+                    )
+                )
     if 1 in results:
         workload, rows = results[1]
         ignite_pair = find(rows, "ignite rec_sys HitRate + NDCG")
@@ -1033,6 +1102,13 @@ def targets(results: dict[int, tuple[Workload, list[Row]]]) -> list[Target]:
                 )
     if 3 in results:
         workload, rows = results[3]
+        for suffix in ("", WHOLE):
+            # a MetricCollection of three metrics costs what one RankingMetrics costs
+            one = find(rows, "ranking_plugins.torchmetrics.RankingMetrics" + suffix)
+            many = find(rows, "MetricCollection(ranking_plugins MRR, NDCG, MAP)" + suffix)
+            if one and many:
+                text = f"W3 MetricCollection / RankingMetrics{suffix}"
+                out.append(Target(text, many.ratio / one.ratio, 1.05, True))
         for ours, _peer, factor in speedups(workload, rows):
             out.append(
                 Target(f"W3 torchmetrics.retrieval / {ours.entry.name}", factor, 1000.0, False)

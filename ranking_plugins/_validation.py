@@ -100,7 +100,7 @@ def check_values(
 ) -> None:
     """Checks that read tensor values (and so synchronise an accelerator)."""
     if has_nan(preds):
-        raise ValueError("`preds` must not contain NaN")
+        raise ValueError(NAN_PREDS)
     if grades is not None and has_nan(grades):
         raise ValueError("`target` must not contain NaN grades")
     if item_ids is not None:
@@ -116,6 +116,21 @@ def check_item_ids(name: str, item_ids: Tensor, num_items: int) -> None:
                 f"`{name}` item indices must lie in [0, {num_items}) (or be -1 for padding), "
                 f"got values in [{low}, {high}]"
             )
+
+
+#: the error for NaN scores, wherever it is found (here, or in a pass of the kernel)
+NAN_PREDS = "`preds` must not contain NaN"
+
+
+def check_no_nan_scores(scores: Tensor) -> None:
+    """Raise the NaN-scores error if ``scores`` (a few values, e.g. each row's top) hold one.
+
+    The kernel calls it on values its own passes already brought out (a row's
+    NaN comes first out of a descending sort or a top-k), instead of a pass of
+    its own over the whole score matrix; reads one value.
+    """
+    if scores.is_floating_point() and scores.numel() > 0 and bool(scores.isnan().any()):
+        raise ValueError(NAN_PREDS)
 
 
 def has_nan(values: Tensor) -> bool:

@@ -13,6 +13,13 @@ indexes=None, mask=None)`` takes every layout of the package:
   :meth:`~BaseRankingMetric.compute`. Scores are kept exactly: floating-point
   scores as float64, integer scores as int64 (a timestamp above 2^53 is not
   rounded), so one metric takes either kind of scores in this layout, not both.
+  Memory grows with every update: 8 + 8 + 8 + 1 bytes per entry (score,
+  grade, query id, mask), on the metric's device, until ``reset``.
+* grouped with ``whole_queries=True`` (each batch holds whole queries, as when
+  a data loader yields one query's candidates together): the batch is ranked
+  at once and only the sums are kept, a constant-size state whatever the
+  number of updates. A query whose entries come in two batches counts as two
+  queries; this is not detected (it would need every query id seen so far).
 
 The states keep their dtypes whatever is done to the module: ``.to(dtype)``,
 ``.half()``, ``set_dtype`` (and Lightning's ``precision="bf16-true"``, which
@@ -97,6 +104,7 @@ class RankingOptions(OptionKeywords, total=False):
     """
 
     ignore_index: int | None
+    whole_queries: bool
     # torchmetrics.Metric keywords
     compute_on_cpu: bool
     dist_sync_on_step: bool
@@ -142,6 +150,10 @@ class BaseRankingMetric(Metric):
             out of the mean) or ``"error"``.
         ignore_index: entries whose target equals it are dropped, as in
             ``torchmetrics.retrieval``: never ranked and not counted in R.
+        whole_queries: grouped layout only: every batch holds whole queries,
+            so ``update`` ranks it at once and keeps only the sums (constant
+            memory). False (the default, TorchMetrics' behaviour): a query may
+            span updates and processes, so entries are kept until ``compute``.
         adaptive_k: precision divides by min(k, number of ranked items).
         ties: ``"average"`` (default), ``"first"``, ``"pessimistic"`` or
             ``"optimistic"``.
@@ -186,6 +198,7 @@ class BaseRankingMetric(Metric):
         top_k: TopK = None,
         *,
         ignore_index: int | None = None,
+        whole_queries: bool = False,
         **kwargs: Any,
     ) -> None:
         # this package's options; the rest are torchmetrics.Metric's keywords
@@ -202,7 +215,10 @@ class BaseRankingMetric(Metric):
             top_k,
             Options.create(type(self).__name__, **{**TORCHMETRICS_DEFAULTS, **given}),
         )
+        if not isinstance(whole_queries, bool):
+            raise TypeError(f"`whole_queries` must be a bool, got {whole_queries!r}")
         self.ignore_index = ignore_index
+        self.whole_queries = whole_queries
         self.keys = self.request.keys
         # The name of the sums state carries a digest of what is computed.
         # MetricCollection merges metrics whose states have the same names and
@@ -331,6 +347,9 @@ class BaseRankingMetric(Metric):
                 "`preds`: uint64 scores cannot be kept exactly in the grouped layout "
                 "(`indexes`); use int64 (or a floating-point dtype)"
             )
+        if self.whole_queries:
+            self._update_whole_queries(preds, target, indexes, mask)
+            return
         integer = V.is_integer_dtype(preds.dtype)
         scores, other = (
             (self.flat_preds_int, self.flat_preds)
@@ -356,6 +375,21 @@ class BaseRankingMetric(Metric):
             _shared_copies.keep(inputs, self.device, copies)
         for state, copy in zip((scores, *self._flat_lists()[2:]), copies, strict=True):
             state.append(copy)
+
+    def _update_whole_queries(
+        self, preds: Tensor, target: Tensor, indexes: Tensor, mask: Tensor | None
+    ) -> None:
+        """A grouped batch of whole queries, ranked now into the sums (``whole_queries``)."""
+        if self.ignore_index is not None:
+            # dropped as ``compute`` drops them from the kept entries
+            keep = target != self.ignore_index
+            preds, target, indexes = preds[keep], target[keep], indexes[keep]
+            mask = None if mask is None else mask[keep]
+        if preds.numel() == 0:
+            return
+        evaluation = _evaluate(self.request, preds, target, indexes=indexes, mask=mask)
+        batch = Totals.of(evaluation, self.keys, self.request.options.weighted).sums
+        getattr(self, self._sums_name).add_(batch)
 
     def _flat_lists(self) -> tuple[list[Tensor], ...]:
         """The grouped layout's "cat" states, in :data:`_FLAT_STATES` order."""

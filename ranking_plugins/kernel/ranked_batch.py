@@ -8,11 +8,12 @@ ranked in blocks of rows, each when it is read (:class:`Unranked`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 from torch import Tensor
 
+from ranking_plugins import _validation as V
 from ranking_plugins.kernel.flags import count_true
 from ranking_plugins.kernel.inputs.parts import Batch, RankingInput
 from ranking_plugins.kernel.inputs.relevance import ItemIds
@@ -51,7 +52,7 @@ def rank_stats(
     if method == "count":
         if not isinstance(relevance, ItemIds):
             raise ValueError("ranking by counting needs item-index targets")
-        return count_ranks(data.scores, relevance, ties, data.ranked)
+        return count_ranks(data.scores, relevance, ties, data.ranked, data.nan_unchecked)
     ranked_list = rank(data, ties, depth)
     num_ranked = (
         torch.full((data.num_queries,), data.num_items, device=data.scores.device)
@@ -125,6 +126,10 @@ def rank_batch(
         if rows >= data.num_queries:
             parts.append((part.queries, rank_stats(data, ties, depth, part_method)))
             continue
+        if data.nan_unchecked:
+            # blocks are ranked when read: check now, so that the error comes from here
+            V.check_values(data.scores, None, None, 0)
+            data = replace(data, nan_unchecked=False)
         for low in range(0, data.num_queries, rows):
             block = slice(low, low + rows)
             queries = (

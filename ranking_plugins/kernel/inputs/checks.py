@@ -67,21 +67,31 @@ def check_grouped(
 
 def check_grades(
     grades: Tensor, rule: GainRule, list_length: int, query_of_item: Tensor | None = None
-) -> None:
+) -> Tensor | None:
     """No NaN grade, and no gain (nor sum of a query's gains) that overflows float64.
 
     ``grades`` are (Q, N) rows, or flat (M,) with ``query_of_item`` (grouped).
     Reads the values (one max over the grades; the per-query sums only when
-    the largest gain times the list length could overflow).
+    the largest gain times the list length could overflow), unless the dtype
+    alone proves every sum finite (bool; integer grades whose largest value's
+    gain times the list length is finite: int8 and uint8 under either gain,
+    every integer dtype under the linear gain): no NaN, no overflow, no read.
+
+    Returns the largest grade of each row of (Q, N) grades when it was read
+    (:class:`~ranking_plugins.kernel.inputs.relevance.DenseGrades` reuses it
+    instead of a pass of its own), else None.
     """
     if grades.dtype == torch.bool or grades.numel() == 0:
-        return
-    top = grades.amax()
+        return None
+    if V.is_integer_dtype(grades.dtype) and _gains_bounded(grades.dtype, rule, list_length):
+        return None
+    row_max = grades.amax(dim=-1) if query_of_item is None and grades.ndim == 2 else None
+    top = grades.amax() if row_max is None else row_max.amax()
     if grades.is_floating_point() and bool(top.isnan()):
         raise ValueError("`target` must not contain NaN grades")
     top_gain = float(rule.gain_of(top.reshape(1))[0])
     if math.isfinite(top_gain * max(list_length, 1)):
-        return
+        return row_max
     gains = rule.gains(grades, rule.relevant(grades))
     if query_of_item is None:
         totals = gains.sum(dim=-1)
@@ -95,6 +105,13 @@ def check_grades(
             "gains, overflows float64; use smaller grades"
             + (" or gain='linear'" if rule.gain == "exponential" else "")
         )
+    return row_max
+
+
+def _gains_bounded(dtype: torch.dtype, rule: GainRule, list_length: int) -> bool:
+    """Whether the gain of ``dtype``'s largest value, times ``list_length``, is finite."""
+    largest = torch.tensor([torch.iinfo(dtype).max], dtype=dtype)
+    return math.isfinite(float(rule.gain_of(largest)[0]) * max(list_length, 1))
 
 
 def check_embedding_inputs(

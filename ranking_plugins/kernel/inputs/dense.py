@@ -6,7 +6,12 @@ from torch import Tensor
 
 from ranking_plugins import _validation as V
 from ranking_plugins.kernel.inputs.checks import check_grades
-from ranking_plugins.kernel.inputs.parts import Batch, RankingInput, one_part
+from ranking_plugins.kernel.inputs.parts import (
+    Batch,
+    RankingInput,
+    nan_check_deferred,
+    one_part,
+)
 from ranking_plugins.kernel.inputs.relevance import DenseGrades, GainRule
 
 
@@ -19,7 +24,11 @@ def dense(
             f"dense `target` must have the shape of `preds` {tuple(preds.shape)}, "
             f"got {tuple(target.shape)}"
         )
+    deferred = nan_check_deferred(preds, mask, validate_args)
+    row_max = None
     if validate_args:
-        V.check_values(preds, None, None, preds.shape[1])
-        check_grades(target, rule, preds.shape[1])
-    return one_part(RankingInput(preds, mask, DenseGrades(target, rule)))
+        if not deferred:
+            V.check_values(preds, None, None, preds.shape[1])
+        row_max = check_grades(target, rule, preds.shape[1])
+    grades = DenseGrades(target, rule, row_max=row_max)
+    return one_part(RankingInput(preds, mask, grades, deferred))

@@ -7,7 +7,13 @@ from torch import Tensor
 
 from ranking_plugins import _validation as V
 from ranking_plugins.kernel.inputs.checks import check_grades
-from ranking_plugins.kernel.inputs.parts import Batch, Part, RankingInput, lowest
+from ranking_plugins.kernel.inputs.parts import (
+    Batch,
+    Part,
+    RankingInput,
+    lowest,
+    nan_check_deferred,
+)
 from ranking_plugins.kernel.inputs.relevance import DenseGrades, GainRule
 
 
@@ -27,7 +33,9 @@ def grouped(
     class, so 20,000 one-item lists beside one 20,000-item list cost 60,000
     slots, not 400 million.
     """
-    if validate_args:
+    # padding is parked below every score, never over a NaN: the ranking meets them all
+    deferred = nan_check_deferred(preds, mask, validate_args)
+    if validate_args and not deferred:
         V.check_values(preds, None, None, 0)
     queries, query_of_item, sizes = torch.unique(indexes, return_inverse=True, return_counts=True)
     num_queries = queries.numel()
@@ -66,7 +74,8 @@ def grouped(
             ranked[row, column] = mask[entries]
         # lists of one length (the usual batch of candidates) have no padding
         padded = int(lengths.min()) < width
-        data = RankingInput(scores, ranked, DenseGrades(grades, rule, judged if padded else None))
+        relevance = DenseGrades(grades, rule, judged if padded else None)
+        data = RankingInput(scores, ranked, relevance, deferred)
         parts.append(Part(rows, data))
         first_query += count
     return Batch(num_queries, device, tuple(parts))

@@ -6,7 +6,12 @@ import torch
 from torch import Tensor
 
 from ranking_plugins import _validation as V
-from ranking_plugins.kernel.inputs.parts import Batch, RankingInput, one_part
+from ranking_plugins.kernel.inputs.parts import (
+    Batch,
+    RankingInput,
+    nan_check_deferred,
+    one_part,
+)
 from ranking_plugins.kernel.inputs.relevance import GainRule, ItemIds
 
 
@@ -27,7 +32,10 @@ def item_ids(
             f"item-index `target` must be (Q,) or (Q, T) with Q = {preds.shape[0]} rows of "
             f"`preds`, got shape {tuple(target.shape)}"
         )
-    if validate_args:
+    deferred = nan_check_deferred(preds, mask, validate_args)
+    if deferred:
+        V.check_item_ids("target", target, preds.shape[1])
+    elif validate_args:
         V.check_values(preds, None, target, preds.shape[1])
     ids = ItemIds(target.to(torch.int64), preds.shape[1], rule)
-    return one_part(RankingInput(preds, mask, ids))
+    return one_part(RankingInput(preds, mask, ids, deferred))

@@ -18,6 +18,10 @@ class RankingInput:
     scores: Tensor
     ranked: Tensor | None  # False: never enters the ranking (masked, or padding)
     relevance: Relevance
+    #: validate_args=True left the NaN check of the scores to the ranking, whose
+    #: own passes meet every score (a row's NaN comes first out of a top-k or a
+    #: descending sort); only when no mask can hide a score from those passes
+    nan_unchecked: bool = False
 
     @property
     def num_queries(self) -> int:
@@ -30,7 +34,9 @@ class RankingInput:
     def rows(self, rows: slice) -> RankingInput:
         """The queries ``rows`` (views, no copy)."""
         ranked = None if self.ranked is None else self.ranked[rows]
-        return RankingInput(self.scores[rows], ranked, self.relevance.take(rows))
+        return RankingInput(
+            self.scores[rows], ranked, self.relevance.take(rows), self.nan_unchecked
+        )
 
 
 @dataclass(frozen=True)
@@ -60,6 +66,16 @@ def lowest(dtype: torch.dtype) -> float | int:
     if dtype.is_floating_point:
         return -math.inf
     return int(torch.iinfo(dtype).min)
+
+
+def nan_check_deferred(preds: Tensor, mask: Tensor | None, validate_args: bool) -> bool:
+    """Whether the NaN check of ``preds`` is left to the ranking's own passes.
+
+    Only floating-point scores can hold NaN; a user's mask parks masked scores
+    below every other before selection, hiding a NaN there, so then the check
+    stays a pass of its own (:func:`~ranking_plugins._validation.check_values`).
+    """
+    return validate_args and mask is None and preds.is_floating_point()
 
 
 def one_part(data: RankingInput) -> Batch:

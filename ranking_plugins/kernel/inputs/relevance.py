@@ -125,13 +125,22 @@ class DenseGrades:
     whatever the threshold.
     """
 
-    def __init__(self, grades: Tensor, rule: GainRule, judged: Tensor | None = None) -> None:
+    def __init__(
+        self,
+        grades: Tensor,
+        rule: GainRule,
+        judged: Tensor | None = None,
+        row_max: Tensor | None = None,
+    ) -> None:
         if grades.dtype == torch.bool and (rule.grade_zero_is_relevant or judged is not None):
             # not every relevant item has gain 1 any more: grades 0/1 as numbers
             grades = grades.to(torch.uint8)
+            row_max = None
         self.grades = grades
         self.rule = rule
         self.judged = judged
+        # the largest grade of each row, when validation has read it already
+        self.row_max = row_max
         self.binary = grades.dtype == torch.bool
 
     def _relevant_and_gain(
@@ -155,7 +164,8 @@ class DenseGrades:
 
     def take(self, rows: slice) -> DenseGrades:
         judged = None if self.judged is None else self.judged[rows]
-        return DenseGrades(self.grades[rows], self.rule, judged)
+        row_max = None if self.row_max is None else self.row_max[rows]
+        return DenseGrades(self.grades[rows], self.rule, judged, row_max)
 
     def relevant_count(self, within: Tensor | None = None) -> Tensor:
         relevant = self.rule.relevant(self.grades)
@@ -196,7 +206,7 @@ class DenseGrades:
         R relevant grades equal it exactly when R items hold it: one max and
         one comparison, exact for every dtype, much cheaper than a top-k.
         """
-        high = self.grades.amax(dim=1)
+        high = self.grades.amax(dim=1) if self.row_max is None else self.row_max
         holders = count_true(self.grades == high.unsqueeze(1))
         return high, (relevant_count == 0) | (holders == relevant_count)
 

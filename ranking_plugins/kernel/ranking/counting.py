@@ -19,6 +19,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from ranking_plugins import _validation as V
 from ranking_plugins.kernel.flags import count_true
 from ranking_plugins.kernel.inputs.relevance import ItemIds
 from ranking_plugins.kernel.statistics.count_stats import CountStats
@@ -76,10 +77,18 @@ class RankCounter:
             excluded = (item_ids.unsqueeze(2) == self.exclude.unsqueeze(1)).any(dim=2)
             self.ranked &= ~excluded
 
-    def add(self, scores: Tensor, start: int, ranked: Tensor | None = None) -> None:
+    def add(
+        self,
+        scores: Tensor,
+        start: int,
+        ranked: Tensor | None = None,
+        check_nan: bool = False,
+    ) -> None:
         """Count the block of columns ``start, start + 1, ...`` of the score matrix.
 
         ``ranked`` (optional, same shape): False marks items that are not ranked.
+        ``check_nan``: raise the NaN-scores error if a score is NaN (each block
+        of rows is checked while it is in cache for the counting).
         """
         width = scores.shape[1]
         if ranked is not None:
@@ -90,17 +99,27 @@ class RankCounter:
         column = torch.arange(start, start + width, device=scores.device) if first else None
         # row blocks small enough for their comparison flags to stay in cache
         rows = max(1, _BLOCK_ELEMENTS // max(width, 1))
+        # NaN found by the counting's own comparisons, where they can tell (see below)
+        nan_in_counts = check_nan and ranked is None and column is None
+        if check_nan and not nan_in_counts:
+            V.check_values(scores, None, None, 0)
         for low in range(0, scores.shape[0], rows):
             block = scores[low : low + rows]
             block_ranked = None if ranked is None else ranked[low : low + rows]
             for t in range(self.ids.shape[1]):
                 s = self.score[low : low + rows, t : t + 1]
                 above = block > s
+                above_count = count_true(above)
+                if nan_in_counts:
+                    self.above[low : low + rows, t] += above_count
+                    self.tied[low : low + rows, t] += _tied_count_finding_nan(block, s, above_count)
+                    continue
                 tied = block == s
                 if block_ranked is not None:
                     above &= block_ranked
                     tied &= block_ranked
-                self.above[low : low + rows, t] += count_true(above)
+                    above_count = count_true(above)
+                self.above[low : low + rows, t] += above_count
                 self.tied[low : low + rows, t] += count_true(tied)
                 if column is not None:
                     before = tied & (column < self.ids[low : low + rows, t : t + 1])
@@ -204,11 +223,40 @@ class RankCounter:
         )
 
 
+def _tied_count_finding_nan(block: Tensor, s: Tensor, above_count: Tensor) -> Tensor:
+    """The items of each row of ``block`` tied with its ``s``; raises if a score is NaN.
+
+    NaN compares false both ways, so "not below ``s``" holds for the items
+    above, the tied and the NaN: its count less ``above_count`` is the tied
+    count plus the NaN count, from the one comparison the tied count costs
+    anyway. ``s`` is a score of its own row, so a row without NaN counts it
+    at least once; rows counting more than once (ties, or NaN), or whose
+    ``s`` is NaN, are compared again exactly, and a difference is a NaN.
+    """
+    not_below = block < s
+    not_below.logical_not_()
+    tied_or_nan = count_true(not_below) - above_count
+    again = ((tied_or_nan > 1) | s.squeeze(1).isnan()).nonzero().squeeze(1)
+    if again.numel():
+        exact = count_true(block[again] == s[again])
+        if not torch.equal(exact, tied_or_nan[again]):
+            raise ValueError(V.NAN_PREDS)
+    return tied_or_nan
+
+
 def count_ranks(
-    scores: Tensor, relevance: ItemIds, ties: str, ranked: Tensor | None = None
+    scores: Tensor,
+    relevance: ItemIds,
+    ties: str,
+    ranked: Tensor | None = None,
+    check_nan: bool = False,
 ) -> CountStats:
-    """Rank statistics of a dense score matrix (Q, N) by counting, in one block."""
+    """Rank statistics of a dense score matrix (Q, N) by counting, in one block.
+
+    ``check_nan``: raise the NaN-scores error if a score is NaN, found block by
+    block while each block of rows is in cache for the counting.
+    """
     ids = distinct_ids(relevance.item_ids)
     counter = RankCounter(ids, scores.gather(1, ids.clamp(min=0)), scores.shape[1], ties)
-    counter.add(scores, 0, ranked)
+    counter.add(scores, 0, ranked, check_nan=check_nan)
     return counter.stats()

@@ -11,6 +11,7 @@ import math
 import torch
 from torch import Tensor
 
+from ranking_plugins import _validation as V
 from ranking_plugins.kernel.flags import count_true
 from ranking_plugins.kernel.host_reads import host_reads_are_free
 from ranking_plugins.kernel.inputs.parts import RankingInput, lowest
@@ -31,6 +32,10 @@ def rank(data: RankingInput, ties: str, depth: int | None) -> RankedList:
     exact about which scores reach the top ``depth``; but when the tie group at
     position ``depth`` continues past it, which of its members made the cut is
     arbitrary, so those rows are completed from their whole row.
+
+    When the input left its NaN check here (``nan_unchecked``), the first
+    value of each row after the selection or sort is checked: NaN ranks above
+    every number in both, so a row holding one brings it first.
     """
     scores, mask = data.scores, data.ranked
     selectable = scores if mask is None else scores.masked_fill(~mask, lowest(scores.dtype))
@@ -40,8 +45,12 @@ def rank(data: RankingInput, ties: str, depth: int | None) -> RankedList:
         items = torch.arange(num_items, device=scores.device).expand(num_queries, num_items)
         candidates = _candidates(data, ties, selectable, items)
         sort_within_ties(candidates, by_ranked=mask is not None)
+        if data.nan_unchecked:
+            V.check_no_nan_scores(candidates.values[:, 0])
     else:
         values, items = torch.topk(selectable, depth + 1, dim=1)
+        if data.nan_unchecked:
+            V.check_no_nan_scores(values[:, 0])
         is_cut = values[:, depth] == values[:, depth - 1]
         candidates = _candidates(data, ties, values[:, :depth], items[:, :depth])
         cut_group = _complete_cut_groups(data, ties, selectable, candidates, is_cut)
