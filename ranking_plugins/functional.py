@@ -18,7 +18,7 @@ from torch import Tensor
 from typing_extensions import Unpack
 
 from ranking_plugins import _validation as V
-from ranking_plugins.embeddings import EmbeddingScores
+from ranking_plugins.embeddings import EmbeddingInput
 from ranking_plugins.metrics import get_metrics
 from ranking_plugins.options import OptionKeywords, Options
 from ranking_plugins.request import RankingRequest, TopK
@@ -41,7 +41,7 @@ __all__ = [
 
 
 def rank_metrics(
-    preds: Tensor | EmbeddingScores,
+    preds: Tensor | EmbeddingInput,
     target: Tensor,
     metrics: str | Sequence[str] = ("hit_rate", "mrr", "ndcg"),
     top_k: TopK = 10,
