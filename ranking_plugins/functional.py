@@ -56,7 +56,9 @@ def rank_metrics(
     Args:
         preds: scores, higher ranks first: ``(Q, N)``, or ``(M,)`` with ``indexes``; or
             :class:`~ranking_plugins.embeddings.EmbeddingScores` (query and item
-            embeddings, scored chunk by chunk) with item-index targets.
+            embeddings, scored chunk by chunk) with item-index targets, or
+            :class:`~ranking_plugins.ShardedEmbeddingScores` (an item table sharded
+            across processes: each process gets its own queries' values).
         target: relevance: grades ``(Q, N)`` (dense), relevant item ids ``(Q,)`` or
             ``(Q, T)`` padded with ``-1`` (item indices), or grades ``(M,)`` (grouped).
         metrics: names from :data:`ranking_plugins.metrics.METRICS`.
