@@ -9,7 +9,8 @@ every process's queries against the whole table with
 case runs in fresh processes; every repeat scores freshly made query
 embeddings. Printed per case:
 
-* time per batch: the median over repeats (sharded: the slowest process);
+* time per batch: the median over repeats (sharded: the slowest process),
+  and the CPU time of each process (less sensitive to a loaded machine);
 * peak memory per process: the high-water mark (``VmHWM``, reset just before
   the call) minus the resident size just before it, the inputs already made;
 * bytes per batch: the bytes of the tensors this process's collectives
@@ -83,15 +84,18 @@ def _shards(args: argparse.Namespace) -> list[tuple[int, int]]:
     return [(bounds[r], bounds[r + 1] - bounds[r]) for r in range(args.processes)]
 
 
-def _measure(call: Any, barrier: Any = None) -> tuple[float, int, Any]:
+def _measure(call: Any, report: dict[str, Any], barrier: Any = None) -> Any:
+    """Run ``call``, adding its wall and CPU seconds and peak extra memory to ``report``."""
     if barrier is not None:
         barrier()
     rss = _status("VmRSS")
     _reset_peak()
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     result = call()
-    seconds = time.perf_counter() - start
-    return seconds, _status("VmHWM") - rss, result
+    report["seconds"].append(time.perf_counter() - start)
+    report["cpu_seconds"].append(time.process_time() - cpu)
+    report["peak"].append(_status("VmHWM") - rss)
+    return result
 
 
 def _sharded(rank: int, args: argparse.Namespace, port: int, out: str) -> None:
@@ -103,22 +107,22 @@ def _sharded(rank: int, args: argparse.Namespace, port: int, out: str) -> None:
     dist.init_process_group("gloo", f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
     offset, size = _shards(args)[rank]
     shard = _items(offset, offset + size, args.dim)
-    report: dict[str, Any] = {"seconds": [], "peak": [], "bytes": [], "values": []}
-    for repeat in range(args.repeats + 1):  # the first is a warm-up
+    report: dict[str, Any] = {"seconds": [], "cpu_seconds": [], "peak": [], "values": []}
+    report["bytes"] = []
+    for repeat in range(args.repeats + 1):  # the first is a warm-up, dropped below
         queries, target = _batch(rank, repeat, args)
         scores = ShardedEmbeddingScores(
             queries, shard, item_offset=offset, catalogue_size=args.items
         )
         before = traffic.bytes
-        seconds, peak, values = _measure(
+        values = _measure(
             lambda s=scores, t=target: rank_metrics(s, t, METRICS, TOP_K, reduction="none"),
+            report,
             dist.barrier,
         )
-        if repeat:
-            report["seconds"].append(seconds)
-            report["peak"].append(peak)
-            report["bytes"].append(traffic.bytes - before)
-            report["values"].append({k: v.tolist() for k, v in values.items()})
+        report["bytes"].append(traffic.bytes - before)
+        report["values"].append({k: v.tolist() for k, v in values.items()})
+    report = {key: values[1:] for key, values in report.items()}
     Path(out, f"sharded{rank}.json").write_text(json.dumps(report))
     dist.destroy_process_group()
 
@@ -128,19 +132,18 @@ def _whole(_: int, args: argparse.Namespace, out: str) -> None:
 
     torch.set_num_threads(args.threads)
     items = _items(0, args.items, args.dim)
-    report: dict[str, Any] = {"seconds": [], "peak": [], "values": []}
-    for repeat in range(args.repeats + 1):
+    report: dict[str, Any] = {"seconds": [], "cpu_seconds": [], "peak": [], "values": []}
+    for repeat in range(args.repeats + 1):  # the first is a warm-up, dropped below
         batches = [_batch(rank, repeat, args) for rank in range(args.processes)]
         queries = torch.cat([q for q, _ in batches])
         target = torch.cat([t for _, t in batches])
         scores = EmbeddingScores(queries, items)
-        seconds, peak, values = _measure(
-            lambda s=scores, t=target: rank_metrics(s, t, METRICS, TOP_K, reduction="none")
+        values = _measure(
+            lambda s=scores, t=target: rank_metrics(s, t, METRICS, TOP_K, reduction="none"),
+            report,
         )
-        if repeat:
-            report["seconds"].append(seconds)
-            report["peak"].append(peak)
-            report["values"].append({k: v.tolist() for k, v in values.items()})
+        report["values"].append({k: v.tolist() for k, v in values.items()})
+    report = {key: values[1:] for key, values in report.items()}
     Path(out, "whole.json").write_text(json.dumps(report))
 
 
@@ -187,6 +190,9 @@ def main(argv: list[str] | None = None) -> int:
         "threads_per_process": args.threads,
         "sharded_seconds": statistics.median(per_batch),
         "one_process_seconds": statistics.median(whole["seconds"]),
+        "sharded_cpu_seconds_per_process": [statistics.median(r["cpu_seconds"]) for r in sharded],
+        "one_process_cpu_seconds": statistics.median(whole["cpu_seconds"]),
+        "shard_mib_per_process": [size * args.dim * 4 / 2**20 for _, size in _shards(args)],
         "sharded_peak_mib_per_process": [max(run["peak"]) / 2**20 for run in sharded],
         "one_process_peak_mib": max(whole["peak"]) / 2**20,
         "bytes_exchanged_per_batch": exchanged,
@@ -199,6 +205,8 @@ def main(argv: list[str] | None = None) -> int:
         f"one process: {result['one_process_seconds']:.2f} s "
         f"({result['one_process_seconds'] / result['sharded_seconds']:.2f}x)"
     )
+    cpu = ", ".join(f"{c:.2f}" for c in result["sharded_cpu_seconds_per_process"])
+    print(f"CPU time: {cpu} s per process, one process {result['one_process_cpu_seconds']:.2f} s")
     peaks = ", ".join(f"{p:.1f}" for p in result["sharded_peak_mib_per_process"])
     print(
         f"peak extra memory: {peaks} MiB per process, "

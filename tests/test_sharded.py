@@ -29,9 +29,13 @@ sys.path.insert(0, str(HERE))
 
 import sharded_worker as job  # noqa: E402
 
-pytestmark = pytest.mark.skipif(
-    not dist.is_available() or not dist.is_gloo_available(), reason="needs torch.distributed gloo"
-)
+pytestmark = [
+    pytest.mark.skipif(
+        not dist.is_available() or not dist.is_gloo_available(),
+        reason="needs torch.distributed gloo",
+    ),
+    pytest.mark.slow,
+]
 
 
 def free_port() -> int:
@@ -107,6 +111,7 @@ def test_bad_shardings_raise_on_every_process(reports: list[dict[str, Any]]) -> 
         "overlap": "overlap",
         "gap": "leave items [",
         "target_outside": "`target` item indices must lie in [0, 11)",
+        "exclude_outside": "process 0 of the group: `exclude` item indices must lie in [0, 11)",
         "width_differs": "embedding width of `query_emb` differs",
         "catalogue_differs": "`catalogue_size` differs",
     }

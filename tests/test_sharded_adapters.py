@@ -26,9 +26,12 @@ sys.path.insert(0, str(HERE))
 
 import sharded_lightning_script as script  # noqa: E402
 
-pytestmark = pytest.mark.skipif(
-    not torch.distributed.is_available(), reason="torch.distributed is not available"
-)
+pytestmark = [
+    pytest.mark.skipif(
+        not torch.distributed.is_available(), reason="torch.distributed is not available"
+    ),
+    pytest.mark.slow,
+]
 
 
 @pytest.fixture(scope="module")

@@ -96,8 +96,9 @@ class ShardedEmbeddingScores:
             group).
 
     Shards that overlap or leave a gap, differing ``catalogue_size`` or
-    embedding widths, and (with ``validate_args=True``) ids outside the
-    catalogue raise :class:`ShardError` on every process.
+    embedding widths, and target or excluded ids outside the catalogue (always
+    checked: no shard would hold them) raise :class:`ShardError` on every
+    process.
     """
 
     query_emb: Tensor
@@ -233,10 +234,13 @@ def _local_inputs(
     ids = torch.empty((scores.num_queries, 0), dtype=torch.int64, device=query_emb.device)
     try:
         checked = item_targets(target, query_emb)
+        # always: an id no shard holds would be counted against a made-up score, and
+        # reading two values costs nothing beside the statement's own read below
+        V.check_item_ids("target", checked, num_items)
+        if scores.exclude is not None:
+            V.check_item_ids("exclude", scores.exclude, num_items)
         if validate_args:
-            V.check_values(query_emb, None, checked, num_items)
-            if scores.exclude is not None:
-                V.check_item_ids("exclude", scores.exclude, num_items)
+            V.check_values(query_emb, None, None, num_items)
         probe = scores.scores_against_shard(query_emb).score(scores.item_shard[:0])
         stated["query_dtype"] = _dtype_code("query_emb", query_emb.dtype)
         stated["score_dtype"] = _dtype_code("score_fn's scores", probe.dtype)
