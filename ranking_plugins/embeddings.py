@@ -26,8 +26,24 @@ query, ``-1``-padded), as a ``mask`` would on a dense matrix:
 >>> seen = torch.tensor([[0, -1], [3, -1]])
 >>> rank_metrics(EmbeddingScores(users, items, exclude=seen), torch.tensor([1, 2]), "mrr", 2)
 {'mrr@2': tensor(0.7500, dtype=torch.float64)}
+
+An item table sharded across processes (one shard per process of a
+``torch.distributed`` group) is described by
+:class:`ShardedEmbeddingScores`, with the same exact numbers; see
+:doc:`/sharded`.
 """
 
 from ranking_plugins.kernel.inputs.embeddings import EmbeddingScores, ScoreFn, dot_scores
+from ranking_plugins.kernel.inputs.sharded import ShardedEmbeddingScores, ShardError
 
-__all__ = ["EmbeddingScores", "ScoreFn", "dot_scores"]
+#: scores described by embeddings, whole or sharded: what ``preds`` may be besides a tensor
+EmbeddingInput = EmbeddingScores | ShardedEmbeddingScores
+
+__all__ = [
+    "EmbeddingInput",
+    "EmbeddingScores",
+    "ScoreFn",
+    "ShardError",
+    "ShardedEmbeddingScores",
+    "dot_scores",
+]

@@ -18,7 +18,7 @@ from torch import Tensor
 from typing_extensions import Unpack
 
 from ranking_plugins import _validation as V
-from ranking_plugins.embeddings import EmbeddingScores
+from ranking_plugins.embeddings import EmbeddingInput
 from ranking_plugins.metrics import get_metrics
 from ranking_plugins.options import OptionKeywords, Options
 from ranking_plugins.request import RankingRequest, TopK
@@ -41,7 +41,7 @@ __all__ = [
 
 
 def rank_metrics(
-    preds: Tensor | EmbeddingScores,
+    preds: Tensor | EmbeddingInput,
     target: Tensor,
     metrics: str | Sequence[str] = ("hit_rate", "mrr", "ndcg"),
     top_k: TopK = 10,
@@ -56,7 +56,9 @@ def rank_metrics(
     Args:
         preds: scores, higher ranks first: ``(Q, N)``, or ``(M,)`` with ``indexes``; or
             :class:`~ranking_plugins.embeddings.EmbeddingScores` (query and item
-            embeddings, scored chunk by chunk) with item-index targets.
+            embeddings, scored chunk by chunk) with item-index targets, or
+            :class:`~ranking_plugins.ShardedEmbeddingScores` (an item table sharded
+            across processes: each process gets its own queries' values).
         target: relevance: grades ``(Q, N)`` (dense), relevant item ids ``(Q,)`` or
             ``(Q, T)`` padded with ``-1`` (item indices), or grades ``(M,)`` (grouped).
         metrics: names from :data:`ranking_plugins.metrics.METRICS`.

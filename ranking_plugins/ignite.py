@@ -106,7 +106,7 @@ except ImportError as error:  # pragma: no cover - exercised only without the ex
         'pip install "ranking-plugins[ignite]" (or pip install pytorch-ignite)'
     ) from error
 
-from ranking_plugins.embeddings import EmbeddingScores
+from ranking_plugins.embeddings import EmbeddingInput
 from ranking_plugins.options import OPTION_NAMES, Options, unknown_keywords
 from ranking_plugins.request import RankingRequest, TopK
 from ranking_plugins.totals import Totals
@@ -299,7 +299,7 @@ _EXPECTED_OUTPUT = (
     "(optionally 'mask' and 'indexes')"
 )
 
-Batch = tuple[Tensor | EmbeddingScores, Tensor, Tensor | None, Tensor | None]
+Batch = tuple[Tensor | EmbeddingInput, Tensor, Tensor | None, Tensor | None]
 
 
 def _unpack(output: object, owner: str) -> Batch:
@@ -330,7 +330,7 @@ def _unpack(output: object, owner: str) -> Batch:
         )
     for key, value in parts.items():
         required = key in ("y_pred", "y")
-        if key == "y_pred" and isinstance(value, EmbeddingScores):
+        if key == "y_pred" and isinstance(value, EmbeddingInput):
             continue  # scores described by embeddings, walked chunk by chunk by the kernel
         if (required or value is not None) and not isinstance(value, Tensor):
             raise TypeError(

@@ -24,7 +24,7 @@ from torch import Tensor
 from typing_extensions import Unpack
 
 from ranking_plugins import _validation as V
-from ranking_plugins.embeddings import EmbeddingScores
+from ranking_plugins.embeddings import EmbeddingInput, EmbeddingScores, ShardedEmbeddingScores
 from ranking_plugins.kernel import RankedBatch, host_reads_are_free, rank_inputs
 from ranking_plugins.metrics import (
     Evaluation,
@@ -83,7 +83,7 @@ class RankingRequest:
 
     def evaluate(
         self,
-        preds: Tensor | EmbeddingScores,
+        preds: Tensor | EmbeddingInput,
         target: Tensor,
         *,
         indexes: Tensor | None = None,
@@ -97,7 +97,7 @@ class RankingRequest:
 
     def rank(
         self,
-        preds: Tensor | EmbeddingScores,
+        preds: Tensor | EmbeddingInput,
         target: Tensor,
         *,
         indexes: Tensor | None = None,
@@ -108,6 +108,11 @@ class RankingRequest:
         The last batch's ranking is reused when its inputs are proved equal.
         """
         depth = self.depth
+        if isinstance(preds, ShardedEmbeddingScores):
+            # collective, never reused: reusing is each process's own decision, and
+            # processes that decided differently would wait for each other forever
+            with torch.no_grad():
+                return self._rank(preds, target, indexes, mask, depth)
         inputs = (preds, target, indexes, mask)
         ranking = self.ranking_key
         ranked = _last_batch.lookup(inputs, ranking, depth, self.options.validate_args)
@@ -141,7 +146,7 @@ class RankingRequest:
 
     def _rank(
         self,
-        preds: Tensor | EmbeddingScores,
+        preds: Tensor | EmbeddingInput,
         target: Tensor,
         indexes: Tensor | None,
         mask: Tensor | None,

@@ -60,7 +60,7 @@ from torch import Tensor
 from typing_extensions import Unpack
 
 from ranking_plugins import _validation as V
-from ranking_plugins.embeddings import EmbeddingScores
+from ranking_plugins.embeddings import EmbeddingInput
 from ranking_plugins.kernel import check_grouped, check_inputs, host_reads_are_free
 from ranking_plugins.metrics import METRICS, EmptyQueryError, Evaluation, RankedBatch
 from ranking_plugins.options import OPTION_NAMES, OptionKeywords, Options
@@ -293,7 +293,7 @@ class BaseRankingMetric(Metric):
 
     def update(
         self,
-        preds: Tensor | EmbeddingScores,
+        preds: Tensor | EmbeddingInput,
         target: Tensor,
         indexes: Tensor | None = None,
         mask: Tensor | None = None,
@@ -304,7 +304,9 @@ class BaseRankingMetric(Metric):
             preds: scores, higher ranks first: ``(Q, N)``; with ``indexes``,
                 any shape, flattened as TorchMetrics does; or
                 :class:`ranking_plugins.EmbeddingScores` (query and item embeddings,
-                the whole catalogue scored chunk by chunk) with item-id targets.
+                the whole catalogue scored chunk by chunk) with item-id targets, or
+                :class:`ranking_plugins.ShardedEmbeddingScores` (a catalogue sharded
+                across processes: every process calls ``update`` alike).
             target: grades ``(Q, N)``, relevant item ids ``(Q,)`` / ``(Q, T)``
                 padded with ``-1``, or with ``indexes`` grades of ``preds``' shape.
             indexes: the query id of each entry (grouped layout).
@@ -313,13 +315,13 @@ class BaseRankingMetric(Metric):
         """
         if indexes is None:
             self._update_ranked(preds, target, mask)
-        elif isinstance(preds, EmbeddingScores):
+        elif isinstance(preds, EmbeddingInput):
             raise ValueError("`indexes` (grouped layout) does not apply to EmbeddingScores")
         else:
             self._update_flat(preds, target, indexes, mask)
 
     def _update_ranked(
-        self, preds: Tensor | EmbeddingScores, target: Tensor, mask: Tensor | None
+        self, preds: Tensor | EmbeddingInput, target: Tensor, mask: Tensor | None
     ) -> None:
         if self.ignore_index is not None:
             target, mask = _drop_ignored(
@@ -784,7 +786,7 @@ def _torchmetrics_refusal(preds: object, target: object, indexes: object) -> str
 
 
 def _drop_ignored(
-    preds: Tensor | EmbeddingScores,
+    preds: Tensor | EmbeddingInput,
     target: Tensor,
     mask: Tensor | None,
     ignore_index: int,
@@ -799,7 +801,7 @@ def _drop_ignored(
     """
     if not isinstance(target, Tensor):
         return target, mask  # the kernel names what is wrong
-    if isinstance(preds, EmbeddingScores):
+    if isinstance(preds, EmbeddingInput):
         return target.masked_fill(target == ignore_index, -1), mask  # item ids
     if not isinstance(preds, Tensor):
         return target, mask

@@ -6,7 +6,8 @@ It reads top to bottom like SPEC.md, one sub-package per stage:
    tensor layout (dense, item indices, grouped) into one shape, a
    :class:`Batch` of parts: scores ``(Q, N)``, an optional ``ranked`` mask and
    a :class:`Relevance` that answers questions about the targets.
-   :class:`EmbeddingScores` describes a score matrix too large to build.
+   :class:`EmbeddingScores` describes a score matrix too large to build;
+   :class:`ShardedEmbeddingScores` one whose item table is sharded across processes.
 2. :mod:`~ranking_plugins.kernel.ranking`: :func:`rank` orders the items of
    every query under a ``ties`` policy and describes the ranked list as *tie
    groups*; :func:`count_ranks` counts, for item-index targets, the items
@@ -43,6 +44,7 @@ from ranking_plugins.kernel.inputs import (
     normalize_input,
 )
 from ranking_plugins.kernel.inputs.embeddings import EmbeddingScores, embedding_stats
+from ranking_plugins.kernel.inputs.sharded import ShardedEmbeddingScores, sharded_stats
 from ranking_plugins.kernel.ranked_batch import (
     RankedBatch,
     Unranked,
@@ -55,7 +57,7 @@ from ranking_plugins.kernel.statistics import CountStats, Cutoff, ListStats, Ran
 
 
 def rank_inputs(
-    preds: Tensor | EmbeddingScores,
+    preds: Tensor | EmbeddingScores | ShardedEmbeddingScores,
     target: Tensor,
     *,
     indexes: Tensor | None,
@@ -76,6 +78,11 @@ def rank_inputs(
     if isinstance(preds, EmbeddingScores):
         check_embedding_inputs(indexes=indexes, mask=mask, target_format=target_format)
         stats = embedding_stats(preds, target, ties=ties, rule=rule, validate_args=validate_args)
+        return RankedBatch(preds.num_queries, preds.device, ((slice(None), stats),), True)
+    if isinstance(preds, ShardedEmbeddingScores):
+        # collective: every process of the group evaluates its batch together
+        check_embedding_inputs(indexes=indexes, mask=mask, target_format=target_format)
+        stats = sharded_stats(preds, target, ties=ties, rule=rule, validate_args=validate_args)
         return RankedBatch(preds.num_queries, preds.device, ((slice(None), stats),), True)
     batch = normalize_input(
         preds,
@@ -106,6 +113,7 @@ __all__ = [
     "RankedList",
     "RankingInput",
     "Relevance",
+    "ShardedEmbeddingScores",
     "Unranked",
     "check_embedding_inputs",
     "check_grades",
@@ -121,4 +129,5 @@ __all__ = [
     "rank_inputs",
     "rank_stats",
     "ranking_method",
+    "sharded_stats",
 ]

@@ -32,6 +32,43 @@ def dot_scores(query_emb: Tensor, item_emb: Tensor) -> Tensor:
     return query_emb.to(dtype) @ item_emb.to(dtype).T
 
 
+def check_dot_product(query_emb: Tensor, item_emb: Tensor, item_name: str = "item_emb") -> None:
+    """What the default dot product needs: real embeddings of one width."""
+    for name, emb in (("query_emb", query_emb), (item_name, item_emb)):
+        if emb.dtype == torch.bool or emb.is_complex():
+            raise TypeError(
+                f"`{name}` must hold real numbers (a floating point or integer dtype) "
+                f"for dot-product scores, got {emb.dtype}; pass a `score_fn` for "
+                "other embeddings"
+            )
+        if not emb.is_floating_point() and emb.device.type != "cpu":
+            raise TypeError(
+                f"`{name}`: torch multiplies integer matrices on the CPU only, got "
+                f"{emb.dtype} on {emb.device}; convert the embeddings to a floating "
+                "point dtype (exact while the dot products stay below 2^24 in "
+                "float32, 2^53 in float64) or pass a `score_fn`"
+            )
+    if query_emb.shape[1] != item_emb.shape[1]:
+        raise ValueError(
+            f"`query_emb` and `{item_name}` must have the same width d for dot-product "
+            f"scores, got {query_emb.shape[1]} and {item_emb.shape[1]}"
+        )
+
+
+def check_exclude(exclude: Tensor | None, num_queries: int) -> None:
+    """``exclude``: None, or (Q, X) integer item ids for ``num_queries`` queries."""
+    if exclude is None:
+        return
+    exclude = V.check_tensor("exclude", exclude)
+    if not V.is_integer_dtype(exclude.dtype):
+        raise TypeError(f"`exclude` must hold integer item ids, got {exclude.dtype}")
+    if exclude.ndim != 2 or exclude.shape[0] != num_queries:
+        raise ValueError(
+            f"`exclude` must be (Q, X) item ids with Q = {num_queries}, "
+            f"got shape {tuple(exclude.shape)}"
+        )
+
+
 @dataclass(frozen=True, eq=False)
 class EmbeddingScores:
     """The score matrix ``score_fn(query_emb, item_emb)``, (Q, N), described not built.
@@ -87,46 +124,15 @@ class EmbeddingScores:
                 f"{tuple(query_emb.shape)} and {tuple(item_emb.shape)}"
             )
         if self.score_fn is None:
-            self._check_dot_product(query_emb, item_emb)
+            check_dot_product(query_emb, item_emb)
         if self.score_fn is not None and not callable(self.score_fn):
             raise TypeError(f"`score_fn` must be callable, got {type(self.score_fn).__name__}")
         if isinstance(self.chunk_size, bool) or not isinstance(self.chunk_size, Integral):
             raise TypeError(f"`chunk_size` must be a positive int, got {self.chunk_size!r}")
         if self.chunk_size <= 0:
             raise ValueError(f"`chunk_size` must be a positive int, got {self.chunk_size}")
-        if self.exclude is not None:
-            exclude = V.check_tensor("exclude", self.exclude)
-            if not V.is_integer_dtype(exclude.dtype):
-                raise TypeError(f"`exclude` must hold integer item ids, got {exclude.dtype}")
-            if exclude.ndim != 2 or exclude.shape[0] != query_emb.shape[0]:
-                raise ValueError(
-                    f"`exclude` must be (Q, X) item ids with Q = {query_emb.shape[0]}, "
-                    f"got shape {tuple(exclude.shape)}"
-                )
+        check_exclude(self.exclude, query_emb.shape[0])
         V.check_same_device(query_emb=query_emb, item_emb=item_emb, exclude=self.exclude)
-
-    @staticmethod
-    def _check_dot_product(query_emb: Tensor, item_emb: Tensor) -> None:
-        """What the default dot product needs: real embeddings of one width."""
-        for name, emb in (("query_emb", query_emb), ("item_emb", item_emb)):
-            if emb.dtype == torch.bool or emb.is_complex():
-                raise TypeError(
-                    f"`{name}` must hold real numbers (a floating point or integer dtype) "
-                    f"for dot-product scores, got {emb.dtype}; pass a `score_fn` for "
-                    "other embeddings"
-                )
-            if not emb.is_floating_point() and emb.device.type != "cpu":
-                raise TypeError(
-                    f"`{name}`: torch multiplies integer matrices on the CPU only, got "
-                    f"{emb.dtype} on {emb.device}; convert the embeddings to a floating "
-                    "point dtype (exact while the dot products stay below 2^24 in "
-                    "float32, 2^53 in float64) or pass a `score_fn`"
-                )
-        if query_emb.shape[1] != item_emb.shape[1]:
-            raise ValueError(
-                "`query_emb` and `item_emb` must have the same width d for dot-product "
-                f"scores, got {query_emb.shape[1]} and {item_emb.shape[1]}"
-            )
 
     @property
     def num_queries(self) -> int:
@@ -195,20 +201,7 @@ def embedding_stats(
     scores. So the counts describe one score matrix, the chunk calls' (see
     :class:`EmbeddingScores`), with no score computed apart.
     """
-    target = V.check_tensor("target", target).detach()
-    if not V.is_integer_dtype(target.dtype):
-        raise TypeError(
-            "with EmbeddingScores, `target` must be integer item ids (Q,) or (Q, T) "
-            f"(-1 for padding), got dtype {target.dtype}"
-        )
-    if target.ndim == 1:
-        target = target.unsqueeze(1)
-    if target.ndim != 2 or target.shape[0] != scores.num_queries:
-        raise ValueError(
-            f"item-index `target` must be (Q,) or (Q, T) with Q = {scores.num_queries} "
-            f"queries, got shape {tuple(target.shape)}"
-        )
-    V.check_same_device(query_emb=scores.query_emb, target=target)
+    target = item_targets(target, scores.query_emb)
     num_items = scores.num_items
     if validate_args:
         V.check_values(scores.query_emb, None, target, num_items)
@@ -222,7 +215,7 @@ def embedding_stats(
             nothing = torch.zeros(ids.shape, dtype=torch.float64, device=ids.device)
             return RankCounter(ids, nothing, num_items, ties, exclude=scores.exclude).stats()
         may_read = host_reads_are_free(ids) or validate_args
-        own_scores = _listed_scores(scores, ids, skip_unlisted=may_read)
+        own_scores = listed_scores(scores, ids, skip_unlisted=may_read)
         counter = RankCounter(ids, own_scores, num_items, ties, exclude=scores.exclude)
         for start in scores.chunks():
             block = scores.score_chunk(start)
@@ -240,7 +233,27 @@ def embedding_stats(
         return counter.stats()
 
 
-def _listed_scores(scores: EmbeddingScores, ids: Tensor, skip_unlisted: bool) -> Tensor:
+def item_targets(target: Tensor, query_emb: Tensor) -> Tensor:
+    """``target``, item ids (Q,) or (Q, T) for the Q rows of ``query_emb``, checked, as (Q, T)."""
+    target = V.check_tensor("target", target).detach()
+    if not V.is_integer_dtype(target.dtype):
+        raise TypeError(
+            "with EmbeddingScores, `target` must be integer item ids (Q,) or (Q, T) "
+            f"(-1 for padding), got dtype {target.dtype}"
+        )
+    if target.ndim == 1:
+        target = target.unsqueeze(1)
+    num_queries = query_emb.shape[0]
+    if target.ndim != 2 or target.shape[0] != num_queries:
+        raise ValueError(
+            f"item-index `target` must be (Q,) or (Q, T) with Q = {num_queries} "
+            f"queries, got shape {tuple(target.shape)}"
+        )
+    V.check_same_device(query_emb=query_emb, target=target)
+    return target
+
+
+def listed_scores(scores: EmbeddingScores, ids: Tensor, skip_unlisted: bool) -> Tensor:
     """The score of each listed id (Q, T) as its own chunk's call gives it (-1: any value).
 
     ``skip_unlisted``: a chunk that holds no listed id is not scored (that reads
@@ -262,4 +275,13 @@ def _listed_scores(scores: EmbeddingScores, ids: Tensor, skip_unlisted: bool) ->
     return found
 
 
-__all__ = ["EmbeddingScores", "ScoreFn", "dot_scores", "embedding_stats"]
+__all__ = [
+    "EmbeddingScores",
+    "ScoreFn",
+    "check_dot_product",
+    "check_exclude",
+    "dot_scores",
+    "embedding_stats",
+    "item_targets",
+    "listed_scores",
+]

@@ -183,6 +183,22 @@ class RankCounter:
         if self.ties == "first" and not is_target:
             self.tied_before -= (tied & (items.unsqueeze(1) < self.ids.unsqueeze(2))).sum(dim=2)
 
+    def counts(self) -> Tensor:
+        """(C, Q, T) int64: what adds up over any split of the catalogue.
+
+        The items above and tied with each listed item and, under "first", the
+        tied ones before it: the counts of two disjoint sets of items sum to the
+        counts of their union (:mod:`ranking_plugins.kernel.inputs.sharded`).
+        """
+        planes = (self.above, self.tied)
+        return torch.stack((*planes, self.tied_before) if self.ties == "first" else planes)
+
+    def set_counts(self, counts: Tensor) -> None:
+        """Take ``counts`` (as :meth:`counts` gives them, e.g. summed over shards) as the counts."""
+        self.above, self.tied = counts[0], counts[1]
+        if self.ties == "first":
+            self.tied_before = counts[2]
+
     def stats(self) -> CountStats:
         """The rank statistics; R counts every listed id, excluded or masked ones too."""
         ranked = self.ranked

@@ -1,0 +1,435 @@
+"""An item catalogue sharded across processes: exact ranks from counts, no gathered table.
+
+:class:`ShardedEmbeddingScores` describes the score matrix of the queries of
+every process of a ``torch.distributed`` group against a catalogue whose
+item table is split into contiguous shards, one per process.
+:func:`sharded_stats` gives each process the rank statistics of its own
+queries against the whole catalogue, exactly as
+:func:`~ranking_plugins.kernel.inputs.embeddings.embedding_stats` gives them
+on one process holding the whole table and every query:
+
+1. every process states its sizes (one small all-gather) and all of them
+   take the same decision on them: errors are raised on every process alike;
+2. the query embeddings and the target and excluded ids are all-gathered
+   (Q x d, Q x (T + X) per process);
+3. each target's score is computed by the shard that holds the target and
+   shared (an all-reduce of a (Q, T) tensor, zero where not owned);
+4. every process counts, for every process's queries, the items of its own
+   shard above and tied with each target
+   (:class:`~ranking_plugins.kernel.ranking.counting.RankCounter`, with the
+   shard's global item ids); counts add up over any split of the catalogue,
+   so a reduce-scatter of the (C, Q, T) counts gives each process its
+   queries' counts over the whole catalogue, ties across shards included.
+
+What crosses processes per batch is the query embeddings and ids, (Q, T)
+scores and (C, Q, T) counts; :data:`traffic` adds up their bytes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from numbers import Integral
+from typing import TYPE_CHECKING
+
+import torch
+import torch.distributed as dist
+from torch import Tensor
+
+from ranking_plugins import _validation as V
+from ranking_plugins.kernel.host_reads import host_reads_are_free
+from ranking_plugins.kernel.inputs.embeddings import (
+    EmbeddingScores,
+    ScoreFn,
+    check_dot_product,
+    check_exclude,
+    item_targets,
+    listed_scores,
+)
+from ranking_plugins.kernel.inputs.relevance import GainRule, ItemIds
+from ranking_plugins.kernel.ranking.counting import RankCounter, distinct_ids
+from ranking_plugins.kernel.statistics.count_stats import CountStats
+
+if TYPE_CHECKING:
+    from torch.distributed import ProcessGroup
+
+
+class ShardError(ValueError):
+    """The shards of a catalogue do not fit together, or one process's inputs are wrong.
+
+    Raised on every process of the group alike, from data all of them
+    gathered, so that no process is left waiting in a collective.
+    """
+
+
+@dataclass(frozen=True, eq=False)
+class ShardedEmbeddingScores:
+    """The score matrix of every process's queries against a catalogue sharded across processes.
+
+    Each process of ``group`` holds one contiguous shard of the item table,
+    items ``item_offset, ..., item_offset + len(item_shard) - 1`` of a
+    catalogue of ``catalogue_size`` items, and its own queries. Passed where
+    ``preds`` goes, with item-index targets (global item ids), it gives every
+    process the metrics of its own queries against the whole catalogue:
+    every metric, at every k, under every tie policy, what
+    :class:`~ranking_plugins.EmbeddingScores` gives on one process holding
+    the whole table and every process's queries, ties across shards and
+    targets or exclusions on other shards included.
+
+    Each evaluation is collective: every process of ``group`` must evaluate
+    the same number of batches, in the same order (a process without queries
+    passes ``(0, d)`` query embeddings).
+
+    Args:
+        query_emb: (Q, d) this process's queries; Q may differ between processes.
+        item_shard: (n, d) this process's rows of the item table (n may be 0).
+        score_fn: as for :class:`~ranking_plugins.EmbeddingScores`; the same
+            function on every process (also called with no items, to learn
+            its dtype).
+        exclude: (Q, X) global ids of items not ranked for each query, on any
+            shard, ``-1`` for padding.
+        chunk_size: items scored at once; memory grows as (all processes'
+            queries) x chunk_size.
+        item_offset: the global id of ``item_shard``'s first row.
+        catalogue_size: N, the items of the whole catalogue; the same on every
+            process.
+        group: the process group, one process per shard (None: the default
+            group).
+
+    Shards that overlap or leave a gap, differing ``catalogue_size`` or
+    embedding widths, and target or excluded ids outside the catalogue (always
+    checked: no shard would hold them) raise :class:`ShardError` on every
+    process.
+    """
+
+    query_emb: Tensor
+    item_shard: Tensor
+    score_fn: ScoreFn | None = None
+    exclude: Tensor | None = None
+    chunk_size: int = 32768
+    item_offset: int = field(kw_only=True)
+    catalogue_size: int = field(kw_only=True)
+    group: ProcessGroup | None = field(default=None, kw_only=True)
+
+    def __post_init__(self) -> None:
+        if not dist.is_available() or not dist.is_initialized():
+            raise RuntimeError(
+                "ShardedEmbeddingScores needs torch.distributed: call "
+                "torch.distributed.init_process_group first (Lightning's DDP strategy "
+                "and ignite.distributed.Parallel do)"
+            )
+        if dist.get_rank(self.group) < 0:
+            raise ShardError("`group`: this process is not a member of the process group")
+        query_emb = V.check_tensor("query_emb", self.query_emb)
+        item_shard = V.check_tensor("item_shard", self.item_shard)
+        if query_emb.ndim != 2 or item_shard.ndim != 2:
+            raise ValueError(
+                "`query_emb` must be (Q, d) and `item_shard` (n, d), got shapes "
+                f"{tuple(query_emb.shape)} and {tuple(item_shard.shape)}"
+            )
+        if self.score_fn is None:
+            check_dot_product(query_emb, item_shard, item_name="item_shard")
+        elif not callable(self.score_fn):
+            raise TypeError(f"`score_fn` must be callable, got {type(self.score_fn).__name__}")
+        for name in ("chunk_size", "item_offset", "catalogue_size"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, Integral):
+                raise TypeError(f"`{name}` must be an int, got {value!r}")
+            if value < (1 if name == "chunk_size" else 0):
+                sign = "positive" if name == "chunk_size" else "non-negative"
+                raise ValueError(f"`{name}` must be a {sign} int, got {value}")
+        check_exclude(self.exclude, query_emb.shape[0])
+        V.check_same_device(query_emb=query_emb, item_shard=item_shard, exclude=self.exclude)
+
+    @property
+    def num_queries(self) -> int:
+        return self.query_emb.shape[0]
+
+    @property
+    def device(self) -> torch.device:
+        return self.query_emb.device
+
+    def tensors(self) -> tuple[Tensor, ...]:
+        """The tensors this process's part of the scores depends on."""
+        found = (self.query_emb, self.item_shard, self.exclude)
+        return tuple(t for t in found if t is not None)
+
+    def scores_against_shard(self, query_emb: Tensor) -> EmbeddingScores:
+        """The scores of ``query_emb`` against this process's shard (local item ids)."""
+        return EmbeddingScores(query_emb, self.item_shard, self.score_fn, None, self.chunk_size)
+
+
+class Traffic:
+    """Bytes of the tensors this process's collectives carried (for the benchmark).
+
+    All-gather: the gathered tensor; all-reduce: the tensor; reduce-scatter:
+    the input (every process's part).
+    """
+
+    def __init__(self) -> None:
+        self.bytes = 0
+        self.collectives = 0
+
+    def add(self, *tensors: Tensor) -> None:
+        self.bytes += sum(t.numel() * t.element_size() for t in tensors)
+        self.collectives += 1
+
+
+traffic = Traffic()
+
+#: dtypes a process may send (codes are their positions)
+_DTYPES = (
+    torch.float16,
+    torch.bfloat16,
+    torch.float32,
+    torch.float64,
+    torch.uint8,
+    torch.int8,
+    torch.int16,
+    torch.int32,
+    torch.int64,
+)
+#: what each process states about its inputs, in this order
+_FIELDS = (
+    "problem",
+    "queries",
+    "query_width",
+    "query_dtype",
+    "shard_width",
+    "item_offset",
+    "shard_size",
+    "catalogue_size",
+    "score_dtype",
+    "targets",
+    "excluded",
+)
+
+
+def _all_gather(tensor: Tensor, group: ProcessGroup | None, world: int) -> list[Tensor]:
+    parts = [torch.empty_like(tensor) for _ in range(world)]
+    dist.all_gather(parts, tensor.contiguous(), group=group)
+    traffic.add(*parts)
+    return parts
+
+
+def _dtype_code(name: str, dtype: torch.dtype) -> int:
+    if dtype not in _DTYPES:
+        raise TypeError(f"`{name}`: {dtype} cannot be sent between processes")
+    return _DTYPES.index(dtype)
+
+
+def _local_inputs(
+    scores: ShardedEmbeddingScores, target: Tensor, rule: GainRule, validate_args: bool
+) -> tuple[str | None, Tensor, dict[str, int]]:
+    """This process's checked ids (Q, T) and statement; a problem as a message, not raised."""
+    query_emb, num_items = scores.query_emb, scores.catalogue_size
+    stated = {
+        "queries": scores.num_queries,
+        "query_width": query_emb.shape[1],
+        "shard_width": scores.item_shard.shape[1],
+        "item_offset": scores.item_offset,
+        "shard_size": scores.item_shard.shape[0],
+        "catalogue_size": num_items,
+        "excluded": 0 if scores.exclude is None else scores.exclude.shape[1],
+    }
+    ids = torch.empty((scores.num_queries, 0), dtype=torch.int64, device=query_emb.device)
+    try:
+        checked = item_targets(target, query_emb)
+        # always: an id no shard holds would be counted against a made-up score, and
+        # reading two values costs nothing beside the statement's own read below
+        V.check_item_ids("target", checked, num_items)
+        if scores.exclude is not None:
+            V.check_item_ids("exclude", scores.exclude, num_items)
+        if validate_args:
+            V.check_values(query_emb, None, None, num_items)
+        probe = scores.scores_against_shard(query_emb).score(scores.item_shard[:0])
+        stated["query_dtype"] = _dtype_code("query_emb", query_emb.dtype)
+        stated["score_dtype"] = _dtype_code("score_fn's scores", probe.dtype)
+        ids = distinct_ids(ItemIds(checked.to(torch.int64), num_items, rule).item_ids)
+    except (TypeError, ValueError, RuntimeError) as error:
+        return str(error), ids, stated
+    stated["targets"] = ids.shape[1]
+    return None, ids, stated
+
+
+def _layout_problem(table: list[dict[str, int]]) -> str | None:
+    """What is wrong with the processes' statements taken together (the same everywhere)."""
+    world = len(table)
+
+    def differ(key: str, what: str) -> str | None:
+        values = [row[key] for row in table]
+        if len(set(values)) == 1:
+            return None
+        if key.endswith("dtype"):
+            shown = ", ".join(str(_DTYPES[v]) for v in values)
+        else:
+            shown = ", ".join(map(str, values))
+        return f"{what} differs across the processes of the group: {shown} (process 0, 1, ...)"
+
+    for key, what in (
+        ("catalogue_size", "`catalogue_size`"),
+        ("query_width", "the embedding width of `query_emb`"),
+        ("shard_width", "the embedding width of `item_shard`"),
+        ("query_dtype", "the dtype of `query_emb`"),
+        ("score_dtype", "the dtype of `score_fn`'s scores"),
+    ):
+        problem = differ(key, what)
+        if problem:
+            return problem
+    size = table[0]["catalogue_size"]
+    shards = sorted(
+        (row["item_offset"], row["item_offset"] + row["shard_size"], rank)
+        for rank, row in enumerate(table)
+        if row["shard_size"] > 0
+    )
+    for start, end, rank in shards:
+        if end > size:
+            return (
+                f"the shard of process {rank} (items [{start}, {end})) reaches beyond "
+                f"`catalogue_size` = {size}: check `item_offset` and `catalogue_size`"
+            )
+    covered, previous = 0, (0, 0, -1)
+    for start, end, rank in shards:
+        if start < covered:
+            return (
+                f"the shards of the {world} processes of `group` overlap: process "
+                f"{previous[2]} holds items [{previous[0]}, {previous[1]}) and process "
+                f"{rank} items [{start}, {end}); each item must be in exactly one shard "
+                "(is `group` the group of one copy of the table, one process per shard?)"
+            )
+        if start > covered:
+            return _gap(world, covered, start, size)
+        covered, previous = end, (start, end, rank)
+    return _gap(world, covered, size, size) if covered < size else None
+
+
+def _gap(world: int, start: int, end: int, size: int) -> str:
+    return (
+        f"the shards of the {world} processes of `group` leave items [{start}, {end}) of the "
+        f"{size} in `catalogue_size` in no shard (is `group` missing the processes of "
+        "other shards, or an `item_offset` wrong?)"
+    )
+
+
+def sharded_stats(
+    scores: ShardedEmbeddingScores,
+    target: Tensor,
+    *,
+    ties: str,
+    rule: GainRule,
+    validate_args: bool,
+) -> CountStats:
+    """Rank statistics of this process's queries over the whole sharded catalogue.
+
+    Collective over ``scores.group``: every process must call it for its batch.
+    """
+    group = scores.group
+    world, me = dist.get_world_size(group), dist.get_rank(group)
+    device = scores.device
+    with torch.no_grad():
+        problem, ids, stated = _local_inputs(scores, target, rule, validate_args)
+        statement = [int(problem is not None)] + [stated.get(key, 0) for key in _FIELDS[1:]]
+        gathered = _all_gather(torch.tensor(statement, device=device), group, world)
+        table = [dict(zip(_FIELDS, row.tolist(), strict=True)) for row in gathered]
+        if any(row["problem"] for row in table):
+            messages: list[str | None] = [None] * world
+            dist.all_gather_object(messages, problem, group=group)
+            raise ShardError(
+                "; ".join(
+                    f"process {rank} of the group: {message}"
+                    for rank, message in enumerate(messages)
+                    if message is not None
+                )
+            )
+        layout_problem = _layout_problem(table)
+        if layout_problem is not None:
+            raise ShardError(layout_problem)
+        return _count_across_shards(scores, ids, table, me, ties, validate_args)
+
+
+def _count_across_shards(
+    scores: ShardedEmbeddingScores,
+    ids: Tensor,
+    table: list[dict[str, int]],
+    me: int,
+    ties: str,
+    validate_args: bool,
+) -> CountStats:
+    group, world, device = scores.group, len(table), scores.device
+    num_items = scores.catalogue_size
+    queries = [row["queries"] for row in table]
+    most_queries = max(queries)
+    most_targets = max(row["targets"] for row in table)
+    most_excluded = max(row["excluded"] for row in table)
+    exclude = scores.exclude
+    if sum(queries) == 0 or num_items == 0 or most_targets == 0:
+        # nothing to count anywhere (the same decision on every process)
+        nothing = torch.zeros(ids.shape, dtype=torch.float64, device=device)
+        return RankCounter(ids, nothing, num_items, ties, exclude=exclude).stats()
+
+    # 2. every process's queries, target ids and excluded ids, rows padded to one count
+    pad = most_queries - scores.num_queries
+    own_rows = torch.nn.functional.pad(scores.query_emb, (0, 0, 0, pad))
+    listed = torch.full((most_queries, most_targets + most_excluded), -1, device=device)
+    listed[: scores.num_queries, : ids.shape[1]] = ids
+    if exclude is not None:
+        listed[: scores.num_queries, most_targets : most_targets + exclude.shape[1]] = exclude
+    rows = [slice(0, q) for q in queries]
+    all_queries = torch.cat(
+        [part[r] for part, r in zip(_all_gather(own_rows, group, world), rows, strict=True)]
+    )
+    all_listed = torch.cat(
+        [part[r] for part, r in zip(_all_gather(listed, group, world), rows, strict=True)]
+    )
+    all_ids = all_listed[:, :most_targets]
+    all_exclude = all_listed[:, most_targets:] if most_excluded else None
+
+    # 3. each target's score, from the shard that holds it
+    local = scores.scores_against_shard(all_queries)
+    offset, size = scores.item_offset, scores.item_shard.shape[0]
+    owned = (all_ids >= offset) & (all_ids < offset + size)
+    may_read = host_reads_are_free(all_ids) or validate_args
+    score_dtype = _DTYPES[table[0]["score_dtype"]]
+    target_scores = torch.zeros(all_ids.shape, dtype=score_dtype, device=device)
+    if size > 0 and not (may_read and not bool(owned.any())):
+        found = listed_scores(local, torch.where(owned, all_ids - offset, -1), may_read)
+        target_scores = torch.where(owned, found.to(score_dtype), target_scores)
+    dist.all_reduce(target_scores, group=group)
+    traffic.add(target_scores)
+
+    # 4. this shard's counts for every query, summed over the shards
+    counter = RankCounter(all_ids, target_scores, num_items, ties, exclude=all_exclude)
+    nan = False
+    for start in local.chunks():
+        block = local.score_chunk(start)
+        if validate_args and not nan:
+            nan = V.has_nan(block)
+        counter.add(block, offset + start)
+    changed = may_read and bool(counter.changed_rows().any())
+    counts = counter.counts()
+    flags = torch.tensor([int(nan), int(changed)], device=device)
+    ends = torch.tensor(queries).cumsum(0).tolist()
+    parts = []
+    for end, q in zip(ends, queries, strict=True):
+        part = torch.nn.functional.pad(counts[:, end - q : end], (0, 0, 0, most_queries - q))
+        parts.append(torch.cat((part.flatten(), flags)))
+    mine = torch.empty_like(parts[0])
+    dist.reduce_scatter(mine, parts, group=group)
+    traffic.add(*parts)
+    if validate_args or may_read:
+        nan_shards, changed_shards = mine[-2:].tolist()
+        if nan_shards:
+            raise ValueError("`score_fn` gave NaN scores")
+        if changed_shards:
+            raise ValueError(
+                "`score_fn` gave different scores to the same (query, item) pairs in two "
+                "calls over the same items; ShardedEmbeddingScores needs a deterministic "
+                "`score_fn` (see torch.use_deterministic_algorithms)"
+            )
+    own = slice(ends[me] - queries[me], ends[me])
+    own_exclude = None if all_exclude is None else all_exclude[own]
+    result = RankCounter(all_ids[own], target_scores[own], num_items, ties, own_exclude)
+    result.set_counts(mine[:-2].view(counts.shape[0], most_queries, -1)[:, : queries[me]])
+    return result.stats()
+
+
+__all__ = ["ShardError", "ShardedEmbeddingScores", "Traffic", "sharded_stats", "traffic"]

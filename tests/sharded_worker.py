@@ -1,0 +1,244 @@
+"""Sharded catalogues across processes: run under ``ignite.distributed.Parallel`` (gloo, CPU).
+
+    python tests/sharded_worker.py NPROC OUT_DIR PORT
+
+One spawned job per process count runs every case on the one process group
+(``tests/test_sharded.py`` and ``tests/test_sharded_adapters.py`` read what
+it wrote and compare it with one process holding the whole catalogue):
+
+* kernel cases (:func:`cases`): per-query values of every metric at several k
+  under every tie policy, with shards of unequal size, an empty shard,
+  shards in another order than the processes, a process without queries,
+  targets and exclusions on other shards, and constant scores (ties across
+  every shard);
+* error cases (:func:`error_cases`): each must raise ``ShardError`` on every
+  process, and the group must still work afterwards;
+* adapters (2 processes): the TorchMetrics ``RankingMetrics`` updated directly
+  and the Ignite ``RankingMetrics`` on an ``Engine``, over two batches.
+
+Each process writes ``OUT_DIR/rank{r}.pt``.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import torch
+
+METRICS = ["hit_rate", "mrr", "precision", "recall", "map", "ndcg", "r_precision", "auc"]
+TOP_K = [1, 2, 3, 5]
+TIES = ("average", "first", "pessimistic", "optimistic")
+
+
+def cases(world: int) -> dict[str, dict[str, Any]]:
+    """Name -> the whole problem: every process's queries, targets and exclusions, the shards."""
+    gen = torch.Generator().manual_seed(world)
+    found: dict[str, dict[str, Any]] = {}
+    num_items, width = 11, 3
+    if world == 2:
+        shardings = {
+            "unequal": [(0, 7), (7, 4)],
+            "reversed": [(4, 7), (0, 4)],
+            "one_empty": [(0, 11), (11, 0)],
+        }
+        query_counts = {"unequal": [3, 2], "reversed": [2, 4], "one_empty": [0, 4]}
+    else:
+        shardings = {
+            "unequal": [(0, 2), (2, 6), (8, 3)],
+            "one_empty": [(5, 6), (0, 0), (0, 5)],
+        }
+        query_counts = {"unequal": [2, 3, 1], "one_empty": [3, 0, 2]}
+    for name, shards in shardings.items():
+        for constant in (False, True):
+            items = torch.randint(-1, 2, (num_items, width), generator=gen).to(torch.float64)
+            if constant:  # every score of a query ties, across every shard
+                items[:] = items[0]
+            queries, targets, excluded = [], [], []
+            for q in query_counts[name]:
+                queries.append(torch.randint(-2, 3, (q, width), generator=gen).to(torch.float64))
+                target = torch.randint(0, num_items, (q, 3), generator=gen)
+                target[torch.rand(q, 3, generator=gen) < 0.3] = -1  # padding, some empty rows
+                targets.append(target)
+                exclude = torch.randint(0, num_items, (q, 2), generator=gen)
+                exclude[torch.rand(q, 2, generator=gen) < 0.3] = -1
+                excluded.append(exclude)
+            found[f"{name}_{'constant' if constant else 'random'}"] = {
+                "items": items,
+                "shards": shards,
+                "queries": queries,
+                "targets": targets,
+                "exclude": excluded,
+            }
+    return found
+
+
+def shard_scores(case: dict[str, Any], rank: int, **overrides: Any) -> Any:
+    from ranking_plugins import ShardedEmbeddingScores
+
+    offset, size = case["shards"][rank]
+    arguments: dict[str, Any] = {
+        "query_emb": case["queries"][rank],
+        "item_shard": case["items"][offset : offset + size],
+        "exclude": case["exclude"][rank],
+        "chunk_size": 3,  # several chunks per shard
+        "item_offset": offset,
+        "catalogue_size": case["items"].shape[0],
+    }
+    arguments.update(overrides)
+    return ShardedEmbeddingScores(**arguments)
+
+
+def per_query(
+    scores: Any, target: torch.Tensor, ties: str, validate_args: bool = True
+) -> dict[str, torch.Tensor]:
+    from ranking_plugins import rank_metrics
+
+    return rank_metrics(
+        scores, target, METRICS, TOP_K, reduction="none", ties=ties, validate_args=validate_args
+    )
+
+
+def dense_reference(case: dict[str, Any], ties: str) -> list[dict[str, torch.Tensor]]:
+    """One process, the whole score matrix: each process's rows of the per-query values."""
+    from ranking_plugins import rank_metrics
+
+    queries = torch.cat(case["queries"])
+    preds = queries @ case["items"].T
+    mask = torch.ones(preds.shape, dtype=torch.bool)
+    exclude = torch.cat(case["exclude"])
+    rows = torch.arange(len(queries)).unsqueeze(1).expand_as(exclude)
+    keep = exclude >= 0
+    mask[rows[keep], exclude[keep]] = False
+    width = max(t.shape[1] for t in case["targets"])
+    target = torch.cat(
+        [torch.nn.functional.pad(t, (0, width - t.shape[1]), value=-1) for t in case["targets"]]
+    )
+    values = rank_metrics(preds, target, METRICS, TOP_K, mask=mask, reduction="none", ties=ties)
+    ends = torch.tensor([len(q) for q in case["queries"]]).cumsum(0).tolist()
+    starts = [0, *ends[:-1]]
+    return [{k: v[s:e] for k, v in values.items()} for s, e in zip(starts, ends)]
+
+
+def error_cases(world: int) -> dict[str, dict[str, Any]]:
+    """Name -> overrides of the "unequal_random" case per rank (None: as it is)."""
+    case = cases(world)["unequal_random"]
+    last = world - 1
+    offset, size = case["shards"][last]
+    return {
+        "overlap": {last: {"item_offset": offset - 1, "item_shard": case["items"][offset - 1 : offset - 1 + size]}},
+        "gap": {last: {"item_shard": case["items"][offset : offset + size - 1]}},
+        "target_outside": {last: {"target": torch.full((len(case["queries"][last]), 1), 11)}},
+        "exclude_outside": {0: {"exclude": torch.full((len(case["queries"][0]), 1), -2)}},
+        "width_differs": {last: {"query_emb": torch.zeros(len(case["queries"][last]), 4, dtype=torch.float64), "item_shard": torch.zeros(size, 4, dtype=torch.float64)}},
+        "catalogue_differs": {last: {"catalogue_size": 12}},
+    }  # fmt: skip
+
+
+def run_kernel_cases(rank: int, world: int) -> dict[str, Any]:
+    report: dict[str, Any] = {}
+    for name, case in cases(world).items():
+        for ties in TIES:
+            scores = shard_scores(case, rank)
+            validate = ties in ("average", "pessimistic")  # both paths, default included
+            report[f"{name}/{ties}"] = per_query(scores, case["targets"][rank], ties, validate)
+    for name, overrides in error_cases(world).items():
+        case = cases(world)["unequal_random"]
+        mine = dict(overrides.get(rank, {}))
+        target = mine.pop("target", case["targets"][rank])
+        try:
+            # checked whatever validate_args says: no id may be left without a shard
+            per_query(shard_scores(case, rank, **mine), target, "average", validate_args=False)
+            report[f"error/{name}"] = None
+        except Exception as error:  # the test checks the type and the message
+            report[f"error/{name}"] = (type(error).__name__, str(error))
+    # a group of the wrong size: a group of process 0 only, which holds part of the table
+    import torch.distributed as dist
+
+    alone = dist.new_group([0])
+    if rank == 0:
+        case = cases(world)["unequal_random"]
+        try:
+            per_query(shard_scores(case, 0, group=alone), case["targets"][0], "average")
+            report["error/group_too_small"] = None
+        except Exception as error:
+            report["error/group_too_small"] = (type(error).__name__, str(error))
+    # the group still works after the errors: one more case, every process in it
+    case = cases(world)["unequal_random"]
+    report["after_errors"] = per_query(shard_scores(case, rank), case["targets"][rank], "first")
+    return report
+
+
+def adapter_batches() -> list[dict[str, Any]]:
+    """Two batches of the 2-process "unequal_random" problem (different queries)."""
+    first = cases(2)["unequal_random"]
+    second = cases(2)["reversed_random"]
+    second = {**second, "items": first["items"], "shards": first["shards"]}
+    return [first, second]
+
+
+ADAPTER_METRICS = ["mrr", "ndcg", "hit_rate", "map"]
+
+
+def run_adapters(rank: int) -> dict[str, Any]:
+    from ignite.engine import Engine
+
+    from ranking_plugins import ignite as rp_ignite
+    from ranking_plugins import torchmetrics as rp_tm
+
+    report: dict[str, Any] = {}
+    metric = rp_tm.RankingMetrics(ADAPTER_METRICS, top_k=[1, 3, 5])
+    for case in adapter_batches():
+        metric.update(shard_scores(case, rank), case["targets"][rank])
+    report["torchmetrics"] = {k: float(v) for k, v in metric.compute().items()}
+
+    engine = Engine(lambda engine, case: (shard_scores(case, rank), case["targets"][rank]))
+    rp_ignite.RankingMetrics(ADAPTER_METRICS, [1, 3, 5]).attach(engine, "ranking")
+    state = engine.run(adapter_batches())
+    # the engine spreads RankingMetrics' dict into its own keys
+    report["ignite"] = {k: float(state.metrics[k]) for k in report["torchmetrics"]}
+    return report
+
+
+def single_process_adapters() -> dict[str, float]:
+    """What one process gets from the whole score matrix of both batches."""
+    from ranking_plugins import rank_metrics
+
+    preds, targets, masks = [], [], []
+    for case in adapter_batches():
+        for rank, queries in enumerate(case["queries"]):
+            scores = queries @ case["items"].T
+            mask = torch.ones(scores.shape, dtype=torch.bool)
+            for row, ids in enumerate(case["exclude"][rank].tolist()):
+                mask[row, [i for i in ids if i >= 0]] = False
+            preds.append(scores)
+            masks.append(mask)
+            targets.append(case["targets"][rank])
+    values = rank_metrics(
+        torch.cat(preds), torch.cat(targets), ADAPTER_METRICS, [1, 3, 5], mask=torch.cat(masks)
+    )
+    return {k: float(v) for k, v in values.items()}
+
+
+def worker(local_rank: int, out_dir: str) -> None:
+    import ignite.distributed as idist
+
+    torch.set_num_threads(1)
+    rank, world = idist.get_rank(), idist.get_world_size()
+    report = {"world": world, **run_kernel_cases(rank, world)}
+    if world == 2:
+        report.update(run_adapters(rank))
+    torch.save(report, Path(out_dir) / f"rank{rank}.pt")
+
+
+def main() -> None:
+    import ignite.distributed as idist
+
+    nproc, out_dir, port = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+    with idist.Parallel(backend="gloo", nproc_per_node=nproc, master_port=port) as parallel:
+        parallel.run(worker, out_dir)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,148 @@
+"""Catalogues sharded across 2 and 3 processes (gloo, CPU) against one process.
+
+``tests/sharded_worker.py`` runs every case of one process count in one
+spawned job under ``ignite.distributed.Parallel``, in a subprocess with a
+time limit (a hung collective fails the test, not the suite). Every
+process's per-query values must equal, to 1e-12, the values one process
+gets from the whole dense score matrix; every bad sharding must raise
+``ShardError`` on every process; with 2 processes the TorchMetrics and
+Ignite adapters must report the single-process means.
+"""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+pytest.importorskip("ignite")
+
+import torch.distributed as dist
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import sharded_worker as job  # noqa: E402
+
+pytestmark = [
+    pytest.mark.skipif(
+        not dist.is_available() or not dist.is_gloo_available(),
+        reason="needs torch.distributed gloo",
+    ),
+    pytest.mark.slow,
+]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module", params=[2, 3], ids=["2 processes", "3 processes"])
+def reports(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> list[dict[str, Any]]:
+    nproc = request.param
+    out = tmp_path_factory.mktemp(f"sharded{nproc}")
+    try:
+        done = subprocess.run(
+            [sys.executable, str(HERE / "sharded_worker.py"), str(nproc), str(out), str(free_port())],
+            capture_output=True,
+            text=True,
+            timeout=180,
+            cwd=HERE.parent,
+        )  # fmt: skip
+    except subprocess.TimeoutExpired as error:
+        pytest.fail(f"the {nproc}-process run hung:\n{error.stderr}")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return [torch.load(out / f"rank{r}.pt", weights_only=False) for r in range(nproc)]
+
+
+def test_cases_are_what_the_tests_claim() -> None:
+    """Unequal and empty shards, shards out of process order, targets on other shards."""
+    for world in (2, 3):
+        for name, case in job.cases(world).items():
+            sizes = [size for _, size in case["shards"]]
+            assert len(set(sizes)) > 1, name  # shards of unequal size
+            if "one_empty" in name:
+                assert 0 in sizes and 0 in [len(q) for q in case["queries"]]
+            if "constant" in name:
+                assert bool((case["items"] == case["items"][0]).all())
+            for ids in ("targets", "exclude"):  # some on another process's shard
+                elsewhere = False
+                for rank, listed in enumerate(case[ids]):
+                    offset, size = case["shards"][rank]
+                    outside = (listed >= 0) & ((listed < offset) | (listed >= offset + size))
+                    elsewhere |= bool(outside.any())
+                assert elsewhere, (name, ids)
+    assert (job.cases(2)["reversed_random"]["shards"][0][0]) > 0
+
+
+def test_every_process_gets_the_single_process_values(reports: list[dict[str, Any]]) -> None:
+    world = reports[0]["world"]
+    checked = 0
+    for name, case in job.cases(world).items():
+        for ties in job.TIES:
+            expected = job.dense_reference(case, ties)
+            for rank, report in enumerate(reports):
+                got = report[f"{name}/{ties}"]
+                assert list(got) == list(expected[rank])
+                for key, value in expected[rank].items():
+                    torch.testing.assert_close(
+                        got[key],
+                        value,
+                        rtol=1e-12,
+                        atol=1e-12,
+                        equal_nan=True,
+                        msg=f"{name} {ties} {key}",
+                    )
+                    checked += value.numel()
+    assert checked > 1000
+
+
+def test_bad_shardings_raise_on_every_process(reports: list[dict[str, Any]]) -> None:
+    expected = {
+        "overlap": "overlap",
+        "gap": "leave items [",
+        "target_outside": "`target` item indices must lie in [0, 11)",
+        "exclude_outside": "process 0 of the group: `exclude` item indices must lie in [0, 11)",
+        "width_differs": "embedding width of `query_emb` differs",
+        "catalogue_differs": "`catalogue_size` differs",
+    }
+    for name, words in expected.items():
+        for rank, report in enumerate(reports):
+            error = report[f"error/{name}"]
+            assert error is not None, f"{name}: no error on process {rank}"
+            assert error[0] == "ShardError", error
+            assert words in error[1], error
+    too_small = reports[0]["error/group_too_small"]
+    assert too_small is not None and too_small[0] == "ShardError"
+    assert "the shards of the 1 processes of `group` leave items" in too_small[1]
+
+
+def test_the_group_works_after_the_errors(reports: list[dict[str, Any]]) -> None:
+    world = reports[0]["world"]
+    expected = job.dense_reference(job.cases(world)["unequal_random"], "first")
+    for rank, report in enumerate(reports):
+        for key, value in expected[rank].items():
+            torch.testing.assert_close(report["after_errors"][key], value, equal_nan=True)
+
+
+def test_adapters_report_the_single_process_means(reports: list[dict[str, Any]]) -> None:
+    if reports[0]["world"] != 2:
+        pytest.skip("the adapters run with 2 processes")
+    expected = job.single_process_adapters()
+    for report in reports:
+        for adapter in ("torchmetrics", "ignite"):
+            assert set(report[adapter]) == set(expected)
+            for key, value in expected.items():
+                assert report[adapter][key] == pytest.approx(value, rel=1e-12, abs=1e-12), (
+                    adapter,
+                    key,
+                )
