@@ -263,7 +263,7 @@ METRICS: dict[str, Metric] = {
             value=_diversity,
             needs=("item_features", "item_categories"),
             exposure=True,
-            lower_bound=-1.0,
+            upper_bound=2.0,  # 1 - cosine: up to 2 for opposite features
         ),
     )
 }
