@@ -27,7 +27,7 @@ class ItemInputs:
 
     popularity: Tensor | None = None  # (N,) float64, non-negative
     tail: Tensor | None = None  # (N,) bool
-    features: Tensor | None = None  # (N, d) float64
+    features: Tensor | None = None  # (N, d) floating point
     categories: Tensor | None = None  # (N,) int64
     #: N as given by ``num_items`` (an adapter's exposure state needs it when no
     #: other item input says it)
@@ -78,7 +78,7 @@ class ItemInputs:
                     f"per item, got shape {tuple(item_features.shape)} and dtype "
                     f"{item_features.dtype}"
                 )
-            features = item_features.detach().to(torch.float64)
+            features = item_features.detach()  # made float64 once, as unit vectors
             if not bool(torch.isfinite(features).all()):
                 raise ValueError("`item_features` must be finite")
         if item_categories is not None:
@@ -149,17 +149,30 @@ class ItemInputs:
 
     @cached_property
     def unit_vectors(self) -> Tensor:
-        """(N, d) rows whose dot products are the similarity of two items.
+        """(N + 1, d) float64 rows whose dot products are the similarity of two items.
 
         Features: each row scaled to norm 1 (cosine similarity; a zero row stays
-        zero, similar to nothing). Categories: one-hot rows (1 when equal).
+        zero, similar to nothing). Categories: one-hot rows (1 when equal). The
+        last row is zero: what a place without an item (padding) reads.
         """
         if self.features is not None:
-            norm = self.features.norm(dim=1, keepdim=True)
-            return torch.where(norm > 0, self.features / norm.clamp(min=1e-300), 0.0)
+            rows = self.features.shape[0]
+            vectors = torch.zeros(
+                rows + 1, self.features.shape[1], dtype=torch.float64, device=self.features.device
+            )
+            vectors[:rows] = self.features
+            norm = torch.linalg.vector_norm(vectors[:rows], dim=1, keepdim=True)
+            vectors[:rows] /= torch.where(norm > 0, norm, 1.0)
+            return vectors
         assert self.categories is not None
         num_categories = int(self.categories.max()) + 1 if self.categories.numel() else 1
-        return torch.nn.functional.one_hot(self.categories, num_categories).to(torch.float64)
+        one_hot = torch.nn.functional.one_hot(self.categories, num_categories).to(torch.float64)
+        return torch.cat([one_hot, one_hot.new_zeros(1, num_categories)])
+
+    @cached_property
+    def unit_norms(self) -> Tensor:
+        """(N + 1,) the squared norms of :attr:`unit_vectors` (1, or 0 for a zero row)."""
+        return (self.unit_vectors * self.unit_vectors).sum(dim=1)
 
 
 _FIELDS = dict(zip(ITEM_INPUTS, ("popularity", "tail", "features", "categories"), strict=True))

@@ -22,6 +22,7 @@ from functools import cached_property
 import torch
 from torch import Tensor
 
+from ranking_plugins.kernel.host_reads import host_reads_are_free
 from ranking_plugins.kernel.inputs.items import ItemInputs
 from ranking_plugins.kernel.ranking.tie_groups import RankedList
 
@@ -130,22 +131,42 @@ class TopItems:
     def exposure(self) -> Exposure:
         """This part's sums of membership per item and k (see :class:`Exposure`)."""
         assert self.list.items is not None
-        num_items = self.num_items
-        num_ks = self.ks.shape[0]
-        share = self.share.reshape(-1, num_ks).T  # (K, Q L)
-        items = self.list.items.reshape(-1)
-        sums = torch.zeros(3, num_ks, num_items, dtype=torch.float64, device=share.device)
-        sums[COUNTS].index_add_(1, items, share)
-        sums[SQUARES].index_add_(1, items, share * share if self.list.shared_ties else share)
-        sums[LOG_ABSENT].index_add_(1, items, torch.log1p(-share))
+        num_items, num_ks = self.num_items, self.ks.shape[0]
+        share = self.share  # (Q, L, K)
+        device = share.device
+        # one flat scatter per row: entry (k, item) of the (K, N) table is k * N + item
+        offsets = torch.arange(num_ks, device=device) * num_items
+        index = (self.list.items.unsqueeze(-1) + offsets).reshape(-1)
+        sums = torch.zeros(3, num_ks * num_items, dtype=torch.float64, device=device)
+        flat_share = share.reshape(-1)
+        sums[COUNTS].index_add_(0, index, flat_share)
+        if self._fractional(flat_share):
+            sums[SQUARES].index_add_(0, index, flat_share * flat_share)
+            sums[LOG_ABSENT].index_add_(0, index, torch.log1p(-flat_share))
+        else:  # every share is 0 or 1: p² = p, and Σlog(1 - p) is 0 or -inf
+            sums[SQUARES] = sums[COUNTS]
+            sums[LOG_ABSENT] = torch.where(sums[COUNTS] > 0, -math.inf, 0.0)
+        sums = sums.view(3, num_ks, num_items)
         cut_share = self.cut_share
         if cut_share is not None:  # every member of a cut group: P < 1, so the log is finite
             members = self._cut_members
             sums[COUNTS] += cut_share.T @ members
             sums[SQUARES] += (cut_share * cut_share).T @ members
             sums[LOG_ABSENT] += torch.log1p(-cut_share).T @ members
-        queries = torch.tensor(float(self.list.ranked.shape[0]), dtype=torch.float64)
-        return Exposure(sums, queries.to(share.device))
+        queries = torch.full((), float(self.list.ranked.shape[0]), dtype=torch.float64)
+        return Exposure(sums, queries.to(device))
+
+    def _fractional(self, flat_share: Tensor) -> bool:
+        """Whether a membership may be strictly between 0 and 1 (a tie at a cutoff).
+
+        Under "average" on the CPU the shares are read (free there): lists
+        without a tie at any cutoff, the common case, take the 0-or-1 way.
+        """
+        if not self.list.shared_ties:
+            return False
+        if self.cut_share is not None or not host_reads_are_free(flat_share):
+            return True
+        return bool(((flat_share > 0) & (flat_share < 1)).any())
 
     def weight_sum(self, weight: Tensor) -> Tensor:
         """(Q, K): E[Σ of ``weight`` (N,) over the items in the top k]."""
@@ -160,21 +181,22 @@ class TopItems:
             total = total.index_add(0, cut.rows, cut_share * (self._cut_members @ weight)[:, None])
         return total
 
-    def pair_similarity_sum(self, vectors: Tensor) -> Tensor:
+    def pair_similarity_sum(self, vectors: Tensor, norms: Tensor) -> Tensor:
         """(Q, K): E[Σ over pairs {i, j} in the top k of vectors_i · vectors_j].
 
-        For a set X with vector sum S and Σ|v|² = n the pairs sum to (|S|² - n) / 2.
-        The top k is A (the groups wholly inside) and s of the t members of the
-        group B at the cutoff, so the expectation is
+        ``vectors`` (N + 1, d), the last row zero (read by places without an
+        item), and their squared ``norms`` (N + 1,). For a set X with vector
+        sum S and Σ|v|² = n the pairs sum to (|S|² - n) / 2. The top k is A (the
+        groups wholly inside) and s of the t members of the group B at the
+        cutoff, so the expectation is
         pairs(A) + (s / t) S_A · S_B + s (s - 1) / (t (t - 1)) pairs(B).
         """
         assert self.list.items is not None
-        ranked = self.list.ranked.unsqueeze(-1)
-        v = torch.where(ranked, vectors[self.list.items], 0.0)  # (Q, L, d)
-        q, length, d = v.shape
-        prefix = torch.cat([v.new_zeros(q, 1, d), v.cumsum(1)], dim=1)  # (Q, L + 1, d)
-        norms = (v * v).sum(-1)
-        norm_prefix = torch.cat([norms.new_zeros(q, 1), norms.cumsum(1)], dim=1)
+        padding = vectors.shape[0] - 1
+        index = torch.where(self.list.ranked, self.list.items, padding)
+        prefix = vectors[index].cumsum_(1)  # (Q, L, d): the sum of the first j + 1 places
+        norm_prefix = norms[index].cumsum_(1)
+        q, length, d = prefix.shape
         ks = self.ks.expand(q, -1)
         last = (ks.clamp(max=length) - 1).to(torch.int64)  # the place before the cutoff
         start = self.start.gather(1, last)
@@ -182,19 +204,26 @@ class TopItems:
         group_start = start.to(torch.int64)
         group_end = (start + size).clamp(max=length).to(torch.int64)
 
-        def at(index: Tensor) -> tuple[Tensor, Tensor]:
-            s = prefix.gather(1, index.unsqueeze(-1).expand(-1, -1, d))
-            return s, norm_prefix.gather(1, index)
+        def at(places: Tensor) -> tuple[Tensor, Tensor]:
+            """Sums over the first ``places`` places (Q, K): prefix row places - 1, or 0."""
+            row = (places - 1).clamp(min=0)
+            some = (places > 0).unsqueeze(-1)
+            s = prefix.gather(1, row.unsqueeze(-1).expand(-1, -1, d))
+            return torch.where(some, s, 0.0), torch.where(
+                some.squeeze(-1), norm_prefix.gather(1, row), 0.0
+            )
 
-        sum_a, norm_a = at(group_start)
         sum_end, norm_end = at(group_end)
+        if not self.list.shared_ties:  # the order decides: the top k is the first k places
+            return ((sum_end * sum_end).sum(-1) - norm_end) / 2
+        sum_a, norm_a = at(group_start)
         sum_b, norm_b = sum_end - sum_a, norm_end - norm_a
         cut = self.list.cut_group
         if cut is not None:  # the cut group's members, from the whole row
             members = self._cut_members
             beyond = (start + size > length)[cut.rows].unsqueeze(-1)
-            row_sum = (members @ vectors).unsqueeze(1)  # (R, 1, d)
-            row_norm = (members @ (vectors * vectors).sum(-1)).unsqueeze(1)
+            row_sum = (members @ vectors[:-1]).unsqueeze(1)  # (R, 1, d)
+            row_norm = (members @ norms[:-1]).unsqueeze(1)
             sum_b = sum_b.index_put((cut.rows,), torch.where(beyond, row_sum, sum_b[cut.rows]))
             norm_b = norm_b.index_put(
                 (cut.rows,), torch.where(beyond.squeeze(-1), row_norm, norm_b[cut.rows])
