@@ -161,3 +161,43 @@ def test_processes_equal_one_process(nproc: int, tmp_path: Path) -> None:
             assert got, source
             for key, value in got.items():
                 assert _close(value, expected[key]), (source, key, value, expected[key])
+
+
+# ------------------------------------------------------------------------ Lightning
+
+
+def test_lightning_callback_logs_the_exposure_metrics(tmp_path: Path) -> None:
+    """A real Trainer with a CSV logger: accuracy and exposure metrics side by side,
+    equal to the functional API over the epoch's batches (the item inputs given once)."""
+    pytest.importorskip("lightning")
+    import csv
+
+    import lightning.pytorch as pl
+    from lightning.pytorch.loggers import CSVLogger
+    from lightning_helpers import NUM_ITEMS, NextItem, loader
+
+    from ranking_plugins import rank_metrics
+    from ranking_plugins.lightning import RankingMetricsCallback
+
+    gen = torch.Generator().manual_seed(3)
+    items = {
+        "item_popularity": torch.randint(1, 40, (NUM_ITEMS,), generator=gen).double(),
+        "item_features": torch.randn(NUM_ITEMS, 3, generator=gen),
+    }
+    names = ["ndcg", "coverage", "personalisation", "novelty", "diversity"]
+    model = NextItem()
+    trainer = pl.Trainer(
+        logger=CSVLogger(tmp_path, name="run"),
+        callbacks=[RankingMetricsCallback(metrics=names, top_k=(2, 4), **items)],
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        enable_checkpointing=False,
+    )
+    trainer.validate(model, loader(seed=4, size=17, batch_size=5), verbose=False)
+    with open(tmp_path / "run" / "version_0" / "metrics.csv", newline="") as file:
+        (row,) = list(csv.DictReader(file))
+    chosen = [r for r in model.recorded if not r["sanity"]]
+    preds, target, mask = (torch.cat([r[k] for r in chosen]) for k in ("preds", "target", "mask"))
+    expected = rank_metrics(preds, target, names, [2, 4], mask=mask, gain="linear", **items)
+    for key, value in expected.items():
+        assert float(row[f"val/{key}"]) == pytest.approx(float(value), rel=1e-9, abs=1e-12), key
