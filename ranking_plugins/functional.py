@@ -372,7 +372,7 @@ def entropy(
 def personalisation(
     preds: Tensor, target: Tensor, top_k: TopK = 10, **options: Unpack[RankOptions]
 ) -> Tensor:
-    """Personalisation@k: 1 - the mean overlap |L_a ∩ L_b| / k of two queries' top k lists.
+    """Personalisation@k: 1 - the mean overlap ``|L_a ∩ L_b| / k`` of two queries' top k lists.
 
     PyG's LinkPredPersonalization, over every pair of queries, computed from the
     exposure counts (no pair is visited). Catalogue-level; under ``ties="average"``

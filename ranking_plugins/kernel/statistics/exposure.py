@@ -237,7 +237,7 @@ class TopItems:
 
 
 def personalisation(exposure: Exposure, ks: Tensor) -> Tensor:
-    """(K,) 1 - E[mean overlap |L_a ∩ L_b| / k over pairs of queries] (PyG's definition).
+    """(K,) 1 - E[mean overlap ``|L_a ∩ L_b| / k`` over pairs of queries] (PyG's definition).
 
     The pairs' overlaps sum to Σ_i Σ_{a<b} p_ai p_bi = Σ_i (c_i² - Σ_a p_ai²) / 2,
     from the exposure's Σp and Σp²: no pair of queries is visited.
