@@ -430,6 +430,8 @@ class BaseRankingMetric(Metric):
             self._request = dataclasses.replace(
                 self._request, items=self._request.items.to(self._device)
             )
+            # a checkpoint keeps the exposure too (only these metrics have one)
+            self._state_dict_all_req_keys = ("_sums", "_exposure")
 
     @property
     def keys(self) -> tuple[str, ...]:
@@ -448,6 +450,10 @@ class BaseRankingMetric(Metric):
             if empty is None
             else torch.cat([empty.sums.flatten(), empty.queries.reshape(1)])
         )
+
+    def _reset_exposure_size(self) -> int:
+        empty = self._request.empty_exposure()
+        return 0 if empty is None else empty.sums.numel() + 1
 
     def _exposure_sums(self) -> Exposure | None:
         empty = self._request.empty_exposure(self._device)
@@ -488,6 +494,16 @@ class BaseRankingMetric(Metric):
                 "saved from a metric with other metrics or ks?"
             )
         self._sums = sums.to(self._device, torch.float64)
+        exposure, expected_size = self._exposure, self._reset_exposure_size()
+        if not isinstance(exposure, Tensor) or exposure.shape != (expected_size,):
+            shape = tuple(exposure.shape) if isinstance(exposure, Tensor) else type(exposure)
+            self.reset()
+            raise ValueError(
+                f"{type(self).__name__}.load_state_dict: the saved exposure must have "
+                f"{expected_size} entries (3 x {len(self._request.ks or ())} ks x N items + 1), "
+                f"got shape {shape}; was it saved from a metric with other ks or items?"
+            )
+        self._exposure = exposure.to(self._device, torch.float64)
 
     def iteration_completed(self, engine: Any) -> None:
         """Pass the (transformed) engine output to :meth:`update`.

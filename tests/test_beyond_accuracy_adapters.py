@@ -201,3 +201,21 @@ def test_lightning_callback_logs_the_exposure_metrics(tmp_path: Path) -> None:
     expected = rank_metrics(preds, target, names, [2, 4], mask=mask, gain="linear", **items)
     for key, value in expected.items():
         assert float(row[f"val/{key}"]) == pytest.approx(float(value), rel=1e-9, abs=1e-12), key
+
+
+def test_ignite_checkpoint_keeps_the_exposure() -> None:
+    """state_dict mid-epoch, loaded into a new metric: the same catalogue values."""
+    names = ["coverage", "gini", "personalisation", "arp"]
+    batches = job.batches()
+    metric = rp_ignite.RankingMetrics(names, job.KS, **job.item_inputs())
+    for batch in batches[:2]:
+        metric.update(batch)
+    restored = rp_ignite.RankingMetrics(names, job.KS, **job.item_inputs())
+    restored.load_state_dict(metric.state_dict())
+    for batch in batches[2:]:
+        metric.update(batch)
+        restored.update(batch)
+    assert restored.compute() == metric.compute()
+    other = rp_ignite.RankingMetrics(names, [3], **job.item_inputs())
+    with pytest.raises(ValueError, match="saved"):
+        other.load_state_dict(metric.state_dict())
