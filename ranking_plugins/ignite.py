@@ -376,7 +376,7 @@ class BaseRankingMetric(Metric):
 
     _metrics: ClassVar[tuple[str, ...]] = ()
     required_output_keys = ("y_pred", "y")
-    _state_dict_all_req_keys = ("_sums",)
+    _state_dict_all_req_keys: tuple[str, ...] = ("_sums",)
     #: exposure metrics only (issue 14): Σp, Σp², Σlog(1 - p) per k and item, then the
     #: number of queries, flat; an empty tensor otherwise (see ``_reset_exposure``)
     _exposure: Tensor
