@@ -19,24 +19,33 @@ from typing_extensions import Unpack
 
 from ranking_plugins import _validation as V
 from ranking_plugins.embeddings import EmbeddingInput
+from ranking_plugins.kernel.inputs.items import ItemInputs
 from ranking_plugins.metrics import get_metrics
 from ranking_plugins.options import OptionKeywords, Options
 from ranking_plugins.request import RankingRequest, TopK
 from ranking_plugins.totals import Totals
 
 __all__ = [
+    "arp",
     "auc",
+    "coverage",
+    "diversity",
+    "entropy",
     "f1",
     "fall_out",
+    "gini",
     "hit_rate",
     "map",
     "mean_rank",
     "mrr",
     "ndcg",
+    "novelty",
+    "personalisation",
     "precision",
     "r_precision",
     "rank_metrics",
     "recall",
+    "tail_share",
 ]
 
 
@@ -49,6 +58,10 @@ def rank_metrics(
     indexes: Tensor | None = None,
     mask: Tensor | None = None,
     reduction: str = "mean",
+    item_popularity: Tensor | None = None,
+    tail_items: Tensor | None = None,
+    item_features: Tensor | None = None,
+    item_categories: Tensor | None = None,
     **options: Unpack[OptionKeywords],
 ) -> dict[str, Tensor]:
     """Rank a batch once and compute several metrics at several cutoffs.
@@ -67,7 +80,14 @@ def rank_metrics(
         mask: ``False`` marks items that were not retrieved; they are never ranked
             but a relevant one still counts in R and in the ideal DCG.
         reduction: ``"mean"`` (0-d float64 per key) or ``"none"`` (per query ``(Q,)``,
-            NaN for skipped queries).
+            NaN for skipped queries; not for the catalogue-level metrics
+            ``coverage``, ``gini``, ``entropy`` and ``personalisation``, which
+            have no per-query value).
+        item_popularity: ``(N,)`` non-negative, one per item (a column of ``preds``):
+            its interactions, for ``novelty`` and ``arp``.
+        tail_items: ``(N,)`` bool, the long-tail items, for ``tail_share``.
+        item_features: ``(N, d)``, for ``diversity`` (cosine similarity).
+        item_categories: ``(N,)`` integer, for ``diversity`` (equal categories).
         options: the fields of :class:`~ranking_plugins.options.Options`, each with
             its default there: ``ties`` (``"average"``, ``"first"``, ``"pessimistic"``,
             ``"optimistic"``), ``relevance_threshold``, ``empty_target_action``,
@@ -79,12 +99,24 @@ def rank_metrics(
         ``"r_precision"``, ``"mean_rank"``, or any metric with ``top_k=None``).
     """
     V.check_choice("reduction", reduction, V.REDUCTIONS)
-    request = RankingRequest.create(metrics, top_k, Options.create("rank_metrics", **options))
+    items = ItemInputs.create(item_popularity, tail_items, item_features, item_categories)
+    request = RankingRequest.create(
+        metrics, top_k, Options.create("rank_metrics", **options), items=items
+    )
+    if reduction == "none" and request.catalogue:
+        names = [m.name for m in request.metrics if m.catalogue is not None]
+        raise ValueError(
+            f"`reduction='none'`: {', '.join(names)} "
+            f"{'is a catalogue-level metric' if len(names) == 1 else 'are catalogue-level metrics'}"
+            " (one value from every query's exposure, no per-query value); use "
+            "reduction='mean', or ask the per-query metrics alone"
+        )
     evaluation = request.evaluate(preds, target, indexes=indexes, mask=mask)
     if reduction == "none":
         return {key: r.values for key, r in evaluation.results.items()}
-    totals = Totals.of(evaluation, request.keys, request.options.weighted)
-    return totals.as_dict(totals.mean())
+    totals = Totals.of(evaluation, request.query_keys, request.options.weighted)
+    values = request.assemble(totals.mean(), evaluation.exposure)
+    return dict(zip(request.keys, values.unbind(0), strict=True))
 
 
 class RankOptions(OptionKeywords, total=False):
@@ -93,6 +125,10 @@ class RankOptions(OptionKeywords, total=False):
     indexes: Tensor | None
     mask: Tensor | None
     reduction: str
+    item_popularity: Tensor | None
+    tail_items: Tensor | None
+    item_features: Tensor | None
+    item_categories: Tensor | None
 
 
 def _whole_list_metric(name: str, preds: Tensor, target: Tensor, options: RankOptions) -> Tensor:
@@ -284,3 +320,126 @@ def auc(preds: Tensor, target: Tensor, **options: Unpack[RankOptions]) -> Tensor
     tensor(0.6250, dtype=torch.float64)
     """
     return _whole_list_metric("auc", preds, target, options)
+
+
+# -- beyond accuracy ---------------------------------------------------------------
+
+_EXAMPLE = """
+    >>> import torch
+    >>> preds = torch.tensor([[4.0, 3.0, 2.0, 1.0], [4.0, 1.0, 3.0, 2.0], [1.0, 1.0, 3.0, 2.0]])
+    >>> target = torch.tensor([[1, 0, 0, 0], [0, 0, 1, 0], [0, 1, 0, 0]])"""
+
+
+def coverage(
+    preds: Tensor, target: Tensor, top_k: TopK = 10, **options: Unpack[RankOptions]
+) -> Tensor:
+    """Catalogue coverage@k: the share of the N items in at least one query's top k.
+
+    Catalogue-level: one value from every query's exposure (no per-query value).
+    Under ``ties="average"`` it is the expectation over the orders of the tie groups.
+    See :func:`~ranking_plugins.rank_metrics` for the inputs and options.
+    {example}
+    >>> coverage(preds, target, top_k=[1, 2])
+    tensor([0.5000, 1.0000], dtype=torch.float64)
+    """
+    return _one_metric("coverage", preds, target, top_k, options)
+
+
+def gini(preds: Tensor, target: Tensor, top_k: TopK = 10, **options: Unpack[RankOptions]) -> Tensor:
+    """Gini index@k of the items' exposure in the top k (RecBole's GiniIndex); lower is fairer.
+
+    Catalogue-level, from the (expected, under ``ties="average"``) exposure counts.
+    See :func:`~ranking_plugins.rank_metrics` for the inputs and options.
+    {example}
+    >>> gini(preds, target, top_k=[1, 2])
+    tensor([0.5833, 0.1667], dtype=torch.float64)
+    """
+    return _one_metric("gini", preds, target, top_k, options)
+
+
+def entropy(
+    preds: Tensor, target: Tensor, top_k: TopK = 10, **options: Unpack[RankOptions]
+) -> Tensor:
+    """Shannon entropy@k (bits) of the distribution of exposure over the items.
+
+    Catalogue-level, from the (expected, under ``ties="average"``) exposure counts.
+    See :func:`~ranking_plugins.rank_metrics` for the inputs and options.
+    {example}
+    >>> entropy(preds, target, top_k=[1, 2])
+    tensor([0.9183, 1.9183], dtype=torch.float64)
+    """
+    return _one_metric("entropy", preds, target, top_k, options)
+
+
+def personalisation(
+    preds: Tensor, target: Tensor, top_k: TopK = 10, **options: Unpack[RankOptions]
+) -> Tensor:
+    """Personalisation@k: 1 - the mean overlap ``|L_a ∩ L_b| / k`` of two queries' top k lists.
+
+    PyG's LinkPredPersonalization, over every pair of queries, computed from the
+    exposure counts (no pair is visited). Catalogue-level; under ``ties="average"``
+    the expectation over the orders of the tie groups.
+    See :func:`~ranking_plugins.rank_metrics` for the inputs and options.
+    {example}
+    >>> personalisation(preds, target, top_k=[1, 2])
+    tensor([0.6667, 0.6667], dtype=torch.float64)
+    """
+    return _one_metric("personalisation", preds, target, top_k, options)
+
+
+def novelty(
+    preds: Tensor, target: Tensor, top_k: TopK = 10, **options: Unpack[RankOptions]
+) -> Tensor:
+    """Novelty@k: mean self-information -log2 p(i) of the top k items, p(i) = the
+    item's share of ``item_popularity`` (every entry must be > 0).
+
+    See :func:`~ranking_plugins.rank_metrics` for the inputs and options.
+    {example}
+    >>> novelty(preds, target, top_k=2, item_popularity=torch.tensor([4.0, 2.0, 1.0, 1.0]))
+    tensor(2.1667, dtype=torch.float64)
+    """
+    return _one_metric("novelty", preds, target, top_k, options)
+
+
+def arp(preds: Tensor, target: Tensor, top_k: TopK = 10, **options: Unpack[RankOptions]) -> Tensor:
+    """Average recommendation popularity@k (PyG's LinkPredAveragePopularity); lower is better.
+
+    The mean ``item_popularity`` of the top k items, averaged over queries.
+    See :func:`~ranking_plugins.rank_metrics` for the inputs and options.
+    {example}
+    >>> arp(preds, target, top_k=2, item_popularity=torch.tensor([4.0, 2.0, 1.0, 1.0]))
+    tensor(2.1667, dtype=torch.float64)
+    """
+    return _one_metric("arp", preds, target, top_k, options)
+
+
+def tail_share(
+    preds: Tensor, target: Tensor, top_k: TopK = 10, **options: Unpack[RankOptions]
+) -> Tensor:
+    """Tail share@k: the share of the top k items in ``tail_items`` (RecBole's TailPercentage).
+
+    See :func:`~ranking_plugins.rank_metrics` for the inputs and options.
+    {example}
+    >>> tail_share(preds, target, top_k=2, tail_items=torch.tensor([False, False, True, True]))
+    tensor(0.5000, dtype=torch.float64)
+    """
+    return _one_metric("tail_share", preds, target, top_k, options)
+
+
+def diversity(
+    preds: Tensor, target: Tensor, top_k: TopK = 10, **options: Unpack[RankOptions]
+) -> Tensor:
+    """Intra-list diversity@k: 1 - the mean similarity of the pairs of items in the top k.
+
+    Similarity: cosine of ``item_features`` rows, or 1 for equal ``item_categories``
+    (PyG's LinkPredDiversity). A query with fewer than two items is left out.
+    See :func:`~ranking_plugins.rank_metrics` for the inputs and options.
+    {example}
+    >>> diversity(preds, target, top_k=2, item_categories=torch.tensor([0, 0, 1, 1]))
+    tensor(0.3333, dtype=torch.float64)
+    """
+    return _one_metric("diversity", preds, target, top_k, options)
+
+
+for _function in (coverage, gini, entropy, personalisation, novelty, arp, tail_share, diversity):
+    _function.__doc__ = (_function.__doc__ or "").replace("{example}", _EXAMPLE.strip())

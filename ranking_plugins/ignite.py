@@ -88,6 +88,7 @@ Where this module deliberately differs from Ignite:
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 from collections.abc import Callable, Mapping, Sequence
 from numbers import Integral, Real
@@ -107,9 +108,14 @@ except ImportError as error:  # pragma: no cover - exercised only without the ex
     ) from error
 
 from ranking_plugins.embeddings import EmbeddingInput
+from ranking_plugins.kernel.inputs.items import ItemInputs
+from ranking_plugins.kernel.statistics.exposure import Exposure
 from ranking_plugins.options import OPTION_NAMES, Options, unknown_keywords
 from ranking_plugins.request import RankingRequest, TopK
 from ranking_plugins.totals import Totals
+
+#: the constructor keywords of the item inputs (issue 14)
+_ITEM_KEYWORDS = ("item_popularity", "tail_items", "item_features", "item_categories", "num_items")
 
 __all__ = [
     "AUC",
@@ -164,6 +170,12 @@ class PackageOptions(TypedDict, total=False):
     weighted: bool
     target_format: str | None
     validate_args: bool
+    # the item inputs of the exposure metrics (issue 14), given once
+    item_popularity: Tensor | None
+    tail_items: Tensor | None
+    item_features: Tensor | None
+    item_categories: Tensor | None
+    num_items: int | None
 
 
 class IgniteOptions(PackageOptions, total=False):
@@ -185,7 +197,8 @@ def _accepted_keywords(cls: type) -> list[str]:
         for name, parameter in inspect.signature(cls).parameters.items()
         if parameter.kind not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
     ]
-    return named + [name for name in IGNITE_OPTION_NAMES if name not in named]
+    options = [*IGNITE_OPTION_NAMES, *_ITEM_KEYWORDS]
+    return named + [name for name in options if name not in named]
 
 
 def _refuse_unknown(cls: type, given: Sequence[str]) -> None:
@@ -363,7 +376,10 @@ class BaseRankingMetric(Metric):
 
     _metrics: ClassVar[tuple[str, ...]] = ()
     required_output_keys = ("y_pred", "y")
-    _state_dict_all_req_keys = ("_sums",)
+    _state_dict_all_req_keys: tuple[str, ...] = ("_sums",)
+    #: exposure metrics only (issue 14): Σp, Σp², Σlog(1 - p) per k and item, then the
+    #: number of queries, flat; an empty tensor otherwise (see ``_reset_exposure``)
+    _exposure: Tensor
 
     def __init__(
         self,
@@ -390,7 +406,15 @@ class BaseRankingMetric(Metric):
             self._metrics if metrics is None else metrics,
             top_k,
             _options(ignore_zero_hits, options),
+            items=ItemInputs.create(**{n: options[n] for n in _ITEM_KEYWORDS if n in options}),  # type: ignore[literal-required]
         )
+        if self._request.identities and self._request.empty_exposure() is None:
+            names = ", ".join(m.name for m in self._request.metrics if m.exposure)
+            raise ValueError(
+                f"{type(self).__name__}: {names} keep one count per catalogue item: give "
+                "`num_items` (or an item input: `item_popularity`, `tail_items`, "
+                "`item_features`, `item_categories`)"
+            )
         self.top_k: list[int] | None = None if self._request.ks is None else list(self._request.ks)
         self.ignore_zero_hits = ignore_zero_hits
         if not isinstance(skip_unrolling, bool):
@@ -402,6 +426,12 @@ class BaseRankingMetric(Metric):
         if metrics_result_mode is not None and "metrics_result_mode" in _METRIC_INIT:
             base_kwargs["metrics_result_mode"] = metrics_result_mode
         super().__init__(output_transform, device=device, **base_kwargs)
+        if self._request.identities:  # the item inputs live on the metric's device
+            self._request = dataclasses.replace(
+                self._request, items=self._request.items.to(self._device)
+            )
+            # a checkpoint keeps the exposure too (only these metrics have one)
+            self._state_dict_all_req_keys = ("_sums", "_exposure")
 
     @property
     def keys(self) -> tuple[str, ...]:
@@ -410,7 +440,26 @@ class BaseRankingMetric(Metric):
 
     @reinit__is_reduced
     def reset(self) -> None:
-        self._sums = Totals.zeros(self._request.keys, self._device).sums
+        self._sums = Totals.zeros(self._request.query_keys, self._device).sums
+        self._reset_exposure()
+
+    def _reset_exposure(self) -> None:
+        empty = self._request.empty_exposure(self._device)
+        self._exposure = (
+            torch.zeros(0, dtype=torch.float64, device=self._device)
+            if empty is None
+            else torch.cat([empty.sums.flatten(), empty.queries.reshape(1)])
+        )
+
+    def _reset_exposure_size(self) -> int:
+        empty = self._request.empty_exposure()
+        return 0 if empty is None else empty.sums.numel() + 1
+
+    def _exposure_sums(self) -> Exposure | None:
+        empty = self._request.empty_exposure(self._device)
+        if empty is None:
+            return None
+        return Exposure(self._exposure[:-1].view_as(empty.sums), self._exposure[-1])
 
     @reinit__is_reduced
     def update(self, output: Any) -> None:
@@ -422,16 +471,20 @@ class BaseRankingMetric(Metric):
         # The tensors go to the kernel as they are, so that several metrics on one
         # engine find this batch's ranking in the kernel's last-batch cache.
         evaluation = request.evaluate(y_pred, y, indexes=indexes, mask=mask)
-        sums = Totals.of(evaluation, request.keys, request.options.weighted).sums
+        sums = Totals.of(evaluation, request.query_keys, request.options.weighted).sums
         # Not in place: a state_dict taken (or loaded) mid-epoch holds this very
         # tensor, and must not change under the caller as later batches come.
         self._sums = self._sums + sums.to(self._device)
+        if evaluation.exposure is not None:
+            exposure = evaluation.exposure
+            batch = torch.cat([exposure.sums.flatten(), exposure.queries.reshape(1)])
+            self._exposure = self._exposure + batch.to(self._device)
 
     def load_state_dict(self, state_dict: Mapping[str, Any]) -> None:
         """Ignite's ``load_state_dict``; the sums are then checked and put on ``device``."""
         super().load_state_dict(state_dict)
         sums = self._sums
-        expected = (4, len(self._request.keys))
+        expected = (4, len(self._request.query_keys))
         if not isinstance(sums, Tensor) or tuple(sums.shape) != expected:
             shape = tuple(sums.shape) if isinstance(sums, Tensor) else type(sums).__name__
             self.reset()
@@ -441,6 +494,16 @@ class BaseRankingMetric(Metric):
                 "saved from a metric with other metrics or ks?"
             )
         self._sums = sums.to(self._device, torch.float64)
+        exposure, expected_size = self._exposure, self._reset_exposure_size()
+        if not isinstance(exposure, Tensor) or exposure.shape != (expected_size,):
+            shape = tuple(exposure.shape) if isinstance(exposure, Tensor) else type(exposure)
+            self.reset()
+            raise ValueError(
+                f"{type(self).__name__}.load_state_dict: the saved exposure must have "
+                f"{expected_size} entries (3 x {len(self._request.ks or ())} ks x N items + 1), "
+                f"got shape {shape}; was it saved from a metric with other ks or items?"
+            )
+        self._exposure = exposure.to(self._device, torch.float64)
 
     def iteration_completed(self, engine: Any) -> None:
         """Pass the (transformed) engine output to :meth:`update`.
@@ -464,18 +527,23 @@ class BaseRankingMetric(Metric):
             self.update(output)
 
     def _means(self) -> Tensor:
-        """Mean per result key (NaN where no query counted); raises before any counted query."""
-        totals = Totals(self._request.keys, self._sums)
-        if not bool((totals.weight > 0).any()):
+        """Mean per result key (NaN where no query counted); raises before any counted query.
+
+        The catalogue-level metrics come from the accumulated exposure.
+        """
+        totals = Totals(self._request.query_keys, self._sums)
+        exposure = self._exposure_sums()
+        seen = exposure is not None and bool(exposure.queries > 0)
+        if not bool((totals.weight > 0).any()) and not seen:
             # Ignite's message first (its metrics raise the same error), then ours
             raise NotComputableError(
                 f"{type(self).__name__} must have at least one example. No query was "
                 "counted before `compute` (with ignore_zero_hits=True, queries without "
                 "a relevant item do not count)"
             )
-        return totals.mean()
+        return self._request.assemble(totals.mean(), exposure)
 
-    @sync_all_reduce("_sums")
+    @sync_all_reduce("_sums", "_exposure")
     def compute(self) -> Any:
         """A list of floats in ascending k order; a float when there is no k.
 
@@ -755,7 +823,7 @@ class RankingMetrics(BaseRankingMetric):
             **options,
         )
 
-    @sync_all_reduce("_sums")
+    @sync_all_reduce("_sums", "_exposure")
     def compute(self) -> dict[str, float]:
         """``{"metric@k": mean, ...}``; NaN for a key no query counted for."""
         values: list[float] = self._means().tolist()

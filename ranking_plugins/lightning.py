@@ -82,7 +82,10 @@ class RankingMetricsCallback(Callback):
             the whole catalogue is ranked without building the score matrix).
         prog_bar: also show the values in the progress bar.
         options: every option of :class:`~ranking_plugins.torchmetrics.RankingMetrics`
-            (``ties``, ``empty_target_action``, ``ignore_index``, ``gain``, ...).
+            (``ties``, ``empty_target_action``, ``ignore_index``, ``gain``, ...),
+            and the item inputs of the exposure metrics (``item_popularity``,
+            ``tail_items``, ``item_features``, ``item_categories``, ``num_items``;
+            :doc:`/beyond_accuracy`), given once and moved with the module.
 
     Keys are ``"{prefix}/{metric}@{k}"``; with several dataloaders each gets its
     own state and the keys end in ``/dataloader_idx_{i}``, as Lightning names

@@ -18,7 +18,15 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from ranking_plugins.kernel import Cutoff, ListStats, RankedBatch, Unranked
+from ranking_plugins.kernel import Cutoff, ListStats, RankedBatch, RankStats, Unranked
+from ranking_plugins.kernel.inputs.items import NO_ITEM_INPUTS, ItemInputs
+from ranking_plugins.kernel.statistics.exposure import (
+    COUNTS,
+    LOG_ABSENT,
+    Exposure,
+    TopItems,
+    personalisation,
+)
 from ranking_plugins.options import Options
 
 DEFAULT_OPTIONS = Options()
@@ -89,13 +97,84 @@ def _auc(c: Cutoff, options: Options) -> MetricValue:
     return _ratio(s.ordered_pairs.unsqueeze(1), pairs), _has_relevant(c) & (pairs > 0)
 
 
+# -- beyond accuracy: which items the top k holds (kernel/statistics/exposure.py) ----------
+
+
+def _top_items(c: Cutoff) -> TopItems:
+    assert c.top_items is not None, "an exposure metric is read with its TopItems"
+    return c.top_items
+
+
+def _mean_weight(c: Cutoff, weight: Tensor) -> MetricValue:
+    """E[Σ weight over the top k] / (items in the top k); defined when it holds an item."""
+    items = _top_items(c)
+    size = items.list_size
+    return _ratio(items.weight_sum(weight), size), size > 0
+
+
+def _novelty(c: Cutoff, options: Options) -> MetricValue:
+    return _mean_weight(c, _top_items(c).items.self_information)
+
+
+def _arp(c: Cutoff, options: Options) -> MetricValue:
+    popularity = _top_items(c).items.popularity
+    assert popularity is not None
+    return _mean_weight(c, popularity)
+
+
+def _tail_share(c: Cutoff, options: Options) -> MetricValue:
+    tail = _top_items(c).items.tail
+    assert tail is not None
+    return _mean_weight(c, tail.to(torch.float64))
+
+
+def _diversity(c: Cutoff, options: Options) -> MetricValue:
+    """1 - E[mean similarity of the n (n - 1) / 2 pairs in the top k]; defined when n >= 2."""
+    items = _top_items(c)
+    size = items.list_size
+    pairs = size * (size - 1) / 2
+    similarity = items.pair_similarity_sum(items.items.unit_vectors, items.items.unit_norms)
+    return 1 - _ratio(similarity, pairs), size >= 2
+
+
+def _coverage(exposure: Exposure, ks: Tensor) -> Tensor:
+    """E[share of the catalogue in at least one top k] = mean_i (1 - Π_q (1 - p_qi))."""
+    return (1 - torch.exp(exposure.sums[LOG_ABSENT])).mean(dim=1)
+
+
+def _gini(exposure: Exposure, ks: Tensor) -> Tensor:
+    """RecBole's GiniIndex of the (expected) exposure counts c over the N items.
+
+    Σ_j (2j - N - 1) c_(j) / (N Σc), c sorted ascending, j = 1..N.
+    """
+    counts = exposure.sums[COUNTS].sort(dim=1).values
+    n = counts.shape[1]
+    j = torch.arange(1, n + 1, dtype=torch.float64, device=counts.device)
+    total = counts.sum(dim=1)
+    return ((2 * j - n - 1) * counts).sum(dim=1) / (n * total)
+
+
+def _entropy(exposure: Exposure, ks: Tensor) -> Tensor:
+    """Shannon entropy (bits) of the (expected) exposure distribution c / Σc."""
+    counts = exposure.sums[COUNTS]
+    p = counts / counts.sum(dim=1, keepdim=True)
+    return -torch.where(p > 0, p * torch.log2(torch.where(p > 0, p, 1.0)), 0.0).sum(dim=1)
+
+
 @dataclass(frozen=True, kw_only=True)
 class Metric:
     """One metric: its name, its direction and how its value follows from a cutoff."""
 
     name: str
     higher_is_better: bool
-    value: Callable[[Cutoff, Options], MetricValue]
+    #: the per-query value and whether it is defined (None for a catalogue-level metric)
+    value: Callable[[Cutoff, Options], MetricValue] | None
+    #: a catalogue-level metric's value at each k (K,), from the accumulated exposure
+    catalogue: Callable[[Exposure, Tensor], Tensor] | None = None
+    #: the item inputs it reads (any one of them; see ``ItemInputs``)
+    needs: tuple[str, ...] = ()
+    #: it reads which items the top k holds (the exposure metrics)
+    exposure: bool = False
     #: where the metric is read: at each k (``"k"``), at R (``"relevant_count"``,
     #: r_precision) or at the end of the list (``"whole_list"``)
     cutoff: str = "k"
@@ -136,8 +215,61 @@ METRICS: dict[str, Metric] = {
             upper_bound=None,
         ),
         Metric(name="auc", higher_is_better=True, value=_auc, cutoff="whole_list"),
+        Metric(
+            name="coverage", higher_is_better=True, value=None, catalogue=_coverage, exposure=True
+        ),
+        Metric(name="gini", higher_is_better=False, value=None, catalogue=_gini, exposure=True),
+        Metric(
+            name="entropy",
+            higher_is_better=True,
+            value=None,
+            catalogue=_entropy,
+            exposure=True,
+            upper_bound=None,
+        ),
+        Metric(
+            name="personalisation",
+            higher_is_better=True,
+            value=None,
+            catalogue=personalisation,
+            exposure=True,
+        ),
+        Metric(
+            name="novelty",
+            higher_is_better=True,
+            value=_novelty,
+            needs=("item_popularity",),
+            exposure=True,
+            upper_bound=None,
+        ),
+        Metric(
+            name="arp",
+            higher_is_better=False,
+            value=_arp,
+            needs=("item_popularity",),
+            exposure=True,
+            upper_bound=None,
+        ),
+        Metric(
+            name="tail_share",
+            higher_is_better=True,
+            value=_tail_share,
+            needs=("tail_items",),
+            exposure=True,
+        ),
+        Metric(
+            name="diversity",
+            higher_is_better=True,
+            value=_diversity,
+            needs=("item_features", "item_categories"),
+            exposure=True,
+            upper_bound=2.0,  # 1 - cosine: up to 2 for opposite features
+        ),
     )
 }
+
+#: the catalogue-level metrics: one value per k from the accumulated exposure
+CATALOGUE_METRICS = tuple(name for name, m in METRICS.items() if m.catalogue is not None)
 
 
 def get_metrics(metrics: str | Sequence[str]) -> list[Metric]:
@@ -174,6 +306,8 @@ class PerQuery:
 class Evaluation:
     results: dict[str, PerQuery]
     relevant_count: Tensor  # (Q,) float64: R, the weight of ``weighted=True``
+    #: the batch's item exposure, when an exposure metric was asked
+    exposure: Exposure | None = None
 
 
 def rank_depth(metrics: Sequence[Metric], ks: tuple[int, ...] | None) -> int | None:
@@ -188,11 +322,17 @@ def read_metrics(
     metrics: Sequence[Metric],
     ks: tuple[int, ...] | None,
     options: Options = DEFAULT_OPTIONS,
+    items: ItemInputs = NO_ITEM_INPUTS,
 ) -> Evaluation:
-    """Every metric at every k, per query, from statistics at least ``rank_depth`` deep."""
+    """Every metric at every k, per query, from statistics at least ``rank_depth`` deep.
+
+    With an exposure metric, also the batch's :class:`Exposure` (``items``: the
+    item inputs, on the statistics' device).
+    """
     if not isinstance(ranked, RankedBatch):  # the statistics of one whole batch
         device = ranked.num_ranked.device
         ranked = RankedBatch(ranked.num_ranked.shape[0], device, ((slice(None), ranked),))
+    exposures: list[Exposure] = []
     read = [
         (
             queries,
@@ -201,10 +341,15 @@ def read_metrics(
                 metrics,
                 ks,
                 options,
+                items,
+                exposures,
             ),
         )
         for queries, stats in ranked.parts
     ]
+    exposure = None
+    for part_exposure in exposures:
+        exposure = part_exposure if exposure is None else exposure.merge(part_exposure)
     if len(read) == 1 and isinstance(read[0][0], slice):  # one part: the whole batch
         values, relevant_count = read[0][1]
     else:
@@ -222,6 +367,8 @@ def read_metrics(
                 values[key][1][queries] = defined
     results: dict[str, PerQuery] = {}
     for metric in metrics:
+        if metric.value is None:  # catalogue-level: from the exposure, at the end
+            continue
         for k in _column_ks(metric, ks):
             key = result_key(metric, k)
             value, defined = values.get(key, (_empty(ranked), _empty(ranked).bool()))
@@ -229,7 +376,23 @@ def read_metrics(
                 metric, value, defined, options.empty_target_action
             )
             results[key] = PerQuery(value, counted)
-    return Evaluation(results, relevant_count)
+    return Evaluation(results, relevant_count, exposure)
+
+
+def read_catalogue(
+    exposure: Exposure, metrics: Sequence[Metric], ks: tuple[int, ...]
+) -> dict[str, Tensor]:
+    """The catalogue-level metrics at every k from accumulated exposure (NaN without queries)."""
+    k = torch.tensor(ks, dtype=torch.float64, device=exposure.sums.device)
+    values: dict[str, Tensor] = {}
+    for metric in metrics:
+        if metric.catalogue is None:
+            continue
+        value = metric.catalogue(exposure, k)
+        value = torch.where(exposure.queries > 0, value, torch.nan)
+        for column, cutoff in enumerate(ks):
+            values[result_key(metric, cutoff)] = value[column]
+    return values
 
 
 def _column_ks(metric: Metric, ks: tuple[int, ...] | None) -> Sequence[int | None]:
@@ -245,8 +408,13 @@ def _read_part(
     metrics: Sequence[Metric],
     ks: tuple[int, ...] | None,
     options: Options,
+    items: ItemInputs = NO_ITEM_INPUTS,
+    exposures: list[Exposure] | None = None,
 ) -> tuple[dict[str, MetricValue], Tensor]:
-    """(value, defined) (Q,) of every result key, and R, for one part."""
+    """(value, defined) (Q,) of every result key, and R, for one part.
+
+    With an exposure metric, the part's :class:`Exposure` is appended to ``exposures``.
+    """
     num_queries = stats.num_ranked.shape[0]
     device = stats.num_ranked.device
     adaptive_k = options.adaptive_k
@@ -268,8 +436,20 @@ def _read_part(
         "relevant_count": stats.at(stats.relevant_count.unsqueeze(1), adaptive_k),
         "whole_list": stats.at(list_end, adaptive_k, whole_list=True),
     }
+    if any(metric.exposure for metric in metrics):
+        assert ks is not None, "the request asks a cutoff of exposure metrics"
+        if not (isinstance(stats, RankStats) and stats.list.items is not None):
+            raise ValueError("the exposure metrics need a ranking that lists the items")
+        assert stats.num_items is not None
+        cutoffs_k = torch.tensor(ks, dtype=torch.float64).to(device, non_blocking=True)
+        top_items = TopItems(stats.list, stats.num_ranked, stats.num_items, cutoffs_k, items)
+        at_k.top_items = top_items
+        if exposures is not None:
+            exposures.append(top_items.exposure())
     values: dict[str, MetricValue] = {}
     for metric in metrics:
+        if metric.value is None:
+            continue
         value, defined = metric.value(cutoffs[metric.cutoff], options)
         for column, k in enumerate(_column_ks(metric, ks)):
             values[result_key(metric, k)] = (value[:, column], defined[:, column])
@@ -296,6 +476,10 @@ class EmptyQueryError(ValueError):
 def _apply_empty_action(
     metric: Metric, value: Tensor, defined: Tensor, action: str
 ) -> tuple[Tensor, Tensor]:
+    if metric.exposure:
+        # no relevance involved: a query counts unless its top k is too short
+        # for the metric (no item; one item for diversity), and then is left out
+        return torch.where(defined, value, torch.nan), defined
     if action == "error":
         if not bool(defined.all()):
             raise EmptyQueryError(metric.name, int((~defined).nonzero()[0, 0]))
@@ -307,6 +491,7 @@ def _apply_empty_action(
 
 
 __all__ = [
+    "CATALOGUE_METRICS",
     "METRICS",
     "EmptyQueryError",
     "Evaluation",
@@ -314,6 +499,7 @@ __all__ = [
     "PerQuery",
     "get_metrics",
     "rank_depth",
+    "read_catalogue",
     "read_metrics",
     "result_key",
 ]

@@ -26,11 +26,14 @@ from typing_extensions import Unpack
 from ranking_plugins import _validation as V
 from ranking_plugins.embeddings import EmbeddingInput, EmbeddingScores, ShardedEmbeddingScores
 from ranking_plugins.kernel import RankedBatch, host_reads_are_free, rank_inputs
+from ranking_plugins.kernel.inputs.items import ITEM_INPUTS, NO_ITEM_INPUTS, ItemInputs
+from ranking_plugins.kernel.statistics.exposure import Exposure
 from ranking_plugins.metrics import (
     Evaluation,
     Metric,
     get_metrics,
     rank_depth,
+    read_catalogue,
     read_metrics,
     result_key,
 )
@@ -46,6 +49,8 @@ class RankingRequest:
     metrics: tuple[Metric, ...]
     ks: tuple[int, ...] | None
     options: Options = field(default_factory=Options)
+    #: the item inputs of the exposure metrics (popularity, tail set, features, categories)
+    items: ItemInputs = NO_ITEM_INPUTS
 
     @classmethod
     def create(
@@ -53,12 +58,14 @@ class RankingRequest:
         metrics: str | Sequence[str],
         top_k: TopK,
         options: Options | None = None,
+        items: ItemInputs | None = None,
         **keywords: Unpack[OptionKeywords],
     ) -> RankingRequest:
         """Check every argument (naming it in the error) and build the request.
 
         The options come as an :class:`~ranking_plugins.options.Options` record,
-        or as its keywords (not both).
+        or as its keywords (not both). ``items``: the item inputs, given once
+        (:meth:`ItemInputs.create <ranking_plugins.kernel.inputs.items.ItemInputs.create>`).
         """
         metric_list = get_metrics(metrics)
         ks = V.normalize_top_k(top_k)
@@ -68,18 +75,65 @@ class RankingRequest:
             raise TypeError(
                 "RankingRequest.create takes an Options record or its keywords, not both"
             )
-        return cls(metrics=tuple(metric_list), ks=ks, options=options)
+        items = NO_ITEM_INPUTS if items is None else items
+        _check_exposure_metrics(metric_list, ks, items)
+        return cls(metrics=tuple(metric_list), ks=ks, options=options, items=items)
 
     @property
     def keys(self) -> tuple[str, ...]:
         """The result keys in output order, metric by metric, each in ascending k."""
+        return self._keys(self.metrics)
+
+    @property
+    def query_keys(self) -> tuple[str, ...]:
+        """The keys of the per-query metrics (the columns of ``Totals``), in output order."""
+        return self._keys(tuple(m for m in self.metrics if m.value is not None))
+
+    def _keys(self, metrics: tuple[Metric, ...]) -> tuple[str, ...]:
         keys: list[str] = []
-        for metric in self.metrics:
+        for metric in metrics:
             column_ks: Sequence[int | None] = (
                 self.ks if metric.at_k and self.ks is not None else [None]
             )
             keys.extend(result_key(metric, k) for k in column_ks)
         return tuple(keys)
+
+    @property
+    def identities(self) -> bool:
+        """Whether a metric reads which items each top k holds (the exposure metrics)."""
+        return any(metric.exposure for metric in self.metrics)
+
+    @property
+    def catalogue(self) -> bool:
+        """Whether a catalogue-level metric is asked (its value comes from the exposure)."""
+        return any(metric.catalogue is not None for metric in self.metrics)
+
+    def empty_exposure(self, device: torch.device | str | None = None) -> Exposure | None:
+        """Zero exposure sums for this request's ks and catalogue, or None without a
+        catalogue-level metric or without a known catalogue size."""
+        num_items = self.items.num_items
+        if not self.identities or self.ks is None or num_items is None:
+            return None
+        return Exposure.zeros(len(self.ks), num_items, device)
+
+    def assemble(
+        self, per_query: Tensor, exposure: Exposure | None, catalogue: bool = True
+    ) -> Tensor:
+        """Every key's value in :attr:`keys` order: ``per_query`` (one per :attr:`query_keys`)
+        and the catalogue-level metrics from ``exposure`` (NaN with ``catalogue=False``,
+        for a standard error, which they do not have; NaN without exposure)."""
+        if not self.catalogue:
+            return per_query
+        found = dict(zip(self.query_keys, per_query.unbind(0), strict=True))
+        nan = torch.full((), torch.nan, dtype=torch.float64, device=per_query.device)
+        if catalogue and exposure is not None and self.ks is not None:
+            found.update(
+                {
+                    key: value.to(per_query.device)
+                    for key, value in read_catalogue(exposure, self.metrics, self.ks).items()
+                }
+            )
+        return torch.stack([found.get(key, nan) for key in self.keys])
 
     def evaluate(
         self,
@@ -115,7 +169,12 @@ class RankingRequest:
                 return self._rank(preds, target, indexes, mask, depth)
         inputs = (preds, target, indexes, mask)
         ranking = self.ranking_key
+        identities = self.identities
+        if identities and isinstance(preds, Tensor) and preds.ndim == 2 and indexes is None:
+            self.items.check_catalogue(preds.shape[1])
         ranked = _last_batch.lookup(inputs, ranking, depth, self.options.validate_args)
+        if ranked is not None and identities and not ranked.identities:
+            ranked = None  # counted, or made without the items' order: rank again
         if ranked is None:
             with torch.no_grad():
                 ranked = self._rank(preds, target, indexes, mask, depth)
@@ -126,7 +185,8 @@ class RankingRequest:
     def read(self, ranked: RankedBatch) -> Evaluation:
         """Every metric at every k, per query, from a ranking at least :attr:`depth` deep."""
         with torch.no_grad():
-            return read_metrics(ranked, self.metrics, self.ks, self.options)
+            items = self.items.to(ranked.device) if self.identities else self.items
+            return read_metrics(ranked, self.metrics, self.ks, self.options, items)
 
     @property
     def depth(self) -> int | None:
@@ -162,7 +222,42 @@ class RankingRequest:
             ties=self.options.ties,
             depth=depth,
             validate_args=self.options.validate_args,
+            identities=self.identities,
         )
+
+
+def _check_exposure_metrics(
+    metrics: Sequence[Metric], ks: tuple[int, ...] | None, items: ItemInputs
+) -> None:
+    """Each exposure metric has a cutoff and the item inputs it reads."""
+    for metric in metrics:
+        if not metric.exposure:
+            continue
+        if ks is None:
+            raise ValueError(
+                f"`top_k`: {metric.name} is read at a cutoff k (the items of each top k); "
+                "give top_k, not None"
+            )
+        if metric.needs and not any(items.given(name) for name in metric.needs):
+            wanted = " or ".join(f"`{name}`" for name in metric.needs)
+            raise ValueError(f"{metric.name} needs {wanted} (given once, for every item)")
+        if (
+            metric.name == "diversity"
+            and items.given("item_features")
+            and items.given("item_categories")
+        ):
+            raise ValueError(
+                "diversity: give `item_features` (cosine similarity) or `item_categories` "
+                "(equal categories), not both"
+            )
+        if metric.name == "novelty":
+            assert items.popularity is not None
+            if not bool((items.popularity > 0).all()):
+                raise ValueError(
+                    "novelty needs `item_popularity` > 0 for every item: an item never "
+                    "interacted with has infinite self-information -log2 p(i); add one to "
+                    "every count (Laplace smoothing) if the catalogue has such items"
+                )
 
 
 Input = Tensor | EmbeddingScores | None
@@ -283,4 +378,4 @@ class _LastBatch(threading.local):
 
 _last_batch = _LastBatch()
 
-__all__ = ["RankingRequest", "TopK"]
+__all__ = ["ITEM_INPUTS", "RankingRequest", "TopK"]

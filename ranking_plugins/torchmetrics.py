@@ -47,6 +47,7 @@ statistics of the last batch are reused when the same batch comes again
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import threading
@@ -62,6 +63,8 @@ from typing_extensions import Unpack
 from ranking_plugins import _validation as V
 from ranking_plugins.embeddings import EmbeddingInput
 from ranking_plugins.kernel import check_grouped, check_inputs, host_reads_are_free
+from ranking_plugins.kernel.inputs.items import ItemInputs
+from ranking_plugins.kernel.statistics.exposure import Exposure
 from ranking_plugins.metrics import METRICS, EmptyQueryError, Evaluation, RankedBatch
 from ranking_plugins.options import OPTION_NAMES, OptionKeywords, Options
 from ranking_plugins.request import RankingRequest, TopK
@@ -105,6 +108,12 @@ class RankingOptions(OptionKeywords, total=False):
 
     ignore_index: int | None
     whole_queries: bool
+    # the item inputs of the exposure metrics (issue 14), given once
+    item_popularity: Tensor | None
+    tail_items: Tensor | None
+    item_features: Tensor | None
+    item_categories: Tensor | None
+    num_items: int | None
     # torchmetrics.Metric keywords
     compute_on_cpu: bool
     dist_sync_on_step: bool
@@ -166,6 +175,13 @@ class BaseRankingMetric(Metric):
         validate_args: also run the checks that read tensor values (NaN scores,
             item ids out of range); with False, ``update`` never synchronises
             the host with the device.
+        item_popularity, tail_items, item_features, item_categories: the item
+            inputs of the exposure metrics (``novelty``, ``arp``, ``tail_share``,
+            ``diversity``), one entry per catalogue item, given once; they move
+            with the metric's device. ``num_items``: the catalogue's size, needed
+            when ``coverage``, ``gini``, ``entropy`` or ``personalisation`` is
+            asked without any of them (the exposure state is one count per item
+            and k, summed across processes).
         kwargs: the keywords of :class:`torchmetrics.Metric` (``compute_on_cpu``,
             ``dist_sync_on_step``, ``process_group``, ``sync_on_compute``, ...).
     """
@@ -203,6 +219,9 @@ class BaseRankingMetric(Metric):
     ) -> None:
         # this package's options; the rest are torchmetrics.Metric's keywords
         given = {name: kwargs.pop(name) for name in OPTION_NAMES if name in kwargs}
+        items = ItemInputs.create(
+            **{name: kwargs.pop(name) for name in _ITEM_KEYWORDS if name in kwargs}
+        )
         super().__init__(**kwargs)
         _check_arguments(
             top_k,
@@ -214,28 +233,85 @@ class BaseRankingMetric(Metric):
             metrics,
             top_k,
             Options.create(type(self).__name__, **{**TORCHMETRICS_DEFAULTS, **given}),
+            items=items,
         )
         if not isinstance(whole_queries, bool):
             raise TypeError(f"`whole_queries` must be a bool, got {whole_queries!r}")
         self.ignore_index = ignore_index
         self.whole_queries = whole_queries
         self.keys = self.request.keys
+        self._query_keys = self.request.query_keys  # the columns of the sums
         # The name of the sums state carries a digest of what is computed.
         # MetricCollection merges metrics whose states have the same names and
         # equal values into one compute group; MRR@10 and HitRate@10 sums can
         # be equal by chance on a first batch, so their states must differ by
         # name, while two metrics that compute the same thing may share one.
-        self._sums_name = "sums_" + _digest(self.request, ignore_index)
+        self._sums_name = "sums_" + _digest(self.request, ignore_index) + _items_digest(items)
         self.add_state(
             self._sums_name,
-            default=torch.zeros(4, len(self.keys), dtype=torch.float64),
+            default=torch.zeros(4, len(self._query_keys), dtype=torch.float64),
             dist_reduce_fx="sum",
         )
+        self._add_exposure_state(items)
         for name in _FLAT_STATES:
             self.add_state(name, default=[], dist_reduce_fx="cat")
         self._seed_flat_states()
 
     # ------------------------------------------------------------------ state
+
+    def _add_exposure_state(self, items: ItemInputs) -> None:
+        """The exposure metrics' state: Σp, Σp², Σlog(1 - p) per k and item (see
+        :class:`~ranking_plugins.kernel.statistics.exposure.Exposure`) and the
+        number of queries, summed across processes; the item inputs as buffers,
+        so that they follow the metric's device."""
+        self._exposure_name: str | None = None
+        self._items: tuple[torch.device, ItemInputs] | None = None
+        if not self.request.identities:
+            return
+        empty = self.request.empty_exposure()
+        if empty is None:
+            names = ", ".join(m.name for m in self.request.metrics if m.exposure)
+            raise ValueError(
+                f"{type(self).__name__}: {names} keep one count per catalogue item: give "
+                "`num_items` (or an item input: `item_popularity`, `tail_items`, "
+                "`item_features`, `item_categories`)"
+            )
+        self._exposure_name = "exposure_" + self._sums_name[len("sums_") :]
+        self.add_state(self._exposure_name, default=empty.sums, dist_reduce_fx="sum")
+        self.add_state(
+            self._exposure_name + "_queries", default=empty.queries, dist_reduce_fx="sum"
+        )
+        for field in _ITEM_FIELDS:
+            value = getattr(items, field)
+            if value is not None:
+                self.register_buffer("_item_" + field, value, persistent=False)
+        self._item_size = items.size
+
+    def _item_inputs(self) -> ItemInputs:
+        """The item inputs on the metric's device (rebuilt only when it moved)."""
+        if self._items is None or self._items[0] != self.device:
+            tensors = {f: getattr(self, "_item_" + f, None) for f in _ITEM_FIELDS}
+            self._items = (self.device, ItemInputs(**tensors, size=self._item_size))
+        return self._items[1]
+
+    def _current_request(self) -> RankingRequest:
+        if self._exposure_name is None:
+            return self.request
+        return dataclasses.replace(self.request, items=self._item_inputs())
+
+    def _exposure(self) -> Exposure | None:
+        if self._exposure_name is None:
+            return None
+        return Exposure(
+            getattr(self, self._exposure_name), getattr(self, self._exposure_name + "_queries")
+        )
+
+    def _add_exposure(self, evaluation: Evaluation) -> None:
+        if self._exposure_name is not None and evaluation.exposure is not None:
+            getattr(self, self._exposure_name).add_(evaluation.exposure.sums.to(self.device))
+            getattr(self, self._exposure_name + "_queries").add_(
+                evaluation.exposure.queries.to(self.device)
+            )
 
     def _seed_flat_states(self) -> None:
         """Start every "cat" list with an empty tensor of its storage dtype.
@@ -253,7 +329,15 @@ class BaseRankingMetric(Metric):
         self._seed_flat_states()
 
     def _storage_dtypes(self) -> dict[str, torch.dtype]:
-        return {self._sums_name: torch.float64, **_FLAT_STATES}
+        exposure = (
+            {}
+            if self._exposure_name is None
+            else {
+                self._exposure_name: torch.float64,
+                self._exposure_name + "_queries": torch.float64,
+            }
+        )
+        return {self._sums_name: torch.float64, **_FLAT_STATES, **exposure}
 
     def _apply(
         self, fn: Callable[[Tensor], Tensor], exclude_state: Sequence[str] = ""
@@ -287,7 +371,7 @@ class BaseRankingMetric(Metric):
     @property
     def totals(self) -> Totals:
         """The running sums of the dense and item-index updates (this process only)."""
-        return Totals(self.keys, getattr(self, self._sums_name))
+        return Totals(self._query_keys, getattr(self, self._sums_name))
 
     # ----------------------------------------------------------------- update
 
@@ -327,9 +411,10 @@ class BaseRankingMetric(Metric):
             target, mask = _drop_ignored(
                 preds, target, mask, self.ignore_index, self.request.options.target_format
             )
-        evaluation = _evaluate(self.request, preds, target, mask=mask)
-        batch = Totals.of(evaluation, self.keys, self.request.options.weighted).sums
+        evaluation = _evaluate(self._current_request(), preds, target, mask=mask)
+        batch = Totals.of(evaluation, self._query_keys, self.request.options.weighted).sums
         getattr(self, self._sums_name).add_(batch)
+        self._add_exposure(evaluation)
 
     def _update_flat(
         self, preds: Tensor, target: Tensor, indexes: Tensor, mask: Tensor | None
@@ -344,6 +429,8 @@ class BaseRankingMetric(Metric):
             preds, target, indexes = preds.flatten(), target.flatten(), indexes.flatten()
             mask = None if mask is None else mask.flatten()
         _check_flat(preds, target, indexes, mask, self.request.options.target_format)
+        if self.request.identities:  # the kernel's message, at update rather than compute
+            _evaluate(self.request, preds, target, indexes=indexes, mask=mask)
         if preds.dtype == _UINT64:
             raise TypeError(
                 "`preds`: uint64 scores cannot be kept exactly in the grouped layout "
@@ -390,7 +477,7 @@ class BaseRankingMetric(Metric):
         if preds.numel() == 0:
             return
         evaluation = _evaluate(self.request, preds, target, indexes=indexes, mask=mask)
-        batch = Totals.of(evaluation, self.keys, self.request.options.weighted).sums
+        batch = Totals.of(evaluation, self._query_keys, self.request.options.weighted).sums
         getattr(self, self._sums_name).add_(batch)
 
     def _flat_lists(self) -> tuple[list[Tensor], ...]:
@@ -429,11 +516,15 @@ class BaseRankingMetric(Metric):
             ranked = _rank(self.request, preds, target, indexes=indexes, mask=mask)
             _shared_rankings.store(lists, self.request, self.ignore_index, ranked)
         evaluation = _read(self.request, ranked)
-        return totals.merge(Totals.of(evaluation, self.keys, self.request.options.weighted))
+        return totals.merge(Totals.of(evaluation, self._query_keys, self.request.options.weighted))
 
     def compute(self) -> Tensor | dict[str, Tensor]:
-        """The mean of every result key (float64; NaN where no query counted)."""
-        return self._format(self._all_totals().mean())
+        """The mean of every result key (float64; NaN where no query counted).
+
+        The catalogue-level metrics (``coverage``, ``gini``, ``entropy``,
+        ``personalisation``) come from the accumulated exposure.
+        """
+        return self._format(self.request.assemble(self._all_totals().mean(), self._exposure()))
 
     def compute_standard_error(self) -> Tensor | dict[str, Tensor]:
         """Standard error of each mean (sample standard deviation / √n), as :meth:`compute`.
@@ -446,7 +537,9 @@ class BaseRankingMetric(Metric):
             should_sync=self._to_sync,
             should_unsync=self._should_unsync,
         ):
-            return self._format(self._all_totals().standard_error())
+            standard_error = self._all_totals().standard_error()
+            # the catalogue-level metrics have none: NaN
+            return self._format(self.request.assemble(standard_error, None, catalogue=False))
 
     def _format(self, values: Tensor) -> Tensor | dict[str, Tensor]:
         if len(self.keys) == 1 and not self._always_dict:
@@ -723,6 +816,22 @@ class _SharedRankings(threading.local):
 
 _shared_copies = _SharedCopies()
 _shared_rankings = _SharedRankings()
+
+
+#: the constructor keywords of the item inputs (issue 14) and their ItemInputs fields
+_ITEM_KEYWORDS = ("item_popularity", "tail_items", "item_features", "item_categories", "num_items")
+_ITEM_FIELDS = ("popularity", "tail", "features", "categories")
+
+
+def _items_digest(items: ItemInputs) -> str:
+    """A suffix for the state names that tells apart metrics given other item inputs."""
+    tensors = [getattr(items, f) for f in _ITEM_FIELDS]
+    if all(t is None for t in tensors) and items.size is None:
+        return ""
+    content = hashlib.sha1(repr(items.size).encode())
+    for t in tensors:
+        content.update(b"-" if t is None else t.detach().cpu().contiguous().numpy().tobytes())
+    return "_" + content.hexdigest()[:8]
 
 
 def _digest(request: RankingRequest, ignore_index: int | None) -> str:

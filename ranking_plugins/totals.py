@@ -35,6 +35,9 @@ class Totals:
     @classmethod
     def of(cls, evaluation: Evaluation, keys: tuple[str, ...], weighted: bool) -> Totals:
         """The totals of one batch; only device ops, nothing is read back to the host."""
+        if not keys:  # only catalogue-level metrics: nothing per query
+            device = evaluation.relevant_count.device
+            return cls.zeros(keys, device)
         values = torch.stack([evaluation.results[key].values for key in keys], dim=1)
         counted = torch.stack([evaluation.results[key].counted for key in keys], dim=1)
         weight = counted.to(torch.float64)

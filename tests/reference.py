@@ -406,3 +406,102 @@ def reference_rank_metrics(
         else:
             raise ValueError(reduction)
     return result
+
+
+# --------------------------------------------------------------------------- #
+# beyond accuracy: which items each top k holds (issue 14)
+# --------------------------------------------------------------------------- #
+PER_QUERY_EXPOSURE = ("novelty", "arp", "tail_share", "diversity")
+CATALOGUE_EXPOSURE = ("coverage", "gini", "entropy", "personalisation")
+
+
+def _similarity(i: int, j: int, features, categories) -> float:
+    if features is not None:
+        a, b = features[i], features[j]
+        na = math.sqrt(sum(x * x for x in a))
+        nb = math.sqrt(sum(x * x for x in b))
+        if na == 0 or nb == 0:
+            return 0.0
+        return sum(x * y for x, y in zip(a, b, strict=True)) / (na * nb)
+    return 1.0 if categories[i] == categories[j] else 0.0
+
+
+def _list_value(top: list[int], metric: str, items: dict) -> float | None:
+    """One deterministic top-k list's value of a per-query exposure metric."""
+    n = len(top)
+    popularity = items.get("popularity")
+    if metric == "diversity":
+        if n < 2:
+            return None
+        pairs = [(a, b) for x, a in enumerate(top) for b in top[x + 1 :]]
+        sim = sum(
+            _similarity(a, b, items.get("features"), items.get("categories")) for a, b in pairs
+        )
+        return 1 - sim / len(pairs)
+    if n == 0:
+        return None
+    if metric == "novelty":
+        total = sum(popularity)
+        return sum(-math.log2(popularity[i] / total) for i in top) / n
+    if metric == "arp":
+        return sum(popularity[i] for i in top) / n
+    if metric == "tail_share":
+        return sum(1.0 for i in top if items["tail"][i]) / n
+    raise AssertionError(metric)
+
+
+def reference_exposure(
+    rows: list[tuple[list[float], list[float], list[bool]]],
+    ks: Sequence[int],
+    *,
+    ties: str,
+    items: dict,
+    relevance_threshold: float | None = None,
+) -> dict[str, object]:
+    """Every exposure metric by enumerating the orders the tie policy stands for.
+
+    Per-query metrics: the mean over each query's orders (per query, a list,
+    None where undefined). Coverage and personalisation: the mean over every
+    joint choice of one order per query (queries independent). Gini and
+    entropy: of the expected exposure counts (the mean over orders of each
+    item's count).
+    """
+    orders = [all_orders(s, g, r, ties, relevance_threshold) for s, g, r in rows]
+    num_items = len(rows[0][0])
+    out: dict[str, object] = {}
+    for k in ks:
+        for metric in PER_QUERY_EXPOSURE:
+            if metric in ("novelty", "arp") and "popularity" not in items:
+                continue
+            if metric == "tail_share" and "tail" not in items:
+                continue
+            if metric == "diversity" and not ({"features", "categories"} & set(items)):
+                continue
+            per_query: list[float | None] = []
+            for query_orders in orders:
+                values = [_list_value(o[:k], metric, items) for o in query_orders]
+                per_query.append(None if values[0] is None else sum(values) / len(values))  # type: ignore[arg-type]
+            out[f"{metric}@{k}"] = per_query
+        counts = [0.0] * num_items
+        for query_orders in orders:
+            for o in query_orders:
+                for i in o[:k]:
+                    counts[i] += 1 / len(query_orders)
+        total = sum(counts)
+        ascending = sorted(counts)
+        out[f"gini@{k}"] = sum(
+            (2 * (j + 1) - num_items - 1) * c for j, c in enumerate(ascending)
+        ) / (num_items * total)
+        out[f"entropy@{k}"] = -sum(c / total * math.log2(c / total) for c in counts if c > 0)
+        coverage = personalisation = 0.0
+        joint = list(itertools.product(*orders))
+        q = len(rows)
+        for choice in joint:
+            tops = [set(o[:k]) for o in choice]
+            coverage += len(set().union(*tops)) / num_items
+            if q > 1:
+                overlaps = [len(tops[a] & tops[b]) / k for a in range(q) for b in range(a + 1, q)]
+                personalisation += 1 - sum(overlaps) / len(overlaps)
+        out[f"coverage@{k}"] = coverage / len(joint)
+        out[f"personalisation@{k}"] = personalisation / len(joint) if q > 1 else math.nan
+    return out

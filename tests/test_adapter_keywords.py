@@ -95,6 +95,12 @@ def test_every_documented_option_is_still_accepted(name: str) -> None:
         "validate_args": False,
         "relevance_threshold": 1.0,
         "gain_function": "linear_rank",
+        # the item inputs of the exposure metrics (issue 14); None: not given
+        "item_popularity": None,
+        "tail_items": None,
+        "item_features": None,
+        "item_categories": None,
+        "num_items": None,
     }
     assert set(values) == set(OPTIONS)
     metric = CLASSES[name](**values)  # NDCG takes the last two as its own parameters
@@ -134,8 +140,9 @@ def test_the_message_lists_the_accepted_keywords_in_signature_order() -> None:
         "skip_unrolling",
         "metrics_result_mode",
     ]
-    assert names[7:] == list(rp.IGNITE_OPTION_NAMES)
+    # then the options, then the item inputs of the exposure metrics (issue 14)
+    assert names[7:] == list(rp.IGNITE_OPTION_NAMES) + list(rp._ITEM_KEYWORDS)
 
 
 def test_the_typed_keywords_are_the_options_in_ignite_spelling() -> None:
-    assert set(OPTIONS) == set(rp.IGNITE_OPTION_NAMES)
+    assert set(OPTIONS) == set(rp.IGNITE_OPTION_NAMES) | set(rp._ITEM_KEYWORDS)

@@ -23,9 +23,9 @@ def rank_calls(monkeypatch: pytest.MonkeyPatch) -> list[int | None]:
     calls: list[int | None] = []
     real = kernel.rank_batch
 
-    def counting(batch, ties, depth):  # type: ignore[no-untyped-def]
+    def counting(batch, ties, depth, **keywords):  # type: ignore[no-untyped-def]
         calls.append(depth)
-        return real(batch, ties, depth)
+        return real(batch, ties, depth, **keywords)
 
     monkeypatch.setattr(kernel, "rank_batch", counting)
     request_module._last_batch.clear()

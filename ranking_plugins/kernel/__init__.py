@@ -67,6 +67,7 @@ def rank_inputs(
     ties: str,
     depth: int | None,
     validate_args: bool,
+    identities: bool = False,
 ) -> RankedBatch:
     """The rank statistics of one batch, from its inputs, for every layout.
 
@@ -74,7 +75,24 @@ def rank_inputs(
     ``depth`` (None: whole lists), or, for :class:`EmbeddingScores`, walks the
     catalogue and counts. Both call through this module's names
     (:func:`rank_batch`, :func:`embedding_stats`), where tests observe them.
+
+    ``identities``: the statistics must say which catalogue item holds each
+    place (the metrics of item exposure): only dense and item-index inputs
+    have catalogue items (a column of the scores).
     """
+    if identities and isinstance(preds, EmbeddingScores):
+        raise ValueError(
+            "the metrics of item exposure (coverage, gini, entropy, novelty, arp, "
+            "tail_share, personalisation, diversity) do not take EmbeddingScores yet; "
+            "pass the (Q, N) score matrix"
+        )
+    if identities and indexes is not None:
+        raise ValueError(
+            "the metrics of item exposure (coverage, gini, entropy, novelty, arp, "
+            "tail_share, personalisation, diversity) need catalogue items: the grouped "
+            "layout (`indexes`) has none (an entry is a position in its query's list); "
+            "pass (Q, N) scores with dense grades or item-index targets"
+        )
     if isinstance(preds, EmbeddingScores):
         check_embedding_inputs(indexes=indexes, mask=mask, target_format=target_format)
         stats = embedding_stats(preds, target, ties=ties, rule=rule, validate_args=validate_args)
@@ -93,7 +111,7 @@ def rank_inputs(
         rule=rule,
         validate_args=validate_args,
     )
-    return rank_batch(batch, ties, depth)
+    return rank_batch(batch, ties, depth, identities=identities)
 
 
 __all__ = [

@@ -37,7 +37,11 @@ def ranking_method(data: RankingInput, depth: int | None) -> str:
 
 
 def rank_stats(
-    data: RankingInput, ties: str, depth: int | None, method: str | None = None
+    data: RankingInput,
+    ties: str,
+    depth: int | None,
+    method: str | None = None,
+    identities: bool = False,
 ) -> ListStats:
     """Rank once (down to ``depth``, all when None) and describe the list.
 
@@ -46,6 +50,8 @@ def rank_stats(
     ``"rank"`` (select and order the top of every list); by default counting
     is used for item-index targets when the whole list is needed or each query
     lists one id (next-item recommendation), where it is the cheaper of the two.
+    ``identities``: the statistics must say which item holds each place (the
+    metrics of item exposure), so the lists are ranked, never counted.
     """
     relevance = data.relevance
     method = method or ranking_method(data, depth)
@@ -53,7 +59,7 @@ def rank_stats(
         if not isinstance(relevance, ItemIds):
             raise ValueError("ranking by counting needs item-index targets")
         return count_ranks(data.scores, relevance, ties, data.ranked, data.nan_unchecked)
-    ranked_list = rank(data, ties, depth)
+    ranked_list = rank(data, ties, depth, item_order=identities)
     num_ranked = (
         torch.full((data.num_queries,), data.num_items, device=data.scores.device)
         if data.ranked is None
@@ -66,6 +72,7 @@ def rank_stats(
         relevant_count if data.ranked is None else relevance.relevant_count(data.ranked),
         relevance,
         num_ranked,
+        data.num_items,
     )
 
 
@@ -83,9 +90,10 @@ class Unranked:
     ties: str
     depth: int | None
     method: str | None
+    identities: bool = False
 
     def rank(self) -> ListStats:
-        return rank_stats(self.data, self.ties, self.depth, self.method)
+        return rank_stats(self.data, self.ties, self.depth, self.method, self.identities)
 
 
 @dataclass(frozen=True)
@@ -97,6 +105,8 @@ class RankedBatch:
     parts: tuple[tuple[slice | Tensor, ListStats | Unranked], ...]
     #: the statistics cover whole lists, whatever depth was asked (counting does)
     whole_lists: bool = False
+    #: every part says which item holds each place (:func:`rank_batch`'s ``identities``)
+    identities: bool = False
 
     @property
     def reusable(self) -> bool:
@@ -105,18 +115,31 @@ class RankedBatch:
 
 
 def rank_batch(
-    batch: Batch, ties: str, depth: int | None, method: str | None = None
+    batch: Batch,
+    ties: str,
+    depth: int | None,
+    method: str | None = None,
+    identities: bool = False,
 ) -> RankedBatch:
     """:func:`rank_stats` of every part of ``batch``.
+
+    ``identities``: rank (never count) so that the statistics say which item
+    holds each place. Under "average" and "first" a ranked list says so anyway;
+    under "pessimistic" and "optimistic" items the policy cannot tell apart
+    are then ordered by index too.
 
     Whole rows that are sorted (not counted) are ranked in blocks of rows, each
     when it is read, so that only one block's statistics exist at a time.
     """
     parts: list[tuple[slice | Tensor, ListStats | Unranked]] = []
     whole_lists = True
+    if identities:
+        method = "rank"
+    every_part_ranked = True
     for part in batch.parts:
         data = part.data
         part_method = method or ranking_method(data, depth)
+        every_part_ranked &= part_method == "rank"
         whole_lists &= depth is None or part_method == "count"
         rows = data.num_queries
         if (depth is None or depth >= data.num_items) and part_method == "rank":
@@ -124,7 +147,7 @@ def rank_batch(
             budget = max(WHOLE_ROW_BLOCK_ELEMENTS, size // 48)
             rows = max(1, budget // max(data.num_items, 1))
         if rows >= data.num_queries:
-            parts.append((part.queries, rank_stats(data, ties, depth, part_method)))
+            parts.append((part.queries, rank_stats(data, ties, depth, part_method, identities)))
             continue
         if data.nan_unchecked:
             # blocks are ranked when read: check now, so that the error comes from here
@@ -137,5 +160,8 @@ def rank_batch(
                 if isinstance(part.queries, slice)  # the whole batch, in order
                 else part.queries[block]
             )
-            parts.append((queries, Unranked(data.rows(block), ties, depth, part_method)))
-    return RankedBatch(batch.num_queries, batch.device, tuple(parts), whole_lists)
+            parts.append(
+                (queries, Unranked(data.rows(block), ties, depth, part_method, identities))
+            )
+    identified = identities or (every_part_ranked and ties in ("average", "first"))
+    return RankedBatch(batch.num_queries, batch.device, tuple(parts), whole_lists, identified)

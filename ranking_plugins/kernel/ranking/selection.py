@@ -25,8 +25,13 @@ from ranking_plugins.kernel.ranking.tie_groups import (
 )
 
 
-def rank(data: RankingInput, ties: str, depth: int | None) -> RankedList:
+def rank(data: RankingInput, ties: str, depth: int | None, item_order: bool = False) -> RankedList:
     """Rank every query and describe its first ``depth`` positions (all when None).
+
+    ``item_order``: under "pessimistic" and "optimistic", items the policy
+    cannot tell apart (equal score, relevance and gain) are also ordered by
+    index, lower first, so that *which* item holds each place is decided (the
+    metrics of item exposure read it; the accuracy metrics do not need it).
 
     With a finite ``depth`` only a top-(depth + 1) selection is taken. It is
     exact about which scores reach the top ``depth``; but when the tie group at
@@ -53,10 +58,11 @@ def rank(data: RankingInput, ties: str, depth: int | None) -> RankedList:
             V.check_no_nan_scores(values[:, 0])
         is_cut = values[:, depth] == values[:, depth - 1]
         candidates = _candidates(data, ties, values[:, :depth], items[:, :depth])
-        cut_group = _complete_cut_groups(data, ties, selectable, candidates, is_cut)
+        by_item = item_order and ties in ("pessimistic", "optimistic")
+        cut_group = _complete_cut_groups(data, ties, selectable, candidates, is_cut, by_item)
         # topk returns scores in order, but not ties in tie order nor masked items last
         if mask is not None or candidates.key is not None:
-            sort_within_ties(candidates, by_ranked=mask is not None)
+            sort_within_ties(candidates, by_ranked=mask is not None, by_item=by_item)
     return describe_tie_groups(candidates, None if candidates.key is not None else cut_group)
 
 
@@ -71,7 +77,12 @@ def _candidates(data: RankingInput, ties: str, values: Tensor, items: Tensor) ->
 
 
 def _complete_cut_groups(
-    data: RankingInput, ties: str, selectable: Tensor, c: Candidates, is_cut: Tensor
+    data: RankingInput,
+    ties: str,
+    selectable: Tensor,
+    c: Candidates,
+    is_cut: Tensor,
+    by_item: bool = False,
 ) -> CutGroup | None:
     """Refill the slots of each cut tie group with its first members in tie order."""
     rows = rows_to_complete(is_cut)
@@ -86,7 +97,12 @@ def _complete_cut_groups(
     row_items = torch.arange(data.num_items, device=score.device).expand_as(members)
     row_key = tie_key(ties, row_items, row_relevant, row_gain)
     fill_key = torch.where(members, 0.0 if row_key is None else row_key, -math.inf)
-    best_key, best = torch.topk(fill_key, depth, dim=1)
+    if by_item:  # equal keys: the lower index first (a stable sort keeps index order)
+        best_key, best = (
+            t[:, :depth] for t in torch.sort(fill_key, dim=1, descending=True, stable=True)
+        )
+    else:
+        best_key, best = torch.topk(fill_key, depth, dim=1)
 
     first_slot = count_true(c.values[rows] > score).unsqueeze(1)
     slot = torch.arange(depth, device=score.device) - first_slot
@@ -105,6 +121,8 @@ def _complete_cut_groups(
         count_true(members),
         count_true(members & row_relevant),
         (row_gain * members).sum(dim=1),
+        first_slot.squeeze(1),
+        members,
     )
 
 

@@ -36,6 +36,14 @@ class RankedList:
     group_relevant: Tensor  # r_c
     group_gain: Tensor  # sum of the group's gains
     relevant_before: Tensor  # relevant items ranked before the group (rho_c)
+    #: (Q, L) int64: the item at each position (its column in the scores)
+    items: Tensor | None = None
+    #: under "average" (True) a group's members share its places evenly; under
+    #: the other policies each position holds its item (the order decides)
+    shared_ties: bool = True
+    #: "average": the tie group cut by the selection, with all its members
+    #: (whose places beyond the list hold items the list does not show)
+    cut_group: CutGroup | None = None
 
 
 def tie_key(ties: str, items: Tensor, relevant: Tensor, gain: Tensor) -> Tensor | None:
@@ -70,15 +78,22 @@ class CutGroup:
     size: Tensor
     relevant: Tensor
     gain: Tensor
+    start: Tensor  # (rows,) items ranked before the group
+    members: Tensor  # (rows, N) bool: the group's ranked members
 
 
-def sort_within_ties(c: Candidates, by_ranked: bool) -> None:
-    """Order by score, then ranked before masked, then the tie policy (all descending)."""
+def sort_within_ties(c: Candidates, by_ranked: bool, by_item: bool = False) -> None:
+    """Order by score, then ranked before masked, then the tie policy (all descending).
+
+    ``by_item``: then by item index, lower first.
+    """
     keys = [c.values]
     if by_ranked:
         keys.append(c.ranked.to(torch.int8))
     if c.key is not None:
         keys.append(c.key)
+    if by_item:
+        keys.append(-c.items)
     order = lexsort_desc(keys)
     c.values, c.items, c.ranked, c.relevant, c.gain = (
         t.gather(1, order) for t in (c.values, c.items, c.ranked, c.relevant, c.gain)
@@ -150,4 +165,7 @@ def describe_tie_groups(c: Candidates, cut_group: CutGroup | None) -> RankedList
         group_relevant=group_relevant.gather(1, group),
         group_gain=group_gain.gather(1, group),
         relevant_before=relevant_before,
+        items=c.items,
+        shared_ties=c.key is None,
+        cut_group=cut_group,
     )

@@ -11,9 +11,13 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor
+
+if TYPE_CHECKING:
+    from ranking_plugins.kernel.statistics.exposure import TopItems
 
 
 class ListStats(ABC):
@@ -104,6 +108,8 @@ class Cutoff:
         self.adaptive_k = adaptive_k
         self.whole_list = whole_list
         self.deepest = deepest  # an upper bound of k known on the host, if any
+        #: which items the top k holds (set when an exposure metric is read)
+        self.top_items: TopItems | None = None
 
     @cached_property
     def hits(self) -> Tensor:

@@ -40,8 +40,10 @@ class RankStats(ListStats):
         relevant_ranked: Tensor,
         relevance: Relevance,
         num_ranked: Tensor,
+        num_items: int | None = None,
     ) -> None:
         self.list = ranked_list
+        self.num_items = num_items  # the columns of the scores: catalogue items
         self.relevant_count = relevant_count.to(torch.float64)
         self.relevant_ranked = relevant_ranked.to(torch.float64)
         self.num_ranked = num_ranked.to(torch.float64)

@@ -1,0 +1,182 @@
+"""What is known about the catalogue's items: the inputs of the metrics of item exposure.
+
+The beyond-accuracy metrics (novelty, arp, tail_share, diversity) weigh the
+items of each top k by something about the item: its popularity, whether it
+is in the long tail, its features or its category. Those are given once, for
+the whole catalogue of ``N`` items, when a metric is made; :class:`ItemInputs`
+holds them, checked, as float64 (or bool, int64) tensors.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from functools import cached_property
+
+import torch
+from torch import Tensor
+
+from ranking_plugins import _validation as V
+
+#: the keyword of each item input, as every entry point spells it
+ITEM_INPUTS = ("item_popularity", "tail_items", "item_features", "item_categories")
+
+
+@dataclass(frozen=True)
+class ItemInputs:
+    """The item inputs that were given (each None when not), checked (see :meth:`create`)."""
+
+    popularity: Tensor | None = None  # (N,) float64, non-negative
+    tail: Tensor | None = None  # (N,) bool
+    features: Tensor | None = None  # (N, d) floating point
+    categories: Tensor | None = None  # (N,) int64
+    #: N as given by ``num_items`` (an adapter's exposure state needs it when no
+    #: other item input says it)
+    size: int | None = None
+
+    @classmethod
+    def create(
+        cls,
+        item_popularity: Tensor | None = None,
+        tail_items: Tensor | None = None,
+        item_features: Tensor | None = None,
+        item_categories: Tensor | None = None,
+        num_items: int | None = None,
+    ) -> ItemInputs:
+        """Check each given input (naming it in the error) and that they agree on N."""
+        if num_items is not None and (
+            isinstance(num_items, bool) or not isinstance(num_items, int) or num_items < 1
+        ):
+            raise ValueError(f"`num_items` must be a positive int or None, got {num_items!r}")
+        popularity = tail = features = categories = None
+        if item_popularity is not None:
+            V.check_tensor("item_popularity", item_popularity)
+            if item_popularity.ndim != 1 or item_popularity.dtype == torch.bool:
+                raise ValueError(
+                    "`item_popularity` must be a 1-D tensor of numbers (N,), one per item, "
+                    f"got shape {tuple(item_popularity.shape)} and dtype {item_popularity.dtype}"
+                )
+            popularity = item_popularity.detach().to(torch.float64)
+            if not bool(torch.isfinite(popularity).all()) or bool((popularity < 0).any()):
+                raise ValueError(
+                    "`item_popularity` must be finite and non-negative (an interaction "
+                    "count or share per item)"
+                )
+        if tail_items is not None:
+            V.check_tensor("tail_items", tail_items)
+            if tail_items.ndim != 1 or tail_items.dtype != torch.bool:
+                raise ValueError(
+                    "`tail_items` must be a 1-D bool tensor (N,), True for the long-tail "
+                    f"items, got shape {tuple(tail_items.shape)} and dtype {tail_items.dtype} "
+                    "(from popularity: `tail_items=item_popularity <= threshold`)"
+                )
+            tail = tail_items.detach()
+        if item_features is not None:
+            V.check_tensor("item_features", item_features)
+            if item_features.ndim != 2 or not item_features.is_floating_point():
+                raise ValueError(
+                    "`item_features` must be a 2-D floating-point tensor (N, d), one row "
+                    f"per item, got shape {tuple(item_features.shape)} and dtype "
+                    f"{item_features.dtype}"
+                )
+            features = item_features.detach()  # made float64 once, as unit vectors
+            if not bool(torch.isfinite(features).all()):
+                raise ValueError("`item_features` must be finite")
+        if item_categories is not None:
+            V.check_tensor("item_categories", item_categories)
+            if item_categories.ndim != 1 or not V.is_integer_dtype(item_categories.dtype):
+                raise ValueError(
+                    "`item_categories` must be a 1-D integer tensor (N,), one category "
+                    f"per item, got shape {tuple(item_categories.shape)} and dtype "
+                    f"{item_categories.dtype}"
+                )
+            categories = item_categories.detach().to(torch.int64)
+            if categories.numel() and bool((categories < 0).any()):
+                raise ValueError("`item_categories` must be non-negative category ids")
+        given = {
+            name: t.shape[0]
+            for name, t in zip(ITEM_INPUTS, (popularity, tail, features, categories), strict=True)
+            if t is not None
+        }
+        if num_items is not None:
+            given["num_items"] = num_items
+        if len(set(given.values())) > 1:
+            sizes = ", ".join(f"`{name}` has {n}" for name, n in given.items())
+            raise ValueError(f"the item inputs must describe the same N items: {sizes}")
+        return cls(popularity, tail, features, categories, num_items)
+
+    @property
+    def num_items(self) -> int | None:
+        """N, when any input was given."""
+        if self.size is not None:
+            return self.size
+        for t in (self.popularity, self.tail, self.features, self.categories):
+            if t is not None:
+                return int(t.shape[0])
+        return None
+
+    def given(self, name: str) -> bool:
+        """Whether the input of keyword ``name`` (:data:`ITEM_INPUTS`) was given."""
+        return getattr(self, _FIELDS[name]) is not None
+
+    def to(self, device: torch.device | str) -> ItemInputs:
+        """The same inputs on ``device``."""
+        return replace(
+            self,
+            **{
+                f: getattr(self, f).to(device)
+                for f in _FIELDS.values()
+                if getattr(self, f) is not None
+            },
+        )
+
+    def check_catalogue(self, num_items: int) -> None:
+        """The inputs describe the ``num_items`` items of the scores."""
+        n = self.num_items
+        if n is not None and n != num_items:
+            names = [name for name in ITEM_INPUTS if self.given(name)] or ["num_items"]
+            raise ValueError(
+                f"{', '.join(f'`{name}`' for name in names)}: {n} items given, but the "
+                f"scores rank {num_items} items (one column per catalogue item)"
+            )
+
+    # -- the per-item weights the metrics read -------------------------------
+
+    @cached_property
+    def self_information(self) -> Tensor:
+        """(N,) -log2 p(i), p the item's share of the popularity."""
+        assert self.popularity is not None
+        return -torch.log2(self.popularity / self.popularity.sum())
+
+    @cached_property
+    def unit_vectors(self) -> Tensor:
+        """(N + 1, d) float64 rows whose dot products are the similarity of two items.
+
+        Features: each row scaled to norm 1 (cosine similarity; a zero row stays
+        zero, similar to nothing). Categories: one-hot rows (1 when equal). The
+        last row is zero: what a place without an item (padding) reads.
+        """
+        if self.features is not None:
+            rows = self.features.shape[0]
+            vectors = torch.zeros(
+                rows + 1, self.features.shape[1], dtype=torch.float64, device=self.features.device
+            )
+            vectors[:rows] = self.features
+            norm = torch.linalg.vector_norm(vectors[:rows], dim=1, keepdim=True)
+            vectors[:rows] /= torch.where(norm > 0, norm, 1.0)
+            return vectors
+        assert self.categories is not None
+        num_categories = int(self.categories.max()) + 1 if self.categories.numel() else 1
+        one_hot = torch.nn.functional.one_hot(self.categories, num_categories).to(torch.float64)
+        return torch.cat([one_hot, one_hot.new_zeros(1, num_categories)])
+
+    @cached_property
+    def unit_norms(self) -> Tensor:
+        """(N + 1,) the squared norms of :attr:`unit_vectors` (1, or 0 for a zero row)."""
+        return (self.unit_vectors * self.unit_vectors).sum(dim=1)
+
+
+_FIELDS = dict(zip(ITEM_INPUTS, ("popularity", "tail", "features", "categories"), strict=True))
+
+NO_ITEM_INPUTS = ItemInputs()
+
+__all__ = ["ITEM_INPUTS", "NO_ITEM_INPUTS", "ItemInputs"]

@@ -1,0 +1,251 @@
+"""Item exposure: which catalogue items each query's top k holds, exactly, under every policy.
+
+Under "average" every order of a tie group is equally likely, so a group
+that straddles the cutoff k shares its ``s`` remaining places evenly: each of
+its ``t`` members is in the top k with probability ``s / t`` (and any two of
+them together with probability ``s (s - 1) / (t (t - 1))``). Under the other
+policies the order decides (with ``identities``, items that the policy
+cannot tell apart are ordered by index), so membership is 0 or 1.
+
+:class:`TopItems` reads one ranked part at every k of the request: the
+expected membership of each listed item, sums of an item weight over the top
+k (novelty, arp, tail_share), the expected sum of pairwise similarities
+inside the top k (diversity), and the batch's :class:`Exposure`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import cached_property
+
+import torch
+from torch import Tensor
+
+from ranking_plugins.kernel.host_reads import host_reads_are_free
+from ranking_plugins.kernel.inputs.items import ItemInputs
+from ranking_plugins.kernel.ranking.tie_groups import RankedList
+
+#: rows of :attr:`Exposure.sums`
+COUNTS, SQUARES, LOG_ABSENT = range(3)
+
+
+@dataclass(frozen=True)
+class Exposure:
+    """Sums over queries of each item's membership of the top k, per k: (3, K, N) float64.
+
+    Rows (p = P(item in the query's top k)): Σp (the expected exposure count),
+    Σp² and Σlog(1 - p) (-inf once an item is surely in some top k); with
+    ``queries``, the number of queries. Every entry is a plain sum, so merging
+    batches or processes is one addition.
+    """
+
+    sums: Tensor
+    queries: Tensor  # 0-d float64
+
+    @classmethod
+    def zeros(cls, num_ks: int, num_items: int, device: torch.device | str | None) -> Exposure:
+        return cls(
+            torch.zeros(3, num_ks, num_items, dtype=torch.float64, device=device),
+            torch.zeros((), dtype=torch.float64, device=device),
+        )
+
+    def merge(self, other: Exposure) -> Exposure:
+        if other.sums.shape != self.sums.shape:
+            raise ValueError(
+                f"cannot merge an exposure of shape {tuple(other.sums.shape)} into one of "
+                f"shape {tuple(self.sums.shape)}: the batches rank different catalogues"
+            )
+        return Exposure(self.sums + other.sums, self.queries + other.queries)
+
+    @property
+    def counts(self) -> Tensor:
+        """(K, N) the expected number of queries whose top k holds each item."""
+        return self.sums[COUNTS]
+
+
+class TopItems:
+    """Expected top-k membership of the items of one ranked part, at the ks (K,)."""
+
+    def __init__(
+        self,
+        ranked: RankedList,
+        num_ranked: Tensor,
+        num_items: int,
+        ks: Tensor,
+        items: ItemInputs,
+    ) -> None:
+        assert ranked.items is not None
+        self.list = ranked
+        self.num_items = num_items
+        self.items = items
+        self.ks = ks  # (K,) float64
+        self.num_ranked = num_ranked  # (Q,) float64
+        length = ranked.ranked.shape[1]
+        self.length = length
+        position = torch.arange(length, dtype=torch.float64, device=ks.device)
+        if ranked.shared_ties:
+            self.start, self.size = ranked.group_start, ranked.group_size
+        else:  # the order decides: each place is a group of its own
+            self.start = position.expand_as(ranked.group_start)
+            self.size = torch.ones_like(ranked.group_size)
+        cut = ranked.cut_group
+        # places of a group that goes on past the list: its members are read from the row
+        self.listed = ranked.ranked
+        if cut is not None:
+            self.listed = self.listed & (self.start + self.size <= length)
+
+    @staticmethod
+    def _share(start: Tensor, size: Tensor, ks: Tensor) -> Tensor:
+        """P(a member of a group at ``start`` of ``size`` is in the top k), (..., K)."""
+        slots = (ks - start.unsqueeze(-1)).clamp(min=0)
+        size = size.unsqueeze(-1)
+        return torch.minimum(slots, size) / size.clamp(min=1)
+
+    @cached_property
+    def share(self) -> Tensor:
+        """(Q, L, K): P(the item listed at this place is in the top k); 0 for a cut group."""
+        share = self._share(self.start, self.size, self.ks)
+        return torch.where(self.listed.unsqueeze(-1), share, 0.0)
+
+    @cached_property
+    def cut_share(self) -> Tensor | None:
+        """(R, K) for the rows of the cut group: P(each member is in the top k), else None."""
+        cut = self.list.cut_group
+        if cut is None:
+            return None
+        start, size = cut.start.to(torch.float64), cut.size.to(torch.float64)
+        beyond = (start + size > self.length).unsqueeze(-1)
+        return torch.where(beyond, self._share(start, size, self.ks), 0.0)
+
+    @cached_property
+    def _cut_members(self) -> Tensor:
+        assert self.list.cut_group is not None
+        return self.list.cut_group.members.to(torch.float64)
+
+    @cached_property
+    def list_size(self) -> Tensor:
+        """(Q, K) items in the top k: min(k, ranked items)."""
+        return torch.minimum(self.ks, self.num_ranked.unsqueeze(1))
+
+    def exposure(self) -> Exposure:
+        """This part's sums of membership per item and k (see :class:`Exposure`)."""
+        assert self.list.items is not None
+        num_items, num_ks = self.num_items, self.ks.shape[0]
+        share = self.share  # (Q, L, K)
+        device = share.device
+        # one flat scatter per row: entry (k, item) of the (K, N) table is k * N + item
+        offsets = torch.arange(num_ks, device=device) * num_items
+        index = (self.list.items.unsqueeze(-1) + offsets).reshape(-1)
+        sums = torch.zeros(3, num_ks * num_items, dtype=torch.float64, device=device)
+        flat_share = share.reshape(-1)
+        sums[COUNTS].index_add_(0, index, flat_share)
+        if self._fractional(flat_share):
+            sums[SQUARES].index_add_(0, index, flat_share * flat_share)
+            sums[LOG_ABSENT].index_add_(0, index, torch.log1p(-flat_share))
+        else:  # every share is 0 or 1: p² = p, and Σlog(1 - p) is 0 or -inf
+            sums[SQUARES] = sums[COUNTS]
+            sums[LOG_ABSENT] = torch.where(sums[COUNTS] > 0, -math.inf, 0.0)
+        sums = sums.view(3, num_ks, num_items)
+        cut_share = self.cut_share
+        if cut_share is not None:  # every member of a cut group: P < 1, so the log is finite
+            members = self._cut_members
+            sums[COUNTS] += cut_share.T @ members
+            sums[SQUARES] += (cut_share * cut_share).T @ members
+            sums[LOG_ABSENT] += torch.log1p(-cut_share).T @ members
+        queries = torch.full((), float(self.list.ranked.shape[0]), dtype=torch.float64)
+        return Exposure(sums, queries.to(device))
+
+    def _fractional(self, flat_share: Tensor) -> bool:
+        """Whether a membership may be strictly between 0 and 1 (a tie at a cutoff).
+
+        Under "average" on the CPU the shares are read (free there): lists
+        without a tie at any cutoff, the common case, take the 0-or-1 way.
+        """
+        if not self.list.shared_ties:
+            return False
+        if self.cut_share is not None or not host_reads_are_free(flat_share):
+            return True
+        return bool(((flat_share > 0) & (flat_share < 1)).any())
+
+    def weight_sum(self, weight: Tensor) -> Tensor:
+        """(Q, K): E[Σ of ``weight`` (N,) over the items in the top k]."""
+        assert self.list.items is not None
+        listed = weight[self.list.items]  # (Q, L)
+        listed = torch.where(self.listed, listed, 0.0)  # no weight read at padding
+        total = torch.einsum("ql,qlk->qk", listed, self.share)
+        cut_share = self.cut_share
+        if cut_share is not None:
+            cut = self.list.cut_group
+            assert cut is not None
+            total = total.index_add(0, cut.rows, cut_share * (self._cut_members @ weight)[:, None])
+        return total
+
+    def pair_similarity_sum(self, vectors: Tensor, norms: Tensor) -> Tensor:
+        """(Q, K): E[Σ over pairs {i, j} in the top k of vectors_i · vectors_j].
+
+        ``vectors`` (N + 1, d), the last row zero (read by places without an
+        item), and their squared ``norms`` (N + 1,). For a set X with vector
+        sum S and Σ|v|² = n the pairs sum to (|S|² - n) / 2. The top k is A (the
+        groups wholly inside) and s of the t members of the group B at the
+        cutoff, so the expectation is
+        pairs(A) + (s / t) S_A · S_B + s (s - 1) / (t (t - 1)) pairs(B).
+        """
+        assert self.list.items is not None
+        padding = vectors.shape[0] - 1
+        index = torch.where(self.list.ranked, self.list.items, padding)
+        prefix = vectors[index].cumsum_(1)  # (Q, L, d): the sum of the first j + 1 places
+        norm_prefix = norms[index].cumsum_(1)
+        q, length, d = prefix.shape
+        ks = self.ks.expand(q, -1)
+        last = (ks.clamp(max=length) - 1).to(torch.int64)  # the place before the cutoff
+        start = self.start.gather(1, last)
+        size = self.size.gather(1, last)
+        group_start = start.to(torch.int64)
+        group_end = (start + size).clamp(max=length).to(torch.int64)
+
+        def at(places: Tensor) -> tuple[Tensor, Tensor]:
+            """Sums over the first ``places`` places (Q, K): prefix row places - 1, or 0."""
+            row = (places - 1).clamp(min=0)
+            some = (places > 0).unsqueeze(-1)
+            s = prefix.gather(1, row.unsqueeze(-1).expand(-1, -1, d))
+            return torch.where(some, s, 0.0), torch.where(
+                some.squeeze(-1), norm_prefix.gather(1, row), 0.0
+            )
+
+        sum_end, norm_end = at(group_end)
+        if not self.list.shared_ties:  # the order decides: the top k is the first k places
+            return ((sum_end * sum_end).sum(-1) - norm_end) / 2
+        sum_a, norm_a = at(group_start)
+        sum_b, norm_b = sum_end - sum_a, norm_end - norm_a
+        cut = self.list.cut_group
+        if cut is not None:  # the cut group's members, from the whole row
+            members = self._cut_members
+            beyond = (start + size > length)[cut.rows].unsqueeze(-1)
+            row_sum = (members @ vectors[:-1]).unsqueeze(1)  # (R, 1, d)
+            row_norm = (members @ norms[:-1]).unsqueeze(1)
+            sum_b = sum_b.index_put((cut.rows,), torch.where(beyond, row_sum, sum_b[cut.rows]))
+            norm_b = norm_b.index_put(
+                (cut.rows,), torch.where(beyond.squeeze(-1), row_norm, norm_b[cut.rows])
+            )
+        slots = torch.minimum((ks - start).clamp(min=0), size)
+        one = slots / size.clamp(min=1)
+        both = torch.where(size > 1, slots * (slots - 1) / (size * (size - 1)).clamp(min=1), 0.0)
+        pairs_a = ((sum_a * sum_a).sum(-1) - norm_a) / 2
+        pairs_b = ((sum_b * sum_b).sum(-1) - norm_b) / 2
+        return pairs_a + one * (sum_a * sum_b).sum(-1) + both * pairs_b
+
+
+def personalisation(exposure: Exposure, ks: Tensor) -> Tensor:
+    """(K,) 1 - E[mean overlap ``|L_a ∩ L_b| / k`` over pairs of queries] (PyG's definition).
+
+    The pairs' overlaps sum to Σ_i Σ_{a<b} p_ai p_bi = Σ_i (c_i² - Σ_a p_ai²) / 2,
+    from the exposure's Σp and Σp²: no pair of queries is visited.
+    """
+    counts, squares = exposure.sums[COUNTS], exposure.sums[SQUARES]
+    q = exposure.queries
+    overlap = ((counts * counts - squares).sum(1) / 2) / (q * (q - 1) / 2) / ks
+    return torch.where(q > 1, 1 - overlap, math.nan)
+
+
+__all__ = ["Exposure", "TopItems", "personalisation"]
