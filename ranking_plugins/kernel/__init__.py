@@ -80,11 +80,11 @@ def rank_inputs(
     place (the metrics of item exposure): only dense and item-index inputs
     have catalogue items (a column of the scores).
     """
-    if identities and isinstance(preds, EmbeddingScores):
+    if identities and isinstance(preds, (EmbeddingScores, ShardedEmbeddingScores)):
         raise ValueError(
             "the metrics of item exposure (coverage, gini, entropy, novelty, arp, "
-            "tail_share, personalisation, diversity) do not take EmbeddingScores yet; "
-            "pass the (Q, N) score matrix"
+            f"tail_share, personalisation, diversity) do not take {type(preds).__name__} "
+            "yet; pass the (Q, N) score matrix"
         )
     if identities and indexes is not None:
         raise ValueError(
