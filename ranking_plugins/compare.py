@@ -648,12 +648,13 @@ class ComparisonReport:
                 cells.append(cell + (f"$^{{{marks}}}$" if marks else ""))
             lines.append(f"{letters[name]} & {_latex_text(name)} & " + " & ".join(cells) + " \\\\")
         interval = "bootstrap percentile" if self.test != "t" else "t"
+        level = f"{self.confidence:.0%}".replace("%", "\\%")
         lines += [
             "\\bottomrule",
             "\\end{tabular}",
             f"\\caption{{Means over {self.queries} queries. A superscript marks the systems "
             f"this one beats with adjusted $p < {self.alpha:g}$ ({_latex_text(self.test)} "
-            f"test, {_latex_text(self.correction)} correction; {self.confidence:.0%} "
+            f"test, {_latex_text(self.correction)} correction; {level} "
             f"{interval} intervals in the CSV/JSON output). Best in bold.}}",
             "\\end{table}",
         ]
