@@ -178,11 +178,11 @@ def randomization_test(
 
     Under the null hypothesis the two systems' values of a query are
     exchangeable, so each difference's sign is a coin flip. The p-value is the
-    share of sign flips whose |mean| reaches the observed |mean|: over all
+    share of sign flips whose ``|mean|`` reaches the observed ``|mean|``: over all
     ``2^n`` flips (exact) when ``2^n <= permutations``, else over
     ``permutations`` seeded random flips plus the observed one,
     ``(count + 1) / (permutations + 1)`` (as ``scipy.stats.permutation_test``).
-    One matrix of flips serves every column. A flipped |mean| within float64
+    One matrix of flips serves every column. A flipped ``|mean|`` within float64
     rounding of the observed one (relative 1e-14 of Σ|d|) counts as reaching
     it: on discrete metrics exact ties are common.
 
@@ -311,7 +311,7 @@ def bootstrap_test(differences: Tensor, resamples: int = 10_000, seed: int = 0) 
     The shift method (Efron and Tibshirani, 16.4; Sakai 2006): the resampled
     means, centred on the observed mean, stand for the null distribution; p is
     ``(count + 1) / (resamples + 1)`` where count is the number of resamples
-    with |mean* - mean| >= |mean|. Every difference 0 gives p = 1.
+    with ``|mean* - mean| >= |mean|``. Every difference 0 gives p = 1.
 
     >>> import torch
     >>> d = torch.tensor([0.1, 0.2, 0.0, 0.3, 0.15, 0.05], dtype=torch.float64)
