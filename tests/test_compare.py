@@ -317,3 +317,17 @@ def test_exports() -> None:
     assert document["rows"][0]["p_value"] == report.rows[0].p_value
     latex = report.to_latex()
     assert "\\toprule" in latex and "my\\_model" in latex
+
+
+def test_float32_products_are_rechecked_where_rounding_could_change_the_count() -> None:
+    # flipping the tiny differences changes the sum by 2e-9: invisible in float32
+    # next to 1.0, visible in float64 (and to scipy)
+    d = torch.tensor([1.0, 1e-9, -1e-9], dtype=torch.float64)
+    expected = stats.permutation_test(
+        (d.numpy(),),
+        lambda x, axis: np.mean(x, axis=axis),
+        permutation_type="samples",
+        vectorized=True,
+        n_resamples=np.inf,
+    ).pvalue
+    assert randomization_test(d).item() == pytest.approx(expected, abs=1e-12) == 0.75
