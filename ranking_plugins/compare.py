@@ -300,7 +300,8 @@ def _bootstrap_means(d: Tensor, indices: Any) -> Tensor:
     for block in indices:
         block = block.to(d.device)
         counts = torch.zeros(block.shape[0], n, dtype=torch.float64, device=d.device)
-        counts.scatter_add_(1, block, torch.ones_like(block, dtype=torch.float64))
+        one = torch.ones(1, dtype=torch.float64, device=d.device).expand(block.shape)
+        counts.scatter_add_(1, block, one)
         means.append(counts @ d / n)
     return torch.cat(means)
 
