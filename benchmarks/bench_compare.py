@@ -101,7 +101,7 @@ def main() -> None:
     median = user_times[len(user_times) // 2]
     print(
         f"ranking_plugins compare (defaults):      {median:8.3f} s median of {len(users)} "
-        "(10,000 flips, with the bootstrap interval, 10,000 resamples)"
+        "(with the bootstrap interval, 10,000 resamples)"
     )
 
     if args.skip_ranx:
