@@ -3,7 +3,10 @@
 ::
 
     ranking-plugins evaluate QRELS RUN [-m ndcg@10 -m mrr ...] [--ties first] [--per-query]
+    ranking-plugins compare QRELS RUN_A RUN_B [RUN ...] [--test t] [--baseline RUN_A]
     python -m ranking_plugins evaluate QRELS RUN ...
+
+``compare`` (paired significance tests) lives in :mod:`ranking_plugins.compare_command`.
 
 The files are read by :mod:`ranking_plugins.trec_files` (TREC, TSV or JSONL,
 gzip too), joined into the grouped layout, and evaluated by the package's
@@ -38,6 +41,7 @@ from typing import TextIO
 from torch import Tensor
 
 from ranking_plugins import _validation as V
+from ranking_plugins.compare_command import add_compare_parser, run_compare
 from ranking_plugins.kernel import TIES
 from ranking_plugins.metrics import METRICS, EmptyQueryError, result_key
 from ranking_plugins.options import Options
@@ -454,6 +458,7 @@ def build_parser() -> argparse.ArgumentParser:
             "else from the first line)",
         )
     add("-o", "--output", metavar="FILE", default=None, help="write to FILE instead of stdout")
+    add_compare_parser(commands)
     return parser
 
 
@@ -461,6 +466,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command; returns the exit status (argparse exits 2 on usage errors)."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.command == "compare":
+        return run_compare(parser, args, sys.stdout, sys.stderr)
     return run_evaluate(parser, args, sys.stdout, sys.stderr)
 
 

@@ -99,6 +99,7 @@ from torch import Tensor
 from typing_extensions import Unpack
 
 try:
+    import ignite.distributed as idist
     from ignite.exceptions import NotComputableError
     from ignite.metrics.metric import Metric, reinit__is_reduced, sync_all_reduce
 except ImportError as error:  # pragma: no cover - exercised only without the extra
@@ -112,7 +113,7 @@ from ranking_plugins.kernel.inputs.items import ItemInputs
 from ranking_plugins.kernel.statistics.exposure import Exposure
 from ranking_plugins.options import OPTION_NAMES, Options, unknown_keywords
 from ranking_plugins.request import RankingRequest, TopK
-from ranking_plugins.totals import Totals
+from ranking_plugins.totals import Totals, per_query_matrix
 
 #: the constructor keywords of the item inputs (issue 14)
 _ITEM_KEYWORDS = ("item_popularity", "tail_items", "item_features", "item_categories", "num_items")
@@ -176,6 +177,8 @@ class PackageOptions(TypedDict, total=False):
     item_features: Tensor | None
     item_categories: Tensor | None
     num_items: int | None
+    #: also keep every query's values, for :meth:`BaseRankingMetric.compute_per_query`
+    keep_per_query: bool
 
 
 class IgniteOptions(PackageOptions, total=False):
@@ -197,7 +200,7 @@ def _accepted_keywords(cls: type) -> list[str]:
         for name, parameter in inspect.signature(cls).parameters.items()
         if parameter.kind not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
     ]
-    options = [*IGNITE_OPTION_NAMES, *_ITEM_KEYWORDS]
+    options = [*IGNITE_OPTION_NAMES, "keep_per_query", *_ITEM_KEYWORDS]
     return named + [name for name in options if name not in named]
 
 
@@ -401,6 +404,10 @@ class BaseRankingMetric(Metric):
         if metrics_result_mode is not None:
             given.append("metrics_result_mode")
         _refuse_unknown(type(self), given)
+        keep_per_query = options.pop("keep_per_query", False)
+        if not isinstance(keep_per_query, bool):
+            raise TypeError(f"`keep_per_query` must be a bool, got {keep_per_query!r}")
+        self.keep_per_query = keep_per_query
         _check_top_k(top_k)
         self._request = RankingRequest.create(
             self._metrics if metrics is None else metrics,
@@ -442,6 +449,7 @@ class BaseRankingMetric(Metric):
     def reset(self) -> None:
         self._sums = Totals.zeros(self._request.query_keys, self._device).sums
         self._reset_exposure()
+        self._per_query: list[Tensor] = []
 
     def _reset_exposure(self) -> None:
         empty = self._request.empty_exposure(self._device)
@@ -479,6 +487,37 @@ class BaseRankingMetric(Metric):
             exposure = evaluation.exposure
             batch = torch.cat([exposure.sums.flatten(), exposure.queries.reshape(1)])
             self._exposure = self._exposure + batch.to(self._device)
+        if self.keep_per_query:
+            self._per_query.append(
+                per_query_matrix(evaluation, request.query_keys).to(self._device)
+            )
+
+    def compute_per_query(self) -> dict[str, Tensor]:
+        """Every query's value per result key, ``{"ndcg@10": (Q,) float64, ...}``.
+
+        Needs ``keep_per_query=True``. With several processes every process
+        must call it (it gathers with ``ignite.distributed``): the values come
+        in update order, process 0's queries, then process 1's, and so on. A
+        query that does not count (skipped as empty) is NaN. Pass two models'
+        values to :func:`ranking_plugins.compare.compare` to test the
+        difference. The per-query values are not part of ``state_dict``.
+        """
+        if not self.keep_per_query:
+            raise RuntimeError(
+                f"{type(self).__name__}.compute_per_query needs keep_per_query=True "
+                "in the constructor (per-query values are not kept by default)"
+            )
+        width = len(self._request.query_keys)
+        local = (
+            torch.cat(self._per_query)
+            if self._per_query
+            else torch.empty(0, width, dtype=torch.float64, device=self._device)
+        )
+        if idist.get_world_size() > 1:
+            sizes = torch.as_tensor(idist.all_gather(local.shape[0])).tolist()
+            parts = idist.all_gather_tensors_with_shapes(local, [[int(n), width] for n in sizes])
+            local = torch.cat([part.to(local.device) for part in parts])
+        return dict(zip(self._request.query_keys, local.unbind(1), strict=True))
 
     def load_state_dict(self, state_dict: Mapping[str, Any]) -> None:
         """Ignite's ``load_state_dict``; the sums are then checked and put on ``device``."""
@@ -490,7 +529,7 @@ class BaseRankingMetric(Metric):
             self.reset()
             raise ValueError(
                 f"{type(self).__name__}.load_state_dict: the saved sums must have shape "
-                f"{expected} (keys {list(self._request.keys)}), got {shape}; was the state "
+                f"{expected} (keys {list(self._request.query_keys)}), got {shape}; was the state "
                 "saved from a metric with other metrics or ks?"
             )
         self._sums = sums.to(self._device, torch.float64)

@@ -38,9 +38,11 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+import torch
 from torch import Tensor
 from typing_extensions import Unpack
 
+from ranking_plugins.compare import bootstrap_interval
 from ranking_plugins.request import TopK
 
 try:
@@ -81,6 +83,14 @@ class RankingMetricsCallback(Callback):
             :class:`ranking_plugins.EmbeddingScores` (user and item embeddings:
             the whole catalogue is ranked without building the score matrix).
         prog_bar: also show the values in the progress bar.
+        confidence: also log a confidence interval of each mean at this level
+            (0.95, say) as ``"{prefix}/{key}_ci_low"`` and ``"_ci_high"``: the
+            percentile interval of a paired bootstrap over the queries (the
+            per-query values are kept for it, ``keep_per_query=True``; queries
+            that do not count are left out; NaN with fewer than 2). None (the
+            default) logs no interval and keeps no per-query values.
+        resamples: bootstrap resamples of the interval (seeded: every process
+            and every run logs the same interval for the same values).
         options: every option of :class:`~ranking_plugins.torchmetrics.RankingMetrics`
             (``ties``, ``empty_target_action``, ``ignore_index``, ``gain``, ...),
             and the item inputs of the exposure metrics (``item_popularity``,
@@ -101,6 +111,8 @@ class RankingMetricsCallback(Callback):
         stages: str | Sequence[str] = ("validate", "test"),
         output_transform: Callable[[Any, Any], StepInputs] | None = None,
         prog_bar: bool = False,
+        confidence: float | None = None,
+        resamples: int = 1000,
         **options: Unpack[RankingOptions],
     ) -> None:
         super().__init__()
@@ -119,7 +131,24 @@ class RankingMetricsCallback(Callback):
         self.top_k = top_k
         self.stages = tuple(stage_list)
         self.output_transform = output_transform
+        if confidence is not None and (
+            isinstance(confidence, bool)
+            or not isinstance(confidence, (int, float))
+            or not 0 < confidence < 1
+        ):
+            raise ValueError(f"`confidence` must be None or a number in (0, 1), got {confidence!r}")
+        if isinstance(resamples, bool) or not isinstance(resamples, int) or resamples < 1:
+            raise ValueError(f"`resamples` must be a positive int, got {resamples!r}")
+        if confidence is not None and options.get("weighted", False):
+            raise ValueError(
+                "`confidence` gives the interval of the plain mean over queries; it does "
+                "not apply with weighted=True"
+            )
         self.prog_bar = prog_bar
+        self.confidence = confidence
+        self.resamples = resamples
+        if confidence is not None:
+            options = {**options, "keep_per_query": True}
         self.options = options
         RankingMetrics(metrics, top_k, **options)  # every option checked now, not at epoch end
         #: per stage, one RankingMetrics per dataloader
@@ -214,6 +243,10 @@ class RankingMetricsCallback(Callback):
             assert isinstance(values, dict)
             for key, value in values.items():
                 logged[f"{prefix}/{key}{suffix}"] = value
+            if self.confidence is not None:
+                for key, (low, high) in self._intervals(state).items():
+                    logged[f"{prefix}/{key}_ci_low{suffix}"] = low
+                    logged[f"{prefix}/{key}_ci_high{suffix}"] = high
         for name, value in logged.items():
             pl_module.log(
                 name,
@@ -228,6 +261,21 @@ class RankingMetricsCallback(Callback):
                 batch_size=1,
             )
         self.last_results[stage] = logged
+
+    def _intervals(self, state: RankingMetrics) -> dict[str, tuple[Tensor, Tensor]]:
+        """The bootstrap interval of each key's mean, from the gathered per-query values."""
+        assert self.confidence is not None
+        intervals = {}
+        for key, values in state.compute_per_query().items():
+            counted = values[~values.isnan()].cpu()
+            if counted.numel() < 2:
+                nan = torch.tensor(float("nan"), dtype=torch.float64)
+                intervals[key] = (nan, nan.clone())
+                continue
+            low, high = bootstrap_interval(counted, self.confidence, self.resamples, seed=0)
+            device = values.device
+            intervals[key] = (low[0].to(device), high[0].to(device))
+        return intervals
 
 
 def _unpack(

@@ -68,7 +68,7 @@ from ranking_plugins.kernel.statistics.exposure import Exposure
 from ranking_plugins.metrics import METRICS, EmptyQueryError, Evaluation, RankedBatch
 from ranking_plugins.options import OPTION_NAMES, OptionKeywords, Options
 from ranking_plugins.request import RankingRequest, TopK
-from ranking_plugins.totals import Totals
+from ranking_plugins.totals import Totals, per_query_matrix
 
 try:
     from torchmetrics import Metric
@@ -114,6 +114,7 @@ class RankingOptions(OptionKeywords, total=False):
     item_features: Tensor | None
     item_categories: Tensor | None
     num_items: int | None
+    keep_per_query: bool
     # torchmetrics.Metric keywords
     compute_on_cpu: bool
     dist_sync_on_step: bool
@@ -163,6 +164,11 @@ class BaseRankingMetric(Metric):
             so ``update`` ranks it at once and keeps only the sums (constant
             memory). False (the default, TorchMetrics' behaviour): a query may
             span updates and processes, so entries are kept until ``compute``.
+        keep_per_query: also keep every query's values (a float64 ``(Q, K)``
+            "cat" state, gathered across processes like the grouped entries),
+            for :meth:`~BaseRankingMetric.compute_per_query` and the paired
+            tests of :mod:`ranking_plugins.compare`. Memory grows by 8 bytes per
+            query and result key until ``reset``.
         adaptive_k: precision divides by min(k, number of ranked items).
         ties: ``"average"`` (default), ``"first"``, ``"pessimistic"`` or
             ``"optimistic"``.
@@ -215,6 +221,7 @@ class BaseRankingMetric(Metric):
         *,
         ignore_index: int | None = None,
         whole_queries: bool = False,
+        keep_per_query: bool = False,
         **kwargs: Any,
     ) -> None:
         # this package's options; the rest are torchmetrics.Metric's keywords
@@ -237,8 +244,11 @@ class BaseRankingMetric(Metric):
         )
         if not isinstance(whole_queries, bool):
             raise TypeError(f"`whole_queries` must be a bool, got {whole_queries!r}")
+        if not isinstance(keep_per_query, bool):
+            raise TypeError(f"`keep_per_query` must be a bool, got {keep_per_query!r}")
         self.ignore_index = ignore_index
         self.whole_queries = whole_queries
+        self.keep_per_query = keep_per_query
         self.keys = self.request.keys
         self._query_keys = self.request.query_keys  # the columns of the sums
         # The name of the sums state carries a digest of what is computed.
@@ -255,6 +265,11 @@ class BaseRankingMetric(Metric):
         self._add_exposure_state(items)
         for name in _FLAT_STATES:
             self.add_state(name, default=[], dist_reduce_fx="cat")
+        # named by the same digest as the sums, so that a MetricCollection groups
+        # only metrics that keep the same per-query values
+        self._per_query_name = "per_query_" + self._sums_name[len("sums_") :]
+        if keep_per_query:
+            self.add_state(self._per_query_name, default=[], dist_reduce_fx="cat")
         self._seed_flat_states()
 
     # ------------------------------------------------------------------ state
@@ -322,6 +337,10 @@ class BaseRankingMetric(Metric):
         """
         for name, dtype in _FLAT_STATES.items():
             getattr(self, name).append(torch.empty(0, dtype=dtype, device=self.device))
+        if self.keep_per_query:
+            getattr(self, self._per_query_name).append(
+                torch.empty(0, len(self._query_keys), dtype=torch.float64, device=self.device)
+            )
 
     def reset(self) -> None:
         """Forget every update (the state returns to zero sums and empty lists)."""
@@ -337,7 +356,10 @@ class BaseRankingMetric(Metric):
                 self._exposure_name + "_queries": torch.float64,
             }
         )
-        return {self._sums_name: torch.float64, **_FLAT_STATES, **exposure}
+        dtypes = {self._sums_name: torch.float64, **_FLAT_STATES, **exposure}
+        if self.keep_per_query:
+            dtypes[self._per_query_name] = torch.float64
+        return dtypes
 
     def _apply(
         self, fn: Callable[[Tensor], Tensor], exclude_state: Sequence[str] = ""
@@ -412,9 +434,16 @@ class BaseRankingMetric(Metric):
                 preds, target, mask, self.ignore_index, self.request.options.target_format
             )
         evaluation = _evaluate(self._current_request(), preds, target, mask=mask)
+        self._add(evaluation)
+        self._add_exposure(evaluation)
+
+    def _add(self, evaluation: Evaluation) -> None:
+        """One ranked batch into the sums (and the per-query values, when kept)."""
         batch = Totals.of(evaluation, self._query_keys, self.request.options.weighted).sums
         getattr(self, self._sums_name).add_(batch)
-        self._add_exposure(evaluation)
+        if self.keep_per_query:
+            per_query = per_query_matrix(evaluation, self._query_keys)
+            getattr(self, self._per_query_name).append(per_query)
 
     def _update_flat(
         self, preds: Tensor, target: Tensor, indexes: Tensor, mask: Tensor | None
@@ -477,8 +506,7 @@ class BaseRankingMetric(Metric):
         if preds.numel() == 0:
             return
         evaluation = _evaluate(self.request, preds, target, indexes=indexes, mask=mask)
-        batch = Totals.of(evaluation, self._query_keys, self.request.options.weighted).sums
-        getattr(self, self._sums_name).add_(batch)
+        self._add(evaluation)
 
     def _flat_lists(self) -> tuple[list[Tensor], ...]:
         """The grouped layout's "cat" states, in :data:`_FLAT_STATES` order."""
@@ -489,6 +517,13 @@ class BaseRankingMetric(Metric):
     def _all_totals(self) -> Totals:
         """Dense sums plus the grouped queries, ranked here in one kernel call."""
         totals = self.totals
+        evaluation = self._grouped_evaluation()
+        if evaluation is None:
+            return totals
+        return totals.merge(Totals.of(evaluation, self._query_keys, self.request.options.weighted))
+
+    def _grouped_evaluation(self) -> Evaluation | None:
+        """The kept grouped entries ranked in one kernel call; None when there are none."""
         float_preds = dim_zero_cat(self.flat_preds)
         int_preds = dim_zero_cat(self.flat_preds_int)
         if float_preds.numel() and int_preds.numel():  # from different processes
@@ -500,7 +535,7 @@ class BaseRankingMetric(Metric):
             )
         preds = int_preds if int_preds.numel() else float_preds
         if preds.numel() == 0:
-            return totals
+            return None
         lists = self._flat_lists()
         ranked = _shared_rankings.lookup(lists, self.request, self.ignore_index)
         if ranked is None:
@@ -512,11 +547,10 @@ class BaseRankingMetric(Metric):
                 keep = target != self.ignore_index
                 preds, target, indexes, mask = preds[keep], target[keep], indexes[keep], mask[keep]
                 if preds.numel() == 0:
-                    return totals
+                    return None
             ranked = _rank(self.request, preds, target, indexes=indexes, mask=mask)
             _shared_rankings.store(lists, self.request, self.ignore_index, ranked)
-        evaluation = _read(self.request, ranked)
-        return totals.merge(Totals.of(evaluation, self._query_keys, self.request.options.weighted))
+        return _read(self.request, ranked)
 
     def compute(self) -> Tensor | dict[str, Tensor]:
         """The mean of every result key (float64; NaN where no query counted).
@@ -540,6 +574,35 @@ class BaseRankingMetric(Metric):
             standard_error = self._all_totals().standard_error()
             # the catalogue-level metrics have none: NaN
             return self._format(self.request.assemble(standard_error, None, catalogue=False))
+
+    def compute_per_query(self) -> dict[str, Tensor]:
+        """Every query's value per result key, ``{"ndcg@10": (Q,) float64, ...}``.
+
+        Needs ``keep_per_query=True``. Synchronised across processes like
+        :meth:`compute`. The queries come in update order (with several
+        processes: process 0's, then process 1's, ...), then the queries of
+        grouped updates (kept until now unless ``whole_queries``), in the
+        order of their sorted ``indexes``. A query that does not count
+        (skipped as empty) is NaN. Two models evaluated on the same data in
+        the same order give values that :func:`ranking_plugins.compare.compare`
+        pairs query by query.
+        """
+        if not self.keep_per_query:
+            raise RuntimeError(
+                f"{type(self).__name__}.compute_per_query needs keep_per_query=True "
+                "in the constructor (per-query values are not kept by default)"
+            )
+        with self.sync_context(
+            dist_sync_fn=self.dist_sync_fn,
+            should_sync=self._to_sync,
+            should_unsync=self._should_unsync,
+        ):
+            keys = self._query_keys  # the catalogue-level metrics have no per-query value
+            kept = dim_zero_cat(getattr(self, self._per_query_name)).reshape(-1, len(keys))
+            evaluation = self._grouped_evaluation()
+            if evaluation is not None:
+                kept = torch.cat([kept, per_query_matrix(evaluation, keys).to(kept)])
+        return dict(zip(keys, kept.unbind(1), strict=True))
 
     def _format(self, values: Tensor) -> Tensor | dict[str, Tensor]:
         if len(self.keys) == 1 and not self._always_dict:

@@ -81,4 +81,17 @@ class Totals:
         return dict(zip(self.keys, values.unbind(0), strict=True))
 
 
-__all__ = ["Totals"]
+def per_query_matrix(evaluation: Evaluation, keys: tuple[str, ...]) -> Tensor:
+    """``(Q, K)`` float64 per-query values of one batch; NaN where a query does not count.
+
+    What the adapters keep with ``keep_per_query=True``, for the paired tests
+    of :mod:`ranking_plugins.compare`.
+    """
+    columns = []
+    for key in keys:
+        result = evaluation.results[key]
+        columns.append(torch.where(result.counted, result.values.to(torch.float64), torch.nan))
+    return torch.stack(columns, dim=1)
+
+
+__all__ = ["Totals", "per_query_matrix"]

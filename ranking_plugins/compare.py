@@ -1,0 +1,877 @@
+"""Is system A better than system B? Paired tests over per-query values.
+
+Every function here is pure: it takes the per-query values of two or more
+systems on the same queries (``rank_metrics(..., reduction="none")``, the
+adapters' ``compute_per_query()``, or ``ranking-plugins evaluate --per-query``)
+and returns numbers. :func:`compare` runs one test for every comparison and
+returns a :class:`ComparisonReport` (a table, JSON, CSV or LaTeX).
+
+The statistics work on a ``(queries, comparisons)`` matrix of differences
+(system minus baseline, one column per comparison), so one draw of sign
+flips or bootstrap resamples serves every comparison:
+
+* :func:`paired_t_test`: Student's paired t-test (scipy's t distribution);
+* :func:`wilcoxon_test`: Wilcoxon's signed-rank test (``scipy.stats.wilcoxon``);
+* :func:`randomization_test`: Fisher's randomization test of the mean
+  difference, every ``2^n`` sign flip when ``2^n <= permutations``, else
+  ``permutations`` seeded random flips;
+* :func:`bootstrap_test` and :func:`bootstrap_interval`: the paired bootstrap
+  of the mean difference (a shift-method p-value, a percentile interval);
+* :func:`t_interval`, :func:`effect_size` (Cohen's d of the differences) and
+  :func:`adjust_p_values` (Holm, Bonferroni).
+
+The t and Wilcoxon tests need scipy (``pip install "ranking-plugins[stats]"``);
+the randomization test and the bootstrap are torch only.
+
+>>> import torch
+>>> from ranking_plugins.compare import compare
+>>> a = torch.tensor([0.50, 0.20, 0.90, 0.40, 0.70, 0.30], dtype=torch.float64)
+>>> b = torch.tensor([0.60, 0.35, 0.90, 0.55, 0.80, 0.50], dtype=torch.float64)
+>>> report = compare({"bm25": a, "dense": b}, test="randomization")
+>>> row = report.rows[0]
+>>> (row.system, row.baseline, round(row.difference, 4), row.p_value)
+('dense', 'bm25', 0.1167, 0.0625)
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from ranking_plugins import _validation as V
+
+__all__ = [
+    "CORRECTIONS",
+    "TESTS",
+    "Comparison",
+    "ComparisonReport",
+    "adjust_p_values",
+    "bootstrap_interval",
+    "bootstrap_test",
+    "compare",
+    "effect_size",
+    "paired_t_test",
+    "paired_values",
+    "randomization_test",
+    "t_interval",
+    "wilcoxon_test",
+]
+
+TESTS = ("t", "wilcoxon", "randomization", "bootstrap")
+CORRECTIONS = ("holm", "bonferroni", "none")
+
+#: one block of sign flips or resamples holds at most this many entries (float64)
+BLOCK_ENTRIES = 1 << 24
+
+_EPS = torch.finfo(torch.float64).eps
+
+
+def _scipy_stats() -> Any:
+    try:
+        import scipy.stats
+    except ImportError as error:  # pragma: no cover - exercised without the extra
+        raise ImportError(
+            "the t-test and the Wilcoxon test of ranking_plugins.compare need scipy; "
+            'install it with `pip install "ranking-plugins[stats]"` (the randomization '
+            "test and the bootstrap need only torch)"
+        ) from error
+    return scipy.stats
+
+
+# --------------------------------------------------------------------------- checks
+
+
+def _check_differences(differences: Tensor) -> Tensor:
+    V.check_tensor("differences", differences)
+    if differences.ndim == 1:
+        differences = differences.unsqueeze(1)
+    if differences.ndim != 2 or differences.shape[0] < 2:
+        raise ValueError(
+            "`differences` must be (queries,) or (queries, comparisons) with at least 2 "
+            f"queries, got shape {tuple(differences.shape)}"
+        )
+    if not differences.is_floating_point():
+        raise TypeError(f"`differences` must be floating point, got {differences.dtype}")
+    differences = differences.to(torch.float64)
+    if not bool(torch.isfinite(differences).all()):
+        raise ValueError(
+            "`differences` must be finite; NaN marks a query skipped as empty: "
+            "drop it from every system first (compare() does, see `empty_target_action`)"
+        )
+    return differences
+
+
+def _check_count(name: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"`{name}` must be a positive int, got {value!r}")
+    return value
+
+
+def _check_level(name: str, value: object) -> float:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not 0.0 < float(value) < 1.0
+    ):
+        raise ValueError(f"`{name}` must be a number in (0, 1), got {value!r}")
+    return float(value)
+
+
+# --------------------------------------------------------------------------- the tests
+
+
+def paired_t_test(differences: Tensor) -> Tensor:
+    """Two-sided p-value of Student's paired t-test, per column of ``differences``.
+
+    ``scipy.stats.ttest_rel(system, baseline)``: t = mean / (sd / √n) with
+    n - 1 degrees of freedom. Every difference 0 gives p = 1.
+
+    >>> import torch
+    >>> paired_t_test(torch.tensor([0.1, 0.2, 0.0, 0.3], dtype=torch.float64))
+    tensor([0.1027], dtype=torch.float64)
+    """
+    d = _check_differences(differences)
+    n = d.shape[0]
+    mean = d.mean(0)
+    sd = d.std(0, correction=1)
+    statistic = mean / (sd / math.sqrt(n))
+    t = _scipy_stats().t
+    p = 2.0 * t.sf(statistic.abs().numpy(force=True), n - 1)
+    return _identical_is_one(torch.as_tensor(p, dtype=torch.float64), d)
+
+
+def wilcoxon_test(differences: Tensor) -> Tensor:
+    """Two-sided p-value of Wilcoxon's signed-rank test, per column (``scipy.stats.wilcoxon``).
+
+    scipy's defaults: zero differences dropped (``zero_method="wilcox"``), the
+    exact distribution for small samples without ties, else the normal
+    approximation. Every difference 0 gives p = 1.
+
+    >>> import torch
+    >>> wilcoxon_test(torch.tensor([0.1, 0.2, -0.05, 0.3, 0.25, 0.15], dtype=torch.float64))
+    tensor([0.0625], dtype=torch.float64)
+    """
+    d = _check_differences(differences)
+    stats = _scipy_stats()
+    p = []
+    for column in d.numpy(force=True).T:
+        p.append(1.0 if not column.any() else float(stats.wilcoxon(column).pvalue))
+    return torch.tensor(p, dtype=torch.float64)
+
+
+def randomization_test(
+    differences: Tensor,
+    permutations: int = 10_000,
+    seed: int = 0,
+    *,
+    signs: Tensor | None = None,
+) -> Tensor:
+    """Two-sided p-value of Fisher's randomization test of the mean difference, per column.
+
+    Under the null hypothesis the two systems' values of a query are
+    exchangeable, so each difference's sign is a coin flip. The p-value is the
+    share of sign flips whose ``|mean|`` reaches the observed ``|mean|``: over all
+    ``2^n`` flips (exact) when ``2^n <= permutations``, else over
+    ``permutations`` seeded random flips plus the observed one,
+    ``(count + 1) / (permutations + 1)`` (as ``scipy.stats.permutation_test``).
+    One matrix of flips serves every column. A flipped ``|mean|`` within float64
+    rounding of the observed one (relative 1e-14 of Σ|d|) counts as reaching
+    it: on discrete metrics exact ties are common.
+
+    ``signs``: a ``(flips, queries)`` matrix of ±1 to use instead (the test of
+    this function against a brute-force count uses it); p is then
+    ``count / flips``.
+
+    >>> import torch
+    >>> randomization_test(torch.tensor([0.1, 0.2, 0.0, 0.3], dtype=torch.float64))
+    tensor([0.2500], dtype=torch.float64)
+    """
+    d = _check_differences(differences)
+    n, columns = d.shape
+    _check_count("permutations", permutations)
+    observed = d.sum(0).abs()
+    tolerance = 100 * (n + 2) * _EPS * d.abs().sum(0)
+    reached = torch.zeros(columns, dtype=torch.int64, device=d.device)
+    exact = signs is None and n < 63 and 2**n <= permutations
+    if signs is not None:
+        total = signs.shape[0]
+        blocks = [signs.to(torch.float32)]
+    elif exact:
+        total = 2**n
+        blocks = _all_sign_flips(n)
+    else:
+        total = permutations
+        blocks = _random_sign_flips(n, permutations, seed)
+    # zero rows up to a whole number of bytes of signs: their sign changes nothing
+    d32 = torch.zeros(8 * ((n + 7) // 8), columns, dtype=torch.float32, device=d.device)
+    d32[:n] = d
+    # a float32 sum of n terms ±d is within this of the exact one, whatever the
+    # order of the additions (rounding d to float32 included; Higham's γ_n+1)
+    band = (n + 2) * 2.0**-24 * 1.01 * d.abs().sum(0)
+    threshold = observed - tolerance
+    for block in blocks:
+        reached += _count_reaching(block.to(d.device), d, d32[: block.shape[1]], threshold, band)
+    count = reached.to(torch.float64).cpu()
+    if signs is None and not exact:
+        return (count + 1) / (total + 1)
+    return count / total
+
+
+def _count_reaching(
+    signs: Tensor, d: Tensor, d32: Tensor, threshold: Tensor, band: Tensor
+) -> Tensor:
+    """Per column, how many rows of ``signs`` give ``|signs @ d| >= threshold`` in float64.
+
+    The products are taken in float32 (twice as fast as float64 on the CPU);
+    only the few sums within ``band`` of the threshold, where float32 rounding
+    could change the answer, are summed again in float64.
+    """
+    sums = (signs @ d32).to(torch.float64).abs()
+    sure = sums - band >= threshold
+    unsure = (sums + band >= threshold) & ~sure
+    count = sure.sum(0)
+    if not bool(unsure.any()):
+        return count
+    n = d.shape[0]
+    for column in unsure.any(0).nonzero().flatten().tolist():
+        rows = unsure[:, column].nonzero().flatten()
+        again = (signs[rows, :n].to(torch.float64) @ d[:, column]).abs()
+        count[column] += (again >= threshold[column]).sum()
+    return count
+
+
+def _rows_per_block(n: int) -> int:
+    return max(1, BLOCK_ENTRIES // max(n, 1))
+
+
+def _all_sign_flips(n: int) -> Any:
+    """Every ±1 vector of length n, in blocks of rows."""
+    bits = torch.arange(n)
+    step = _rows_per_block(n)
+    for start in range(0, 2**n, step):
+        codes = torch.arange(start, min(start + step, 2**n))
+        yield 1.0 - 2.0 * ((codes.unsqueeze(1) >> bits) & 1).to(torch.float32)
+
+
+#: row b: the signs that byte b stands for, bit j (least significant first) -> -1
+_BYTE_SIGNS = 1.0 - 2.0 * ((torch.arange(256).unsqueeze(1) >> torch.arange(8)) & 1).float()
+
+
+def _random_sign_flips(n: int, count: int, seed: int) -> Any:
+    """``count`` seeded random ±1 vectors, in blocks of rows, ``8 * ceil(n / 8)`` long.
+
+    Every random bit is one sign: 64-bit draws, read byte by byte through a
+    table of the 256 sign patterns of a byte (a draw per sign would cost more
+    than the products themselves). The signs past n multiply zeros.
+    """
+    generator = torch.Generator().manual_seed(seed)
+    step = _rows_per_block(n)
+    width = (n + 7) // 8
+    words = (width + 7) // 8
+    for start in range(0, count, step):
+        rows = min(step, count - start)
+        draws = torch.randint(
+            -(2**63), 2**63 - 1, (rows, words), dtype=torch.int64, generator=generator
+        )
+        sign_bytes = draws.view(torch.uint8).view(rows, words * 8)[:, :width]
+        yield torch.nn.functional.embedding(sign_bytes.long(), _BYTE_SIGNS).view(rows, width * 8)
+
+
+def _bootstrap_indices(n: int, resamples: int, seed: int) -> Any:
+    generator = torch.Generator().manual_seed(seed)
+    step = _rows_per_block(n)
+    for start in range(0, resamples, step):
+        rows = min(step, resamples - start)
+        yield torch.randint(0, n, (rows, n), generator=generator)
+
+
+def _bootstrap_means(d: Tensor, indices: Any) -> Tensor:
+    """Mean difference of every resample, ``(resamples, columns)``: counts times values."""
+    n = d.shape[0]
+    means = []
+    for block in indices:
+        block = block.to(d.device)
+        counts = torch.zeros(block.shape[0], n, dtype=torch.float64, device=d.device)
+        one = torch.ones(1, dtype=torch.float64, device=d.device).expand(block.shape)
+        counts.scatter_add_(1, block, one)
+        means.append(counts @ d / n)
+    return torch.cat(means)
+
+
+def bootstrap_interval(
+    differences: Tensor,
+    confidence: float = 0.95,
+    resamples: int = 10_000,
+    seed: int = 0,
+    *,
+    indices: Tensor | None = None,
+) -> tuple[Tensor, Tensor]:
+    """Percentile interval of the mean difference from the paired bootstrap, per column.
+
+    Queries are resampled with replacement (the same resamples for every
+    column); the bounds are the ``(1 - confidence) / 2`` and
+    ``(1 + confidence) / 2`` quantiles (linear interpolation) of the
+    resampled means, as ``scipy.stats.bootstrap(method="percentile")``.
+    ``indices``: a ``(resamples, queries)`` matrix of query indices to use
+    instead of seeded draws.
+
+    >>> import torch
+    >>> d = torch.tensor([0.1, 0.2, 0.0, 0.3, 0.15, 0.05], dtype=torch.float64)
+    >>> low, high = bootstrap_interval(d)
+    >>> bool(low < d.mean() < high)
+    True
+    """
+    d = _check_differences(differences)
+    level = _check_level("confidence", confidence)
+    draws = [indices] if indices is not None else None
+    means = _bootstrap_means(
+        d, draws or _bootstrap_indices(d.shape[0], _check_count("resamples", resamples), seed)
+    )
+    alpha = (1.0 - level) / 2
+    q = torch.tensor([alpha, 1.0 - alpha], dtype=torch.float64, device=d.device)
+    bounds = torch.quantile(means, q, dim=0, interpolation="linear")
+    return bounds[0].cpu(), bounds[1].cpu()
+
+
+def bootstrap_test(differences: Tensor, resamples: int = 10_000, seed: int = 0) -> Tensor:
+    """Two-sided p-value of the paired bootstrap test of the mean difference, per column.
+
+    The shift method (Efron and Tibshirani, 16.4; Sakai 2006): the resampled
+    means, centred on the observed mean, stand for the null distribution; p is
+    ``(count + 1) / (resamples + 1)`` where count is the number of resamples
+    with ``|mean* - mean| >= |mean|``. Every difference 0 gives p = 1.
+
+    >>> import torch
+    >>> d = torch.tensor([0.1, 0.2, 0.0, 0.3, 0.15, 0.05], dtype=torch.float64)
+    >>> bool(bootstrap_test(d) < 0.05)
+    True
+    """
+    d = _check_differences(differences)
+    n = d.shape[0]
+    means = _bootstrap_means(d, _bootstrap_indices(n, _check_count("resamples", resamples), seed))
+    observed = d.mean(0)
+    tolerance = 100 * (n + 2) * _EPS * d.abs().mean(0)
+    count = ((means - observed).abs() >= observed.abs() - tolerance).sum(0)
+    p = (count.to(torch.float64) + 1) / (means.shape[0] + 1)
+    return _identical_is_one(p.cpu(), d)
+
+
+def t_interval(differences: Tensor, confidence: float = 0.95) -> tuple[Tensor, Tensor]:
+    """Student's t interval of the mean difference, per column: mean ± t·sd/√n.
+
+    >>> import torch
+    >>> low, high = t_interval(torch.tensor([0.1, 0.2, 0.0, 0.3], dtype=torch.float64))
+    >>> round(float(low), 4), round(float(high), 4)
+    (-0.0554, 0.3554)
+    """
+    d = _check_differences(differences)
+    level = _check_level("confidence", confidence)
+    n = d.shape[0]
+    mean = d.mean(0)
+    half = float(_scipy_stats().t.ppf((1 + level) / 2, n - 1)) * d.std(0, correction=1)
+    half = half / math.sqrt(n)
+    return (mean - half).cpu(), (mean + half).cpu()
+
+
+def effect_size(differences: Tensor) -> Tensor:
+    """Cohen's d of the paired differences (d_z): mean / sample standard deviation.
+
+    0 when every difference is 0; ±inf when all differences are one non-zero value.
+
+    >>> import torch
+    >>> effect_size(torch.tensor([0.1, 0.2, 0.0, 0.3], dtype=torch.float64))
+    tensor([1.1619], dtype=torch.float64)
+    """
+    d = _check_differences(differences)
+    size = d.mean(0) / d.std(0, correction=1)
+    return torch.where((d == 0).all(0), 0.0, size).cpu()
+
+
+def _identical_is_one(p: Tensor, d: Tensor) -> Tensor:
+    """Two identical systems differ by nothing: p = 1, not the 0/0 of the formulas."""
+    return torch.where((d == 0).all(0).cpu(), 1.0, p)
+
+
+def adjust_p_values(p_values: Tensor, correction: str = "holm") -> Tensor:
+    """p-values adjusted for multiple comparisons (one family: all of them).
+
+    ``"bonferroni"``: min(1, m·p). ``"holm"``: Holm's step-down, the i-th
+    smallest p becomes max over j <= i of min(1, (m - j + 1)·p_(j)); it
+    rejects what Bonferroni rejects and more. ``"none"``: unchanged.
+
+    >>> import torch
+    >>> adjust_p_values(torch.tensor([0.01, 0.04, 0.03]), "holm")
+    tensor([0.0300, 0.0600, 0.0600])
+    """
+    V.check_choice("correction", correction, CORRECTIONS)
+    m = p_values.numel()
+    if correction == "none" or m == 0:
+        return p_values.clone()
+    if correction == "bonferroni":
+        return (p_values * m).clamp(max=1.0)
+    order = torch.argsort(p_values, stable=True)
+    factors = torch.arange(m, 0, -1, dtype=p_values.dtype, device=p_values.device)
+    stepped = torch.cummax((p_values[order] * factors).clamp(max=1.0), 0).values
+    return torch.empty_like(p_values).scatter_(0, order, stepped)
+
+
+# --------------------------------------------------------------------------- inputs
+
+
+def _as_metric_dict(name: str, values: object) -> dict[str, Tensor]:
+    if isinstance(values, Tensor):
+        return {"": values}
+    if isinstance(values, Mapping):
+        return dict(values)
+    raise TypeError(
+        f"system {name!r}: expected a tensor of per-query values or a dict of them "
+        f"(rank_metrics(..., reduction='none')), got {type(values).__name__}"
+    )
+
+
+def paired_values(
+    systems: Mapping[str, Tensor | Mapping[str, Tensor]],
+    query_ids: Sequence[str] | Mapping[str, Sequence[str]] | None = None,
+) -> tuple[list[str], list[str], dict[str, Tensor]]:
+    """The systems' values aligned query by query: ``(systems, query ids, {metric: (Q, S)})``.
+
+    Each system gives a ``(Q,)`` tensor or a dict ``{metric: (Q,) tensor}``
+    (every system the same metrics). ``query_ids``: one sequence shared by
+    every system, or one per system (then the values are aligned by id); with
+    none, queries are matched by position and named by it. A query one
+    system has and another lacks is an error naming it. The metric key of a
+    bare tensor is ``""``.
+    """
+    if not isinstance(systems, Mapping):
+        raise TypeError(f"`systems` must be a dict {{name: values}}, got {type(systems).__name__}")
+    names = [str(name) for name in systems]
+    if len(names) < 2:
+        raise ValueError(f"`systems`: compare needs at least 2 systems, got {len(names)}")
+    tables = {name: _as_metric_dict(name, systems[name]) for name in systems}
+    first = names[0]
+    metric_keys = list(tables[first])
+    for name in names[1:]:
+        if set(tables[name]) != set(metric_keys):
+            raise ValueError(
+                f"`systems`: {first!r} has the metrics {sorted(metric_keys)} but {name!r} has "
+                f"{sorted(tables[name])}; every system needs the same ones"
+            )
+    for name in names:
+        for key, given in tables[name].items():
+            V.check_tensor(f"systems[{name!r}]" + (f"[{key!r}]" if key else ""), given)
+            if given.ndim != 1:
+                raise ValueError(
+                    f"systems[{name!r}]" + (f"[{key!r}]" if key else "") + ": expected per-query "
+                    f"values of shape (Q,), got shape {tuple(given.shape)} (pass "
+                    "reduction='none' to rank_metrics)"
+                )
+    ids = _query_ids(names, tables, metric_keys, query_ids)
+    reference = ids[first]
+    position = {name: {qid: row for row, qid in enumerate(ids[name])} for name in names}
+    for name in names[1:]:
+        missing = [q for q in reference if q not in position[name]]
+        extra = [q for q in ids[name] if q not in position[first]]
+        if missing or extra:
+            parts = []
+            if missing:
+                parts.append(f"{_listing(missing)} of {first!r} missing from {name!r}")
+            if extra:
+                parts.append(f"{_listing(extra)} of {name!r} missing from {first!r}")
+            raise ValueError(
+                "the systems must be evaluated on the same queries: query " + "; query ".join(parts)
+            )
+    aligned: dict[str, Tensor] = {}
+    for key in metric_keys:
+        columns = []
+        for name in names:
+            column = tables[name][key].detach().to("cpu", torch.float64)
+            if name != first:
+                column = column[torch.tensor([position[name][q] for q in reference])]
+            columns.append(column)
+        aligned[key] = torch.stack(columns, dim=1)
+    return names, list(reference), aligned
+
+
+def _query_ids(
+    names: list[str],
+    tables: dict[str, dict[str, Tensor]],
+    metric_keys: list[str],
+    query_ids: Sequence[str] | Mapping[str, Sequence[str]] | None,
+) -> dict[str, list[str]]:
+    sizes = {name: tables[name][metric_keys[0]].shape[0] for name in names}
+    if query_ids is None:
+        for name in names[1:]:
+            if sizes[name] != sizes[names[0]]:
+                raise ValueError(
+                    f"the systems must be evaluated on the same queries: {names[0]!r} has "
+                    f"{sizes[names[0]]} queries and {name!r} has {sizes[name]}; without "
+                    "`query_ids` queries are matched by position"
+                )
+    ids: dict[str, list[str]] = {}
+    for name in names:
+        if query_ids is None:
+            given: Sequence[str] = [str(row) for row in range(sizes[name])]
+        elif isinstance(query_ids, Mapping):
+            if name not in query_ids:
+                raise ValueError(f"`query_ids` has no entry for system {name!r}")
+            given = query_ids[name]
+        else:
+            given = query_ids
+        given = [str(q) for q in given]
+        if len(set(given)) != len(given):
+            raise ValueError(f"`query_ids` of {name!r} repeat a query id")
+        for key in metric_keys:
+            if tables[name][key].shape[0] != len(given):
+                raise ValueError(
+                    f"systems[{name!r}]" + (f"[{key!r}]" if key else "") + f" has "
+                    f"{tables[name][key].shape[0]} queries but {len(given)} query ids"
+                )
+        ids[name] = given
+    return ids
+
+
+def _listing(qids: Sequence[str]) -> str:
+    shown = ", ".join(map(repr, qids[:10]))
+    return shown + (f", ... ({len(qids) - 10} more)" if len(qids) > 10 else "")
+
+
+# --------------------------------------------------------------------------- compare
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """One comparison: ``system`` against ``baseline`` on one metric."""
+
+    metric: str
+    system: str
+    baseline: str
+    system_mean: float
+    baseline_mean: float
+    difference: float  # system mean - baseline mean
+    ci_low: float
+    ci_high: float
+    effect_size: float
+    p_value: float
+    adjusted_p_value: float
+    significant: bool  # adjusted_p_value < alpha
+    queries: int
+
+
+@dataclass(frozen=True)
+class ComparisonReport:
+    """What :func:`compare` found: the means and one :class:`Comparison` per pair and metric."""
+
+    test: str
+    alpha: float
+    correction: str
+    confidence: float
+    systems: list[str]
+    metrics: list[str]
+    means: dict[str, dict[str, float]]  # metric -> system -> mean over the compared queries
+    rows: list[Comparison]
+    queries: int
+    dropped_queries: list[str]
+
+    def to_dict(self) -> dict[str, Any]:
+        document = asdict(self)
+        document["rows"] = [asdict(row) for row in self.rows]
+        return _nan_to_none(document)
+
+    def to_json(self) -> str:
+        """JSON (NaN as null)."""
+        return json.dumps(self.to_dict(), indent=2) + "\n"
+
+    def to_csv(self) -> str:
+        """One line per comparison, every field of :class:`Comparison`, full precision."""
+        buffer = io.StringIO()
+        fields = list(Comparison.__dataclass_fields__)
+        writer = csv.writer(buffer, lineterminator="\n")
+        writer.writerow(fields)
+        for row in self.rows:
+            writer.writerow([_cell(getattr(row, f)) for f in fields])
+        return buffer.getvalue()
+
+    def to_table(self) -> str:
+        """Plain text: a line per comparison, ``*`` where the adjusted p is below alpha."""
+        head = ["metric", "system", "baseline", "mean", "base", "diff", "ci_low", "ci_high"]
+        head += ["d", "p", "p_adj", ""]
+        lines = [head]
+        for row in self.rows:
+            lines.append(
+                [
+                    row.metric,
+                    row.system,
+                    row.baseline,
+                    *(
+                        _fixed(v)
+                        for v in (
+                            row.system_mean,
+                            row.baseline_mean,
+                            row.difference,
+                            row.ci_low,
+                            row.ci_high,
+                            row.effect_size,
+                        )
+                    ),
+                    _p(row.p_value),
+                    _p(row.adjusted_p_value),
+                    "*" if row.significant else "",
+                ]
+            )
+        widths = [max(len(line[i]) for line in lines) for i in range(len(head))]
+        text = [
+            "  ".join(
+                cell.ljust(w) if i < 3 else cell.rjust(w)
+                for i, (cell, w) in enumerate(zip(line, widths, strict=True))
+            ).rstrip()
+            for line in lines
+        ]
+        interval = "bootstrap percentile" if self.test != "t" else "t"
+        text.append(
+            f"test: {self.test}; {self.queries} queries; correction: {self.correction}; "
+            f"* adjusted p < {self.alpha:g}; {self.confidence:.0%} {interval} interval; "
+            "d: Cohen's d of the differences"
+        )
+        return "\n".join(text) + "\n"
+
+    def to_latex(self) -> str:
+        """A booktabs table, systems by metrics, as ranx's ``Report.to_latex``.
+
+        Each cell is the mean; a superscript letter marks each system (by its
+        letter in the first column) that this one beats significantly
+        (adjusted p below alpha, higher mean); the best mean is bold.
+        """
+        letters = {name: chr(ord("a") + i) for i, name in enumerate(self.systems)}
+        beats: dict[tuple[str, str], list[str]] = {}
+        for row in self.rows:
+            if not row.significant:
+                continue
+            winner, loser = (
+                (row.system, row.baseline) if row.difference > 0 else (row.baseline, row.system)
+            )
+            beats.setdefault((row.metric, winner), []).append(letters[loser])
+        columns = "c" * len(self.metrics)
+        lines = [
+            "\\begin{table}[ht]",
+            "\\centering",
+            f"\\begin{{tabular}}{{cl{columns}}}",
+            "\\toprule",
+            "\\# & Model & "
+            + " & ".join(_latex_text(m or "value") for m in self.metrics)
+            + " \\\\",
+            "\\midrule",
+        ]
+        best = {
+            m: max((v for v in self.means[m].values() if not math.isnan(v)), default=math.nan)
+            for m in self.metrics
+        }
+        for name in self.systems:
+            cells = []
+            for metric in self.metrics:
+                mean = self.means[metric][name]
+                cell = _fixed(mean)
+                if mean == best[metric]:
+                    cell = f"\\textbf{{{cell}}}"
+                marks = "".join(sorted(beats.get((metric, name), [])))
+                cells.append(cell + (f"$^{{{marks}}}$" if marks else ""))
+            lines.append(f"{letters[name]} & {_latex_text(name)} & " + " & ".join(cells) + " \\\\")
+        interval = "bootstrap percentile" if self.test != "t" else "t"
+        level = f"{self.confidence:.0%}".replace("%", "\\%")
+        lines += [
+            "\\bottomrule",
+            "\\end{tabular}",
+            f"\\caption{{Means over {self.queries} queries. A superscript marks the systems "
+            f"this one beats with adjusted $p < {self.alpha:g}$ ({_latex_text(self.test)} "
+            f"test, {_latex_text(self.correction)} correction; {level} "
+            f"{interval} intervals in the CSV/JSON output). Best in bold.}}",
+            "\\end{table}",
+        ]
+        return "\n".join(lines) + "\n"
+
+    def __str__(self) -> str:
+        return self.to_table()
+
+
+def _fixed(value: float) -> str:
+    return "-" if math.isnan(value) else f"{value:.4f}"
+
+
+def _p(value: float) -> str:
+    if math.isnan(value):
+        return "-"
+    return f"{value:.4f}" if value >= 1e-4 else f"{value:.1e}"
+
+
+def _cell(value: object) -> str:
+    if isinstance(value, float):
+        return "" if math.isnan(value) else repr(value)
+    return str(value)
+
+
+def _latex_text(text: str) -> str:
+    for char, escaped in (("\\", "\\textbackslash{}"), ("_", "\\_"), ("&", "\\&"), ("%", "\\%")):
+        text = text.replace(char, escaped)
+    return text.replace("#", "\\#").replace("$", "\\$")
+
+
+def _nan_to_none(value: Any) -> Any:
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _nan_to_none(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_nan_to_none(v) for v in value]
+    return value
+
+
+def compare(
+    systems: Mapping[str, Tensor | Mapping[str, Tensor]],
+    *,
+    query_ids: Sequence[str] | Mapping[str, Sequence[str]] | None = None,
+    test: str = "t",
+    baseline: str | None = None,
+    alpha: float = 0.05,
+    correction: str = "holm",
+    confidence: float = 0.95,
+    permutations: int = 10_000,
+    resamples: int = 10_000,
+    seed: int = 0,
+    empty_target_action: str = "skip",
+) -> ComparisonReport:
+    """Compare systems on the same queries, metric by metric.
+
+    Args:
+        systems: ``{name: values}``, values a ``(Q,)`` tensor of per-query
+            values or a dict of them by metric (``rank_metrics(...,
+            reduction="none")``); every system the same metrics.
+        query_ids: the queries' ids, one sequence for all or one per system
+            (values are then matched by id); by default by position. A query
+            one system lacks is an error naming it.
+        test: ``"t"`` (paired t-test), ``"wilcoxon"`` (signed-rank),
+            ``"randomization"`` (Fisher's, sign flips) or ``"bootstrap"``.
+        baseline: compare every other system with this one; None compares
+            every pair (each later system against each earlier one).
+        alpha: significance level of the adjusted p-values, in (0, 1).
+        correction: ``"holm"``, ``"bonferroni"`` or ``"none"``; the family is
+            the comparisons of one metric.
+        confidence: level of the interval of each mean difference: Student's t
+            interval for ``test="t"``, else the paired bootstrap percentile
+            interval.
+        permutations: random sign flips of the randomization test (all
+            ``2^n`` when that is not more).
+        resamples: bootstrap resamples (test and intervals).
+        seed: seed of the flips and resamples.
+        empty_target_action: what a NaN value means (a query the kernel
+            skipped as empty, ``empty_target_action="skip"``): ``"skip"``
+            leaves the query out of every system (the test stays paired;
+            the report lists it), ``"neg"`` counts it 0, ``"pos"`` 1,
+            ``"error"`` raises naming it.
+
+    Returns:
+        A :class:`ComparisonReport`; its rows are in metric order, then system order.
+    """
+    V.check_choice("test", test, TESTS)
+    V.check_choice("correction", correction, CORRECTIONS)
+    V.check_choice("empty_target_action", empty_target_action, V.EMPTY_TARGET_ACTIONS)
+    alpha = _check_level("alpha", alpha)
+    confidence = _check_level("confidence", confidence)
+    _check_count("permutations", permutations)
+    _check_count("resamples", resamples)
+    names, qids, values = paired_values(systems, query_ids)
+    if baseline is not None and baseline not in names:
+        raise ValueError(f"`baseline` must be one of the systems {names}, got {baseline!r}")
+    if baseline is not None:
+        pairs = [(baseline, name) for name in names if name != baseline]
+    else:
+        pairs = [(names[i], names[j]) for i in range(len(names)) for j in range(i + 1, len(names))]
+    values, kept, dropped = _empty_queries(values, qids, empty_target_action)
+    column = {name: i for i, name in enumerate(names)}
+    base_index = torch.tensor([column[b] for b, _ in pairs])
+    system_index = torch.tensor([column[s] for _, s in pairs])
+    rows: list[Comparison] = []
+    means: dict[str, dict[str, float]] = {}
+    for metric, matrix in values.items():
+        means[metric] = dict(zip(names, matrix.mean(0).tolist(), strict=True))
+        d = matrix[:, system_index] - matrix[:, base_index]
+        p = _p_values(d, test, permutations, resamples, seed)
+        if test == "t":
+            low, high = t_interval(d, confidence)
+        else:
+            low, high = bootstrap_interval(d, confidence, resamples, seed)
+        adjusted = adjust_p_values(p, correction)
+        sizes = effect_size(d)
+        for i, (base, name) in enumerate(pairs):
+            rows.append(
+                Comparison(
+                    metric=metric,
+                    system=name,
+                    baseline=base,
+                    system_mean=means[metric][name],
+                    baseline_mean=means[metric][base],
+                    difference=float(d[:, i].mean()),
+                    ci_low=float(low[i]),
+                    ci_high=float(high[i]),
+                    effect_size=float(sizes[i]),
+                    p_value=float(p[i]),
+                    adjusted_p_value=float(adjusted[i]),
+                    significant=bool(adjusted[i] < alpha),
+                    queries=kept,
+                )
+            )
+    return ComparisonReport(
+        test=test,
+        alpha=alpha,
+        correction=correction,
+        confidence=confidence,
+        systems=names,
+        metrics=list(values),
+        means=means,
+        rows=rows,
+        queries=kept,
+        dropped_queries=dropped,
+    )
+
+
+def _p_values(d: Tensor, test: str, permutations: int, resamples: int, seed: int) -> Tensor:
+    if test == "t":
+        return paired_t_test(d)
+    if test == "wilcoxon":
+        return wilcoxon_test(d)
+    if test == "randomization":
+        return _identical_is_one(randomization_test(d, permutations, seed), d)
+    return bootstrap_test(d, resamples, seed)
+
+
+def _empty_queries(
+    values: dict[str, Tensor], qids: list[str], action: str
+) -> tuple[dict[str, Tensor], int, list[str]]:
+    """NaN values (queries skipped as empty) as ``empty_target_action`` says."""
+    empty = torch.zeros(len(qids), dtype=torch.bool)
+    for matrix in values.values():
+        empty |= matrix.isnan().any(1)
+    if not bool(empty.any()):
+        return values, len(qids), []
+    named = [qids[i] for i in empty.nonzero().flatten().tolist()]
+    if action == "error":
+        raise ValueError(
+            f"queries {_listing(named)} have no value (NaN: skipped as empty) in some "
+            "system; pass empty_target_action='skip' to leave them out, or 'neg'/'pos'"
+        )
+    if action in ("neg", "pos"):
+        fill = 0.0 if action == "neg" else 1.0
+        return {k: torch.nan_to_num(m, nan=fill) for k, m in values.items()}, len(qids), []
+    kept = ~empty
+    if int(kept.sum()) < 2:
+        raise ValueError(
+            f"fewer than 2 queries have a value in every system ({_listing(named)} are "
+            "NaN: skipped as empty); nothing to compare"
+        )
+    return {k: m[kept] for k, m in values.items()}, int(kept.sum()), named

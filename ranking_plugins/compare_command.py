@@ -1,0 +1,267 @@
+"""``ranking-plugins compare``: paired significance tests between run files.
+
+::
+
+    ranking-plugins compare QRELS RUN_A RUN_B [RUN ...] [-m ndcg@10 ...] [--test t]
+        [--baseline RUN_A] [--correction holm] [--alpha 0.05] [--format table|json|csv|latex]
+
+Each run is evaluated as ``ranking-plugins evaluate --per-query`` does
+(:func:`ranking_plugins.cli.evaluate`), then :func:`ranking_plugins.compare.compare`
+tests every comparison, query by query. The queries are matched by id; a
+query one run has and another lacks is an error naming it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from pathlib import Path
+from typing import Any, TextIO
+
+from torch import Tensor
+
+from ranking_plugins import _validation as V
+from ranking_plugins.compare import CORRECTIONS, TESTS, ComparisonReport, compare
+from ranking_plugins.kernel import TIES
+from ranking_plugins.trec_files import (
+    FORMATS,
+    FileFormatError,
+    Progress,
+    build_collection,
+    read_records,
+)
+
+#: what ``compare`` tests when no ``-m`` is given
+DEFAULT_COMPARE_METRICS = ("ndcg@10",)
+
+_DESCRIPTION = """\
+Compare two or more runs on the same qrels with a paired significance test,
+query by query: the mean of every run, each difference from the baseline (or
+between every pair), its confidence interval, Cohen's d of the differences,
+and the p-value before and after a correction for multiple comparisons
+(* marks an adjusted p below --alpha).
+
+Tests: t (Student's paired t-test, the default, as ranx.compare), wilcoxon
+(signed-rank), randomization (Fisher's, with --permutations sign flips, all
+2^n of them when that is not more), bootstrap (paired, --resamples). The t
+test gives a t interval, the others a bootstrap percentile interval.
+
+Every run is evaluated as `evaluate` does (same options and defaults).
+"""
+
+_EPILOG = """\
+exit status: 0 success, 1 a problem in an input file (FILE:LINE: what was
+wrong) or runs that do not cover the same queries, 2 a usage error.
+
+example:
+  ranking-plugins compare qrels.txt bm25.run dense.run -m ndcg@10 -m mrr --test randomization
+"""
+
+
+def add_compare_parser(commands: Any) -> argparse.ArgumentParser:
+    """Register the ``compare`` subcommand on ``build_parser``'s subparsers."""
+    from ranking_plugins.cli import COMMAND_DEFAULTS
+
+    parser: argparse.ArgumentParser = commands.add_parser(
+        "compare",
+        help="paired significance tests between two or more runs",
+        description=_DESCRIPTION,
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.set_defaults(command_parser=parser)
+    add = parser.add_argument
+    add("qrels", metavar="QRELS", help="relevance judgments: TREC, TSV or JSONL (.gz too)")
+    add("runs", metavar="RUN", nargs="+", help="two or more runs: TREC, TSV or JSONL (.gz too)")
+    add(
+        "-m",
+        "--metric",
+        action="append",
+        default=None,
+        metavar="NAME[@K[,K...]]",
+        help="a metric to compare, as for `evaluate`; repeat for more (default: "
+        f"{' '.join(DEFAULT_COMPARE_METRICS)})",
+    )
+    add("--test", choices=TESTS, default="t", help="the paired test (default: t)")
+    add("--alpha", type=float, default=0.05, help="significance level (default: 0.05)")
+    add(
+        "--baseline",
+        metavar="RUN",
+        default=None,
+        help="compare every other run with this one (a RUN as given, or its file name); "
+        "default: every pair",
+    )
+    add(
+        "--correction",
+        choices=CORRECTIONS,
+        default="holm",
+        help="correction for multiple comparisons, per metric (default: holm)",
+    )
+    add("--confidence", type=float, default=0.95, help="interval level (default: 0.95)")
+    add("--permutations", type=int, default=10_000, help="randomization test sign flips")
+    add("--resamples", type=int, default=10_000, help="bootstrap resamples")
+    add("--seed", type=int, default=0, help="seed of the flips and resamples (default: 0)")
+    add("--ties", choices=TIES, default=COMMAND_DEFAULTS.ties, help="as for `evaluate`")
+    add("--gain", choices=V.GAINS, default=COMMAND_DEFAULTS.gain, help="as for `evaluate`")
+    add(
+        "-l",
+        "--relevance-threshold",
+        type=float,
+        default=None,
+        metavar="GRADE",
+        help="as for `evaluate`",
+    )
+    add(
+        "--empty-target-action",
+        choices=V.EMPTY_TARGET_ACTIONS,
+        default=COMMAND_DEFAULTS.empty_target_action,
+        help="as for `evaluate`; with skip, a query without relevant documents is left "
+        "out of every run's values",
+    )
+    add(
+        "--ap-denominator",
+        choices=V.AP_DENOMINATORS,
+        default=COMMAND_DEFAULTS.ap_denominator,
+        help="as for `evaluate`",
+    )
+    add("--unjudged-queries", choices=("error", "skip"), default="error", help="as for `evaluate`")
+    add(
+        "--unretrieved-queries",
+        choices=("skip", "count"),
+        default="skip",
+        help="as for `evaluate`; with skip, runs that retrieve nothing for different "
+        "queries cannot be compared (an error names the queries): count them instead",
+    )
+    add(
+        "--format",
+        choices=("table", "json", "csv", "latex"),
+        default="table",
+        help="output format (default: table; latex: a booktabs table as ranx exports)",
+    )
+    add("--qrels-format", choices=FORMATS, default="auto", help="as for `evaluate`")
+    add("--run-format", choices=FORMATS, default="auto", help="format of every run file")
+    add("-o", "--output", metavar="FILE", default=None, help="write to FILE instead of stdout")
+    return parser
+
+
+def run_names(paths: list[str]) -> list[str]:
+    """A run's name: its file name, or the path as given where file names repeat.
+
+    >>> run_names(["a/bm25.run", "b/dense.run"])
+    ['bm25.run', 'dense.run']
+    >>> run_names(["a/x.run", "b/x.run"])
+    ['a/x.run', 'b/x.run']
+    """
+    names = [Path(p).name for p in paths]
+    return names if len(set(names)) == len(names) else list(paths)
+
+
+def run_compare(
+    parser: argparse.ArgumentParser, args: argparse.Namespace, stdout: TextIO, stderr: TextIO
+) -> int:
+    """``compare`` with parsed arguments, writing to the given streams; returns the exit status."""
+    from ranking_plugins.cli import COMMAND_DEFAULTS, PROG, UsageError, evaluate, parse_metrics
+
+    parser = getattr(args, "command_parser", parser)
+    try:
+        wanted = parse_metrics(args.metric or list(DEFAULT_COMPARE_METRICS))
+    except UsageError as error:
+        parser.error(f"-m/--metric: {error}")
+    if len(args.runs) < 2:
+        parser.error(f"compare needs at least 2 runs, got {len(args.runs)}")
+    for flag, value in (("--alpha", args.alpha), ("--confidence", args.confidence)):
+        if not 0.0 < value < 1.0:
+            parser.error(f"{flag} must be in (0, 1), got {value}")
+    for flag, count in (("--permutations", args.permutations), ("--resamples", args.resamples)):
+        if count < 1:
+            parser.error(f"{flag} must be a positive integer, got {count}")
+    threshold = args.relevance_threshold
+    if threshold is not None and not math.isfinite(threshold):
+        parser.error(f"-l/--relevance-threshold must be a finite number, got {threshold}")
+    names = run_names(args.runs)
+    baseline = None
+    if args.baseline is not None:
+        matches = [n for n, p in zip(names, args.runs, strict=True) if args.baseline in (n, p)]
+        if len(matches) != 1:
+            parser.error(f"--baseline must name one of the runs {names}, got {args.baseline!r}")
+        baseline = matches[0]
+    options = COMMAND_DEFAULTS.replace(
+        ties=args.ties,
+        gain=args.gain,
+        relevance_threshold=threshold,
+        empty_target_action=args.empty_target_action,
+        ap_denominator=args.ap_denominator,
+    )
+    progress = Progress(stderr)
+    systems: dict[str, dict[str, Tensor]] = {}
+    query_ids: dict[str, list[str]] = {}
+    try:
+        qrels = read_records(args.qrels, "qrels", args.qrels_format, progress)
+        for name, path in zip(names, args.runs, strict=True):
+            run = read_records(path, "run", args.run_format, progress)
+            collection = build_collection(
+                qrels,
+                run,
+                trec_eval_order=args.ties == "first",
+                relevance_threshold=threshold,
+                unjudged=args.unjudged_queries,
+                unretrieved=args.unretrieved_queries,
+            )
+            del run
+            if not collection.qids:
+                raise FileFormatError(path, None, "no query is both in the run and in the qrels")
+            results = evaluate(collection, wanted, options, args.qrels)
+            systems[name] = {key: results.per_query[key] for key in results.keys}
+            query_ids[name] = list(results.qids)
+        report = compare(
+            systems,
+            query_ids=query_ids,
+            test=args.test,
+            baseline=baseline,
+            alpha=args.alpha,
+            correction=args.correction,
+            confidence=args.confidence,
+            permutations=args.permutations,
+            resamples=args.resamples,
+            seed=args.seed,
+        )
+    except FileFormatError as error:
+        stderr.write(f"{PROG}: error: {error}\n")
+        return 1
+    except ValueError as error:
+        hint = (
+            " (--unretrieved-queries count counts a query a run retrieves nothing for)"
+            if "same queries" in str(error) and args.unretrieved_queries == "skip"
+            else ""
+        )
+        stderr.write(f"{PROG}: error: {error}{hint}\n")
+        return 1
+    if report.dropped_queries:
+        stderr.write(
+            f"{PROG}: note: {len(report.dropped_queries)} queries without a value "
+            f"(--empty-target-action skip) were left out of every run: "
+            f"{', '.join(report.dropped_queries[:10])}\n"
+        )
+    text = format_report(report, args.format)
+    if args.output is None:
+        stdout.write(text)
+        return 0
+    try:
+        Path(args.output).write_text(text, encoding="utf-8")
+    except OSError as error:
+        stderr.write(f"{PROG}: error: {args.output}: cannot write: {error.strerror or error}\n")
+        return 1
+    return 0
+
+
+def format_report(report: ComparisonReport, output_format: str) -> str:
+    if output_format == "json":
+        return report.to_json()
+    if output_format == "csv":
+        return report.to_csv()
+    if output_format == "latex":
+        return report.to_latex()
+    return report.to_table()
+
+
+__all__ = ["DEFAULT_COMPARE_METRICS", "add_compare_parser", "format_report", "run_compare"]

@@ -1,0 +1,333 @@
+"""Paired significance tests (ranking_plugins.compare) against scipy.stats and ranx."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+import torch
+
+from ranking_plugins import rank_metrics
+from ranking_plugins.compare import (
+    adjust_p_values,
+    bootstrap_interval,
+    bootstrap_test,
+    compare,
+    effect_size,
+    paired_t_test,
+    paired_values,
+    randomization_test,
+    t_interval,
+    wilcoxon_test,
+)
+
+stats = pytest.importorskip("scipy.stats")
+
+
+def discrete_systems(queries: int, systems: int, seed: int) -> torch.Tensor:
+    """Per-query values on a grid of 0.1 (like precision@10): many ties and zero differences."""
+    generator = torch.Generator().manual_seed(seed)
+    base = torch.randint(0, 11, (queries, 1), generator=generator)
+    shift = torch.randint(-2, 4, (queries, systems), generator=generator)
+    return ((base + shift).clamp(0, 10) / 10).to(torch.float64)
+
+
+def continuous_differences(queries: int, columns: int, seed: int) -> torch.Tensor:
+    generator = torch.Generator().manual_seed(seed)
+    return torch.randn(queries, columns, generator=generator, dtype=torch.float64) * 0.2 + 0.05
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_t_test_and_interval_equal_scipy(seed: int) -> None:
+    d = continuous_differences(30, 3, seed)
+    a = torch.rand(30, dtype=torch.float64, generator=torch.Generator().manual_seed(seed))
+    p = paired_t_test(d)
+    low, high = t_interval(d, 0.9)
+    for c in range(3):
+        b = (a + d[:, c]).numpy()
+        result = stats.ttest_rel(b, a.numpy())
+        assert p[c].item() == pytest.approx(result.pvalue, abs=1e-10)
+        interval = result.confidence_interval(0.9)
+        assert low[c].item() == pytest.approx(interval.low, abs=1e-10)
+        assert high[c].item() == pytest.approx(interval.high, abs=1e-10)
+
+
+def test_wilcoxon_equals_scipy_with_ties_and_zeros() -> None:
+    values = discrete_systems(40, 3, 5)
+    d = values[:, 1:] - values[:, :1]
+    assert bool((d == 0).any())
+    p = wilcoxon_test(d)
+    for c in range(2):
+        expected = stats.wilcoxon(values[:, c + 1].numpy(), values[:, 0].numpy()).pvalue
+        assert p[c].item() == pytest.approx(expected, abs=1e-10)
+
+
+@pytest.mark.parametrize("n", [5, 9, 12])
+def test_exact_randomization_equals_scipy_permutation_test(n: int) -> None:
+    values = discrete_systems(n, 3, n)
+    d = values[:, 1:] - values[:, :1]
+    p = randomization_test(d, permutations=2**n)
+    for c in range(2):
+        result = stats.permutation_test(
+            (values[:, c + 1].numpy(), values[:, 0].numpy()),
+            lambda x, y, axis: np.mean(x - y, axis=axis),
+            permutation_type="samples",
+            vectorized=True,
+            n_resamples=np.inf,
+        )
+        assert p[c].item() == pytest.approx(result.pvalue, abs=1e-10)
+
+
+def test_sampled_randomization_counts_every_flip_like_a_brute_force_count() -> None:
+    values = discrete_systems(25, 4, 3)
+    d = values[:, 1:] - values[:, :1]
+    signs = torch.where(
+        torch.rand(500, 25, generator=torch.Generator().manual_seed(4)) < 0.5, -1, 1
+    )
+    p = randomization_test(d, signs=signs)
+    x, s = d.numpy(), signs.numpy()
+    for c in range(3):
+        observed = abs(x[:, c].sum())
+        count = sum(
+            abs((row * x[:, c]).sum()) >= observed - 1e-12 for row in s
+        )  # brute force, row by row
+        assert p[c].item() == count / 500
+
+
+def test_seeded_randomization_is_reproducible_and_near_the_exact_value() -> None:
+    values = discrete_systems(16, 2, 9)
+    d = values[:, 1:] - values[:, :1]
+    exact = randomization_test(d, permutations=2**16).item()
+    sampled = randomization_test(d, permutations=20_000, seed=7)
+    assert torch.equal(sampled, randomization_test(d, permutations=20_000, seed=7))
+    assert not torch.equal(sampled, randomization_test(d, permutations=20_000, seed=8))
+    # the sampled p is binomial around the exact one: within 5 standard errors
+    assert abs(sampled.item() - exact) < 5 * (exact * (1 - exact) / 20_000) ** 0.5 + 1e-4
+
+
+def test_bootstrap_interval_equals_scipy_with_the_same_resamples() -> None:
+    d = continuous_differences(20, 2, 11)
+    drawn: list[np.ndarray] = []
+
+    def mean_of_indices(i: np.ndarray, axis: int) -> np.ndarray:
+        if i.ndim == 2:
+            drawn.append(i.astype(np.int64))
+        return np.mean(d[:, 0].numpy()[i.astype(np.int64)], axis=axis)
+
+    result = stats.bootstrap(
+        (np.arange(20.0),),
+        mean_of_indices,
+        vectorized=True,
+        n_resamples=999,
+        method="percentile",
+        confidence_level=0.9,
+        rng=np.random.default_rng(3),
+    )
+    indices = torch.from_numpy(np.concatenate(drawn))
+    assert indices.shape == (999, 20)
+    low, high = bootstrap_interval(d, 0.9, indices=indices)
+    assert low[0].item() == pytest.approx(result.confidence_interval.low, abs=1e-10)
+    assert high[0].item() == pytest.approx(result.confidence_interval.high, abs=1e-10)
+
+
+def test_bootstrap_test_finds_a_clear_difference_and_not_noise() -> None:
+    d = continuous_differences(50, 1, 2) + 0.1
+    assert bootstrap_test(d).item() < 0.01
+    noise = d - d.mean()
+    assert bootstrap_test(noise).item() > 0.5
+
+
+def test_effect_size_is_cohens_d_of_the_differences() -> None:
+    d = continuous_differences(15, 2, 1)
+    x = d.numpy()
+    expected = x.mean(0) / x.std(0, ddof=1)
+    assert effect_size(d).numpy() == pytest.approx(expected, abs=1e-12)
+
+
+def test_holm_and_bonferroni_by_their_definitions() -> None:
+    p = torch.tensor([0.04, 0.001, 0.03, 0.2, 0.01], dtype=torch.float64)
+    m = len(p)
+    assert adjust_p_values(p, "bonferroni").tolist() == pytest.approx(
+        [min(1.0, m * v) for v in p.tolist()]
+    )
+    order = sorted(range(m), key=lambda i: p[i].item())
+    holm = [0.0] * m
+    running = 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * p[i].item()))
+        holm[i] = running
+    assert adjust_p_values(p, "holm").tolist() == pytest.approx(holm)
+    assert torch.equal(adjust_p_values(p, "none"), p)
+
+
+def test_t_test_p_values_equal_ranx_compare() -> None:
+    ranx = pytest.importorskip("ranx")
+    generator = torch.Generator().manual_seed(0)
+    qrels, runs = {}, [{}, {}, {}]
+    for q in range(25):
+        qid = f"q{q}"
+        qrels[qid] = {f"d{i}": int(torch.randint(0, 3, (), generator=generator)) for i in range(8)}
+        qrels[qid]["d0"] = 2  # every query has a relevant document
+        for run in runs:
+            scores = torch.rand(12, generator=generator).tolist()
+            run[qid] = {f"d{i}": s for i, s in enumerate(scores)}
+    names = ["a", "b", "c"]
+    report = ranx.compare(
+        ranx.Qrels(qrels),
+        [ranx.Run(run, name=name) for run, name in zip(runs, names)],
+        metrics=["ndcg@5"],
+        stat_test="student",
+    )
+    per_query = {
+        name: torch.tensor(
+            ranx.evaluate(ranx.Qrels(qrels), ranx.Run(run), "ndcg@5", return_mean=False)
+        )
+        for name, run in zip(names, runs)
+    }
+    ours = compare(per_query, test="t", correction="none")
+    assert len(ours.rows) == 3
+    for row in ours.rows:
+        theirs = report.comparisons[frozenset([row.system, row.baseline])]["ndcg@5"]["p_value"]
+        assert row.p_value == pytest.approx(theirs, abs=1e-10)
+
+
+def test_compare_takes_rank_metrics_dicts_aligned_by_query_id() -> None:
+    generator = torch.Generator().manual_seed(1)
+    target = torch.randint(0, 2, (12, 10), generator=generator)
+    target[:, 0] = 1
+    a = rank_metrics(
+        torch.rand(12, 10, generator=generator), target, ["ndcg", "mrr"], 5, reduction="none"
+    )
+    b = rank_metrics(
+        torch.rand(12, 10, generator=generator), target, ["ndcg", "mrr"], 5, reduction="none"
+    )
+    ids = [f"q{i}" for i in range(12)]
+    order = torch.randperm(12, generator=generator)
+    shuffled = {key: value[order] for key, value in b.items()}
+    report = compare(
+        {"a": a, "b": shuffled},
+        query_ids={"a": ids, "b": [ids[i] for i in order.tolist()]},
+        test="t",
+    )
+    plain = compare({"a": a, "b": b}, test="t")
+    assert [r.metric for r in report.rows] == ["ndcg@5", "mrr@5"]
+    for mine, reference in zip(report.rows, plain.rows):
+        assert mine.p_value == reference.p_value
+        assert mine.difference == pytest.approx(
+            (b[mine.metric] - a[mine.metric]).mean().item(), abs=1e-15
+        )
+
+
+def test_baseline_and_corrections_in_compare() -> None:
+    values = discrete_systems(30, 4, 8)
+    systems = {f"s{i}": values[:, i] for i in range(4)}
+    report = compare(systems, baseline="s2", test="randomization", correction="bonferroni")
+    assert [(r.baseline, r.system) for r in report.rows] == [
+        ("s2", "s0"),
+        ("s2", "s1"),
+        ("s2", "s3"),
+    ]
+    for row in report.rows:
+        assert row.adjusted_p_value == pytest.approx(min(1.0, 3 * row.p_value))
+        assert row.significant == (row.adjusted_p_value < 0.05)
+    pairs = compare(systems, test="t")
+    assert [(r.baseline, r.system) for r in pairs.rows] == list(itertools.combinations(systems, 2))
+
+
+def test_identical_systems_have_p_one() -> None:
+    values = discrete_systems(10, 1, 0)[:, 0]
+    for test in ("t", "wilcoxon", "randomization", "bootstrap"):
+        row = compare({"a": values, "b": values.clone()}, test=test).rows[0]
+        assert (row.p_value, row.difference, row.effect_size) == (1.0, 0.0, 0.0)
+
+
+def test_empty_queries_follow_empty_target_action() -> None:
+    a = torch.tensor([0.5, float("nan"), 0.2, 0.9, 0.4], dtype=torch.float64)
+    b = torch.tensor([0.7, float("nan"), 0.1, 1.0, 0.6], dtype=torch.float64)
+    ids = ["q1", "q2", "q3", "q4", "q5"]
+    skipped = compare({"a": a, "b": b}, query_ids=ids, test="t")
+    assert skipped.dropped_queries == ["q2"] and skipped.queries == 4
+    keep = torch.tensor([0, 2, 3, 4])
+    assert skipped.rows[0].p_value == pytest.approx(
+        stats.ttest_rel(b[keep].numpy(), a[keep].numpy()).pvalue, abs=1e-12
+    )
+    neg = compare({"a": a, "b": b}, query_ids=ids, test="t", empty_target_action="neg")
+    assert neg.queries == 5 and neg.rows[0].baseline_mean == pytest.approx(2.0 / 5)
+    with pytest.raises(ValueError, match="'q2'"):
+        compare({"a": a, "b": b}, query_ids=ids, empty_target_action="error")
+
+
+# --------------------------------------------------------------------------- bad input
+
+
+def test_one_system_is_an_error() -> None:
+    with pytest.raises(ValueError, match="at least 2 systems"):
+        compare({"a": torch.rand(5, dtype=torch.float64)})
+
+
+def test_unequal_query_sets_name_the_missing_queries() -> None:
+    a, b = torch.rand(3, dtype=torch.float64), torch.rand(3, dtype=torch.float64)
+    with pytest.raises(ValueError, match=r"'q3' of 'a' missing from 'b'.*'q4' of 'b' missing"):
+        compare({"a": a, "b": b}, query_ids={"a": ["q1", "q2", "q3"], "b": ["q1", "q2", "q4"]})
+    with pytest.raises(ValueError, match="'a' has 3 queries and 'b' has 4"):
+        compare({"a": a, "b": torch.rand(4, dtype=torch.float64)})
+
+
+@pytest.mark.parametrize("alpha", [0.0, 1.0, -0.1, 1.5, float("nan")])
+def test_alpha_outside_zero_one_is_an_error(alpha: float) -> None:
+    values = torch.rand(5, 2, dtype=torch.float64)
+    with pytest.raises(ValueError, match="`alpha` must be a number in \\(0, 1\\)"):
+        compare({"a": values[:, 0], "b": values[:, 1]}, alpha=alpha)
+
+
+@pytest.mark.parametrize("count", [0, -3, 2.5])
+def test_zero_permutations_is_an_error(count: object) -> None:
+    values = torch.rand(5, 2, dtype=torch.float64)
+    with pytest.raises(ValueError, match="`permutations` must be a positive int"):
+        compare({"a": values[:, 0], "b": values[:, 1]}, test="randomization", permutations=count)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="`permutations` must be a positive int"):
+        randomization_test(values, permutations=count)  # type: ignore[arg-type]
+
+
+def test_other_bad_arguments() -> None:
+    values = torch.rand(5, 2, dtype=torch.float64)
+    systems = {"a": values[:, 0], "b": values[:, 1]}
+    with pytest.raises(ValueError, match="`test` must be one of"):
+        compare(systems, test="anova")
+    with pytest.raises(ValueError, match="`baseline` must be one of the systems"):
+        compare(systems, baseline="c")
+    with pytest.raises(ValueError, match="`correction` must be one of"):
+        compare(systems, correction="fdr")
+    with pytest.raises(ValueError, match="shape \\(Q,\\)"):
+        paired_values({"a": values, "b": values})
+    with pytest.raises(ValueError, match="the same ones"):
+        paired_values({"a": {"ndcg": values[:, 0]}, "b": {"mrr": values[:, 1]}})
+
+
+def test_exports() -> None:
+    values = discrete_systems(20, 3, 4)
+    report = compare(
+        {"bm25": values[:, 0], "dense": values[:, 1], "my_model": values[:, 2]}, baseline="bm25"
+    )
+    table = report.to_table()
+    assert table.splitlines()[0].split()[:3] == ["metric", "system", "baseline"]
+    assert len(report.to_csv().splitlines()) == 3
+    document = report.to_dict()
+    assert document["rows"][0]["p_value"] == report.rows[0].p_value
+    latex = report.to_latex()
+    assert "\\toprule" in latex and "my\\_model" in latex
+
+
+def test_float32_products_are_rechecked_where_rounding_could_change_the_count() -> None:
+    # flipping the tiny differences changes the sum by 2e-9: invisible in float32
+    # next to 1.0, visible in float64 (and to scipy)
+    d = torch.tensor([1.0, 1e-9, -1e-9], dtype=torch.float64)
+    expected = stats.permutation_test(
+        (d.numpy(),),
+        lambda x, axis: np.mean(x, axis=axis),
+        permutation_type="samples",
+        vectorized=True,
+        n_resamples=np.inf,
+    ).pvalue
+    assert randomization_test(d).item() == pytest.approx(expected, abs=1e-12) == 0.75
