@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from ranking_plugins.kernel import Cutoff, ListStats, RankedBatch, RankStats, Unranked
+from ranking_plugins.kernel import Cutoff, ListStats, RankedBatch, Unranked
 from ranking_plugins.kernel.inputs.items import NO_ITEM_INPUTS, ItemInputs
 from ranking_plugins.kernel.statistics.exposure import (
     COUNTS,
@@ -438,11 +438,11 @@ def _read_part(
     }
     if any(metric.exposure for metric in metrics):
         assert ks is not None, "the request asks a cutoff of exposure metrics"
-        if not (isinstance(stats, RankStats) and stats.list.items is not None):
+        top_list = stats.top_list
+        if top_list is None or top_list.items is None or stats.num_items is None:
             raise ValueError("the exposure metrics need a ranking that lists the items")
-        assert stats.num_items is not None
         cutoffs_k = torch.tensor(ks, dtype=torch.float64).to(device, non_blocking=True)
-        top_items = TopItems(stats.list, stats.num_ranked, stats.num_items, cutoffs_k, items)
+        top_items = TopItems(top_list, stats.num_ranked, stats.num_items, cutoffs_k, items)
         at_k.top_items = top_items
         if exposures is not None:
             exposures.append(top_items.exposure())
