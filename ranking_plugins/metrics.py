@@ -306,7 +306,7 @@ class PerQuery:
 class Evaluation:
     results: dict[str, PerQuery]
     relevant_count: Tensor  # (Q,) float64: R, the weight of ``weighted=True``
-    #: the batch's item exposure, when an exposure metric was asked
+    #: the batch's item exposure, when a catalogue-level metric was asked
     exposure: Exposure | None = None
 
 
@@ -326,8 +326,8 @@ def read_metrics(
 ) -> Evaluation:
     """Every metric at every k, per query, from statistics at least ``rank_depth`` deep.
 
-    With an exposure metric, also the batch's :class:`Exposure` (``items``: the
-    item inputs, on the statistics' device).
+    With a catalogue-level metric, also the batch's :class:`Exposure`
+    (``items``: the item inputs of the exposure metrics, on the statistics' device).
     """
     if not isinstance(ranked, RankedBatch):  # the statistics of one whole batch
         device = ranked.num_ranked.device
@@ -413,7 +413,7 @@ def _read_part(
 ) -> tuple[dict[str, MetricValue], Tensor]:
     """(value, defined) (Q,) of every result key, and R, for one part.
 
-    With an exposure metric, the part's :class:`Exposure` is appended to ``exposures``.
+    With a catalogue-level metric, the part's :class:`Exposure` is appended to ``exposures``.
     """
     num_queries = stats.num_ranked.shape[0]
     device = stats.num_ranked.device
@@ -444,7 +444,7 @@ def _read_part(
         cutoffs_k = torch.tensor(ks, dtype=torch.float64).to(device, non_blocking=True)
         top_items = TopItems(top_list, stats.num_ranked, stats.num_items, cutoffs_k, items)
         at_k.top_items = top_items
-        if exposures is not None:
+        if exposures is not None and any(metric.catalogue for metric in metrics):
             exposures.append(top_items.exposure())
     values: dict[str, MetricValue] = {}
     for metric in metrics:

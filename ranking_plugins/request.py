@@ -112,7 +112,7 @@ class RankingRequest:
         """Zero exposure sums for this request's ks and catalogue, or None without a
         catalogue-level metric or without a known catalogue size."""
         num_items = self.items.num_items
-        if not self.identities or self.ks is None or num_items is None:
+        if not self.catalogue or self.ks is None or num_items is None:
             return None
         return Exposure.zeros(len(self.ks), num_items, device)
 
