@@ -157,8 +157,10 @@ def _gini(exposure: Exposure, ks: Tensor) -> Tensor:
 def _entropy(exposure: Exposure, ks: Tensor) -> Tensor:
     """Shannon entropy (bits) of the (expected) exposure distribution c / Σc."""
     counts = exposure.sums[COUNTS]
-    p = counts / counts.sum(dim=1, keepdim=True)
-    return -torch.where(p > 0, p * torch.log2(torch.where(p > 0, p, 1.0)), 0.0).sum(dim=1)
+    total = counts.sum(dim=1, keepdim=True)
+    p = counts / total
+    entropy = -torch.where(p > 0, p * torch.log2(torch.where(p > 0, p, 1.0)), 0.0).sum(dim=1)
+    return torch.where(total.squeeze(1) > 0, entropy, torch.nan)  # no item shown: undefined
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -345,3 +345,15 @@ def test_embedding_scores_give_the_matrix_numbers(ties: str, chunk_size: int) ->
         expected = rank_metrics(matrix, target, names, ks, mask=mask, **kw)
         for key, value in expected.items():
             assert torch.allclose(got[key], value, rtol=1e-12, atol=1e-12, equal_nan=True), key
+
+
+def test_nothing_ranked_leaves_the_distribution_metrics_undefined() -> None:
+    """Every item masked: no item is shown, so gini, entropy and arp are NaN, coverage 0."""
+    scores = torch.rand(3, 5, dtype=torch.float64)
+    mask = torch.zeros(3, 5, dtype=torch.bool)
+    got = rank_metrics(
+        scores, torch.ones(3, 5), ["coverage", "gini", "entropy", "arp"], 2,
+        mask=mask, item_popularity=torch.ones(5),
+    )  # fmt: skip
+    assert float(got["coverage@2"]) == 0.0
+    assert all(math.isnan(float(got[k])) for k in ("gini@2", "entropy@2", "arp@2"))
