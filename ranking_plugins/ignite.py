@@ -415,8 +415,8 @@ class BaseRankingMetric(Metric):
             _options(ignore_zero_hits, options),
             items=ItemInputs.create(**{n: options[n] for n in _ITEM_KEYWORDS if n in options}),  # type: ignore[literal-required]
         )
-        if self._request.identities and self._request.empty_exposure() is None:
-            names = ", ".join(m.name for m in self._request.metrics if m.exposure)
+        if self._request.catalogue and self._request.empty_exposure() is None:
+            names = ", ".join(m.name for m in self._request.metrics if m.catalogue is not None)
             raise ValueError(
                 f"{type(self).__name__}: {names} keep one count per catalogue item: give "
                 "`num_items` (or an item input: `item_popularity`, `tail_items`, "

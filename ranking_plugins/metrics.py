@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from ranking_plugins.kernel import Cutoff, ListStats, RankedBatch, RankStats, Unranked
+from ranking_plugins.kernel import Cutoff, ListStats, RankedBatch, Unranked
 from ranking_plugins.kernel.inputs.items import NO_ITEM_INPUTS, ItemInputs
 from ranking_plugins.kernel.statistics.exposure import (
     COUNTS,
@@ -157,8 +157,10 @@ def _gini(exposure: Exposure, ks: Tensor) -> Tensor:
 def _entropy(exposure: Exposure, ks: Tensor) -> Tensor:
     """Shannon entropy (bits) of the (expected) exposure distribution c / Σc."""
     counts = exposure.sums[COUNTS]
-    p = counts / counts.sum(dim=1, keepdim=True)
-    return -torch.where(p > 0, p * torch.log2(torch.where(p > 0, p, 1.0)), 0.0).sum(dim=1)
+    total = counts.sum(dim=1, keepdim=True)
+    p = counts / total
+    entropy = -torch.where(p > 0, p * torch.log2(torch.where(p > 0, p, 1.0)), 0.0).sum(dim=1)
+    return torch.where(total.squeeze(1) > 0, entropy, torch.nan)  # no item shown: undefined
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -306,7 +308,7 @@ class PerQuery:
 class Evaluation:
     results: dict[str, PerQuery]
     relevant_count: Tensor  # (Q,) float64: R, the weight of ``weighted=True``
-    #: the batch's item exposure, when an exposure metric was asked
+    #: the batch's item exposure, when a catalogue-level metric was asked
     exposure: Exposure | None = None
 
 
@@ -326,8 +328,8 @@ def read_metrics(
 ) -> Evaluation:
     """Every metric at every k, per query, from statistics at least ``rank_depth`` deep.
 
-    With an exposure metric, also the batch's :class:`Exposure` (``items``: the
-    item inputs, on the statistics' device).
+    With a catalogue-level metric, also the batch's :class:`Exposure`
+    (``items``: the item inputs of the exposure metrics, on the statistics' device).
     """
     if not isinstance(ranked, RankedBatch):  # the statistics of one whole batch
         device = ranked.num_ranked.device
@@ -413,7 +415,7 @@ def _read_part(
 ) -> tuple[dict[str, MetricValue], Tensor]:
     """(value, defined) (Q,) of every result key, and R, for one part.
 
-    With an exposure metric, the part's :class:`Exposure` is appended to ``exposures``.
+    With a catalogue-level metric, the part's :class:`Exposure` is appended to ``exposures``.
     """
     num_queries = stats.num_ranked.shape[0]
     device = stats.num_ranked.device
@@ -438,13 +440,13 @@ def _read_part(
     }
     if any(metric.exposure for metric in metrics):
         assert ks is not None, "the request asks a cutoff of exposure metrics"
-        if not (isinstance(stats, RankStats) and stats.list.items is not None):
+        top_list = stats.top_list
+        if top_list is None or top_list.items is None or stats.num_items is None:
             raise ValueError("the exposure metrics need a ranking that lists the items")
-        assert stats.num_items is not None
         cutoffs_k = torch.tensor(ks, dtype=torch.float64).to(device, non_blocking=True)
-        top_items = TopItems(stats.list, stats.num_ranked, stats.num_items, cutoffs_k, items)
+        top_items = TopItems(top_list, stats.num_ranked, stats.num_items, cutoffs_k, items)
         at_k.top_items = top_items
-        if exposures is not None:
+        if exposures is not None and any(metric.catalogue for metric in metrics):
             exposures.append(top_items.exposure())
     values: dict[str, MetricValue] = {}
     for metric in metrics:

@@ -112,7 +112,7 @@ class RankingRequest:
         """Zero exposure sums for this request's ks and catalogue, or None without a
         catalogue-level metric or without a known catalogue size."""
         num_items = self.items.num_items
-        if not self.identities or self.ks is None or num_items is None:
+        if not self.catalogue or self.ks is None or num_items is None:
             return None
         return Exposure.zeros(len(self.ks), num_items, device)
 
@@ -172,6 +172,8 @@ class RankingRequest:
         identities = self.identities
         if identities and isinstance(preds, Tensor) and preds.ndim == 2 and indexes is None:
             self.items.check_catalogue(preds.shape[1])
+        if identities and isinstance(preds, EmbeddingScores):
+            self.items.check_catalogue(preds.num_items)
         ranked = _last_batch.lookup(inputs, ranking, depth, self.options.validate_args)
         if ranked is not None and identities and not ranked.identities:
             ranked = None  # counted, or made without the items' order: rank again
@@ -212,6 +214,10 @@ class RankingRequest:
         mask: Tensor | None,
         depth: int | None,
     ) -> RankedBatch:
+        if self.identities and isinstance(preds, EmbeddingScores) and self.ks is not None:
+            # counting gives the accuracy statistics of whole lists whatever the
+            # depth; the items' top is needed down to the largest k only
+            depth = max(self.ks)
         return rank_inputs(
             preds,
             target,

@@ -283,9 +283,16 @@ class BaseRankingMetric(Metric):
         self._items: tuple[torch.device, ItemInputs] | None = None
         if not self.request.identities:
             return
+        for field in _ITEM_FIELDS:
+            value = getattr(items, field)
+            if value is not None:
+                self.register_buffer("_item_" + field, value, persistent=False)
+        self._item_size = items.size
+        if not self.request.catalogue:  # per-query metrics only: the sums suffice
+            return
         empty = self.request.empty_exposure()
         if empty is None:
-            names = ", ".join(m.name for m in self.request.metrics if m.exposure)
+            names = ", ".join(m.name for m in self.request.metrics if m.catalogue is not None)
             raise ValueError(
                 f"{type(self).__name__}: {names} keep one count per catalogue item: give "
                 "`num_items` (or an item input: `item_popularity`, `tail_items`, "
@@ -296,11 +303,6 @@ class BaseRankingMetric(Metric):
         self.add_state(
             self._exposure_name + "_queries", default=empty.queries, dist_reduce_fx="sum"
         )
-        for field in _ITEM_FIELDS:
-            value = getattr(items, field)
-            if value is not None:
-                self.register_buffer("_item_" + field, value, persistent=False)
-        self._item_size = items.size
 
     def _item_inputs(self) -> ItemInputs:
         """The item inputs on the metric's device (rebuilt only when it moved)."""
@@ -310,7 +312,7 @@ class BaseRankingMetric(Metric):
         return self._items[1]
 
     def _current_request(self) -> RankingRequest:
-        if self._exposure_name is None:
+        if not self.request.identities:
             return self.request
         return dataclasses.replace(self.request, items=self._item_inputs())
 

@@ -309,3 +309,51 @@ def test_exposure_needs_a_cutoff_and_catalogue_items() -> None:
     indexes = torch.arange(4).repeat_interleave(6)
     with pytest.raises(ValueError, match=r"grouped\s+layout \(`indexes`\) has none"):
         coverage(flat_scores, flat_target, top_k=2, indexes=indexes)
+
+
+# ------------------------------------------------------------------ EmbeddingScores
+
+
+@pytest.mark.parametrize("ties", TIES)
+@pytest.mark.parametrize("chunk_size", [3, 64])
+def test_embedding_scores_give_the_matrix_numbers(ties: str, chunk_size: int) -> None:
+    """Integer embeddings (exact dot products, many ties, cut groups across chunks),
+    excluded items: the same numbers as the (Q, N) matrix with a mask."""
+    from ranking_plugins import EmbeddingScores
+
+    g = torch.Generator().manual_seed(21)
+    q, n, d = 6, 11, 2
+    query_emb = torch.randint(0, 3, (q, d), generator=g)
+    item_emb = torch.randint(0, 2, (n, d), generator=g)
+    exclude = torch.randint(-1, n, (q, 2), generator=g)
+    target = torch.randint(0, n, (q, 2), generator=g)
+    matrix = query_emb @ item_emb.T
+    mask = torch.ones(q, n, dtype=torch.bool)
+    rows = torch.arange(q).unsqueeze(1).expand_as(exclude)
+    mask[rows[exclude >= 0], exclude[exclude >= 0]] = False
+    popularity = torch.randint(1, 9, (n,), generator=g).double()
+    kw = {
+        "item_popularity": popularity,
+        "tail_items": popularity < 4,
+        "item_features": torch.randn(n, 3, generator=g),
+        "ties": ties,
+    }
+    names = [*EXPOSURE_METRICS, "ndcg", "hit_rate"]
+    scores = EmbeddingScores(query_emb, item_emb, exclude=exclude, chunk_size=chunk_size)
+    for ks in ([1, 3, 4], [2, 11, 12]):
+        got = rank_metrics(scores, target, names, ks, **kw)
+        expected = rank_metrics(matrix, target, names, ks, mask=mask, **kw)
+        for key, value in expected.items():
+            assert torch.allclose(got[key], value, rtol=1e-12, atol=1e-12, equal_nan=True), key
+
+
+def test_nothing_ranked_leaves_the_distribution_metrics_undefined() -> None:
+    """Every item masked: no item is shown, so gini, entropy and arp are NaN, coverage 0."""
+    scores = torch.rand(3, 5, dtype=torch.float64)
+    mask = torch.zeros(3, 5, dtype=torch.bool)
+    got = rank_metrics(
+        scores, torch.ones(3, 5), ["coverage", "gini", "entropy", "arp"], 2,
+        mask=mask, item_popularity=torch.ones(5),
+    )  # fmt: skip
+    assert float(got["coverage@2"]) == 0.0
+    assert all(math.isnan(float(got[k])) for k in ("gini@2", "entropy@2", "arp@2"))

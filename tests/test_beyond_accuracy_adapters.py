@@ -219,3 +219,19 @@ def test_ignite_checkpoint_keeps_the_exposure() -> None:
     other = rp_ignite.RankingMetrics(names, [3], **job.item_inputs())
     with pytest.raises(ValueError, match="saved"):
         other.load_state_dict(metric.state_dict())
+
+
+def test_per_query_exposure_metrics_keep_no_exposure_state() -> None:
+    """novelty, arp, tail_share and diversity are means of per-query values: the
+    (3, K, N) exposure is kept only for the catalogue-level metrics."""
+    preds, target = job.batches()[1]
+    per_query = rp_tm.RankingMetrics(["novelty", "arp"], job.KS, **job.item_inputs())
+    assert not any(name.startswith("exposure_") for name in per_query._defaults)
+    per_query.update(preds, target)
+    catalogue = rp_tm.RankingMetrics(["gini"], job.KS, **job.item_inputs())
+    assert any(name.startswith("exposure_") for name in catalogue._defaults)
+    from ranking_plugins import rank_metrics
+
+    expected = rank_metrics(preds, target, ["novelty", "arp"], job.KS, **job.item_inputs())
+    for key, value in per_query.compute().items():
+        assert _close(float(value), float(expected[key])), key

@@ -25,6 +25,7 @@ batch part by part. Metric formulas on top of these statistics live in
 
 from __future__ import annotations
 
+import torch
 from torch import Tensor
 
 from ranking_plugins.kernel.flags import count_true
@@ -53,6 +54,7 @@ from ranking_plugins.kernel.ranked_batch import (
     ranking_method,
 )
 from ranking_plugins.kernel.ranking import TIES, RankCounter, RankedList, count_ranks, rank
+from ranking_plugins.kernel.ranking.embedding_top import embedding_top_list
 from ranking_plugins.kernel.statistics import CountStats, Cutoff, ListStats, RankStats
 
 
@@ -77,14 +79,15 @@ def rank_inputs(
     (:func:`rank_batch`, :func:`embedding_stats`), where tests observe them.
 
     ``identities``: the statistics must say which catalogue item holds each
-    place (the metrics of item exposure): only dense and item-index inputs
-    have catalogue items (a column of the scores).
+    place (the metrics of item exposure): dense and item-index inputs (a
+    column of the scores is an item) and ``EmbeddingScores`` (whose top
+    ``depth`` is kept chunk by chunk, :func:`embedding_top_list`) have them.
     """
-    if identities and isinstance(preds, (EmbeddingScores, ShardedEmbeddingScores)):
+    if identities and isinstance(preds, ShardedEmbeddingScores):
         raise ValueError(
             "the metrics of item exposure (coverage, gini, entropy, novelty, arp, "
-            f"tail_share, personalisation, diversity) do not take {type(preds).__name__} "
-            "yet; pass the (Q, N) score matrix"
+            "tail_share, personalisation, diversity) do not take ShardedEmbeddingScores "
+            "yet; pass EmbeddingScores or the (Q, N) score matrix"
         )
     if identities and indexes is not None:
         raise ValueError(
@@ -96,7 +99,15 @@ def rank_inputs(
     if isinstance(preds, EmbeddingScores):
         check_embedding_inputs(indexes=indexes, mask=mask, target_format=target_format)
         stats = embedding_stats(preds, target, ties=ties, rule=rule, validate_args=validate_args)
-        return RankedBatch(preds.num_queries, preds.device, ((slice(None), stats),), True)
+        if identities and depth is not None and preds.num_queries and preds.num_items:
+            # the exposure metrics: each query's top, its best candidates kept chunk by chunk
+            ids = target.to(torch.int64)
+            relevance = ItemIds(ids.unsqueeze(1) if ids.ndim == 1 else ids, preds.num_items, rule)
+            stats.top_list = embedding_top_list(preds, relevance, ties, depth)
+            stats.num_items = preds.num_items
+        return RankedBatch(
+            preds.num_queries, preds.device, ((slice(None), stats),), True, identities
+        )
     if isinstance(preds, ShardedEmbeddingScores):
         # collective: every process of the group evaluates its batch together
         check_embedding_inputs(indexes=indexes, mask=mask, target_format=target_format)

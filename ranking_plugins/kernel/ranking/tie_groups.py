@@ -80,6 +80,9 @@ class CutGroup:
     gain: Tensor
     start: Tensor  # (rows,) items ranked before the group
     members: Tensor  # (rows, N) bool: the group's ranked members
+    #: (rows, C): the catalogue item of each column of ``members``, when the
+    #: columns are candidates rather than the catalogue (EmbeddingScores)
+    member_items: Tensor | None = None
 
 
 def sort_within_ties(c: Candidates, by_ranked: bool, by_item: bool = False) -> None:

@@ -123,6 +123,18 @@ class TopItems:
         assert self.list.cut_group is not None
         return self.list.cut_group.members.to(torch.float64)
 
+    def _cut_sum(self, values: Tensor) -> Tensor:
+        """Σ over each cut group's members of ``values`` (N, ...) per item: (R, ...)."""
+        cut = self.list.cut_group
+        assert cut is not None
+        members = self._cut_members
+        if cut.member_items is None:  # the columns are the catalogue
+            return members @ values[: members.shape[1]]
+        index = cut.member_items.clamp(max=values.shape[0] - 1)  # padding is no member
+        chosen = values[index]  # (R, C, ...)
+        weights = members.reshape(*members.shape, *([1] * (chosen.ndim - 2)))
+        return (chosen * weights).sum(dim=1)
+
     @cached_property
     def list_size(self) -> Tensor:
         """(Q, K) items in the top k: min(k, ranked items)."""
@@ -136,7 +148,9 @@ class TopItems:
         device = share.device
         # one flat scatter per row: entry (k, item) of the (K, N) table is k * N + item
         offsets = torch.arange(num_ks, device=device) * num_items
-        index = (self.list.items.unsqueeze(-1) + offsets).reshape(-1)
+        # (a place without an item may name no catalogue item: its share is 0)
+        items = self.list.items.clamp(max=num_items - 1)
+        index = (items.unsqueeze(-1) + offsets).reshape(-1)
         sums = torch.zeros(3, num_ks * num_items, dtype=torch.float64, device=device)
         flat_share = share.reshape(-1)
         sums[COUNTS].index_add_(0, index, flat_share)
@@ -149,10 +163,22 @@ class TopItems:
         sums = sums.view(3, num_ks, num_items)
         cut_share = self.cut_share
         if cut_share is not None:  # every member of a cut group: P < 1, so the log is finite
+            cut = self.list.cut_group
+            assert cut is not None
             members = self._cut_members
-            sums[COUNTS] += cut_share.T @ members
-            sums[SQUARES] += (cut_share * cut_share).T @ members
-            sums[LOG_ABSENT] += torch.log1p(-cut_share).T @ members
+            per_row = (cut_share, cut_share * cut_share, torch.log1p(-cut_share))  # (R, K) each
+            if cut.member_items is None:  # the columns are the catalogue
+                for row, value in enumerate(per_row):
+                    sums[row] += value.T @ members
+            else:  # candidate columns: scatter to their items (padding is no member)
+                index = (
+                    cut.member_items.clamp(max=num_items - 1).unsqueeze(1) + offsets.unsqueeze(1)
+                ).reshape(-1)  # (R, K, C) flat
+                flat = sums.view(3, -1)
+                for row, value in enumerate(per_row):
+                    flat[row].index_add_(
+                        0, index, (value.unsqueeze(-1) * members.unsqueeze(1)).reshape(-1)
+                    )
         queries = torch.full((), float(self.list.ranked.shape[0]), dtype=torch.float64)
         return Exposure(sums, queries.to(device))
 
@@ -171,14 +197,14 @@ class TopItems:
     def weight_sum(self, weight: Tensor) -> Tensor:
         """(Q, K): E[Σ of ``weight`` (N,) over the items in the top k]."""
         assert self.list.items is not None
-        listed = weight[self.list.items]  # (Q, L)
+        listed = weight[self.list.items.clamp(max=weight.shape[0] - 1)]  # (Q, L)
         listed = torch.where(self.listed, listed, 0.0)  # no weight read at padding
         total = torch.einsum("ql,qlk->qk", listed, self.share)
         cut_share = self.cut_share
         if cut_share is not None:
             cut = self.list.cut_group
             assert cut is not None
-            total = total.index_add(0, cut.rows, cut_share * (self._cut_members @ weight)[:, None])
+            total = total.index_add(0, cut.rows, cut_share * self._cut_sum(weight)[:, None])
         return total
 
     def pair_similarity_sum(self, vectors: Tensor, norms: Tensor) -> Tensor:
@@ -220,10 +246,9 @@ class TopItems:
         sum_b, norm_b = sum_end - sum_a, norm_end - norm_a
         cut = self.list.cut_group
         if cut is not None:  # the cut group's members, from the whole row
-            members = self._cut_members
             beyond = (start + size > length)[cut.rows].unsqueeze(-1)
-            row_sum = (members @ vectors[:-1]).unsqueeze(1)  # (R, 1, d)
-            row_norm = (members @ norms[:-1]).unsqueeze(1)
+            row_sum = self._cut_sum(vectors[:-1]).unsqueeze(1)  # (R, 1, d)
+            row_norm = self._cut_sum(norms[:-1]).unsqueeze(1)
             sum_b = sum_b.index_put((cut.rows,), torch.where(beyond, row_sum, sum_b[cut.rows]))
             norm_b = norm_b.index_put(
                 (cut.rows,), torch.where(beyond.squeeze(-1), row_norm, norm_b[cut.rows])

@@ -17,6 +17,7 @@ import torch
 from torch import Tensor
 
 if TYPE_CHECKING:
+    from ranking_plugins.kernel.ranking.tie_groups import RankedList
     from ranking_plugins.kernel.statistics.exposure import TopItems
 
 
@@ -29,6 +30,10 @@ class ListStats(ABC):
     relevant_count: Tensor  # (Q,) float64, R
     relevant_ranked: Tensor  # (Q,) float64
     num_ranked: Tensor  # (Q,) float64
+    #: the top of every list with its items, when known (the exposure metrics read it)
+    top_list: RankedList | None = None
+    #: the catalogue's size, when the lists' items are catalogue items
+    num_items: int | None = None
 
     @abstractmethod
     def hits_at(self, k: Tensor) -> Tensor:

@@ -43,6 +43,7 @@ class RankStats(ListStats):
         num_items: int | None = None,
     ) -> None:
         self.list = ranked_list
+        self.top_list = ranked_list
         self.num_items = num_items  # the columns of the scores: catalogue items
         self.relevant_count = relevant_count.to(torch.float64)
         self.relevant_ranked = relevant_ranked.to(torch.float64)
