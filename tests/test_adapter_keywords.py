@@ -101,6 +101,8 @@ def test_every_documented_option_is_still_accepted(name: str) -> None:
         "item_features": None,
         "item_categories": None,
         "num_items": None,
+        # per-query values for ranking_plugins.compare (issue 15)
+        "keep_per_query": True,
     }
     assert set(values) == set(OPTIONS)
     metric = CLASSES[name](**values)  # NDCG takes the last two as its own parameters
@@ -140,9 +142,10 @@ def test_the_message_lists_the_accepted_keywords_in_signature_order() -> None:
         "skip_unrolling",
         "metrics_result_mode",
     ]
-    # then the options, then the item inputs of the exposure metrics (issue 14)
-    assert names[7:] == list(rp.IGNITE_OPTION_NAMES) + list(rp._ITEM_KEYWORDS)
+    # then the options, keep_per_query (issue 15), the item inputs of the
+    # exposure metrics (issue 14)
+    assert names[7:] == [*rp.IGNITE_OPTION_NAMES, "keep_per_query", *rp._ITEM_KEYWORDS]
 
 
 def test_the_typed_keywords_are_the_options_in_ignite_spelling() -> None:
-    assert set(OPTIONS) == set(rp.IGNITE_OPTION_NAMES) | set(rp._ITEM_KEYWORDS)
+    assert set(OPTIONS) == set(rp.IGNITE_OPTION_NAMES) | set(rp._ITEM_KEYWORDS) | {"keep_per_query"}
