@@ -133,6 +133,7 @@ def error_cases(world: int) -> dict[str, dict[str, Any]]:
         "exclude_outside": {0: {"exclude": torch.full((len(case["queries"][0]), 1), -2)}},
         "width_differs": {last: {"query_emb": torch.zeros(len(case["queries"][last]), 4, dtype=torch.float64), "item_shard": torch.zeros(size, 4, dtype=torch.float64)}},
         "catalogue_differs": {last: {"catalogue_size": 12}},
+        "dtype_differs": {last: {"query_emb": case["queries"][last].float(), "item_shard": case["items"][offset : offset + size].float()}},
     }  # fmt: skip
 
 

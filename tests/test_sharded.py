@@ -114,6 +114,7 @@ def test_bad_shardings_raise_on_every_process(reports: list[dict[str, Any]]) -> 
         "exclude_outside": "process 0 of the group: `exclude` item indices must lie in [0, 11)",
         "width_differs": "embedding width of `query_emb` differs",
         "catalogue_differs": "`catalogue_size` differs",
+        "dtype_differs": "the dtype of `query_emb` differs across the processes of the group: torch.float64",
     }
     for name, words in expected.items():
         for rank, report in enumerate(reports):
