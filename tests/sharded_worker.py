@@ -133,6 +133,7 @@ def error_cases(world: int) -> dict[str, dict[str, Any]]:
         "exclude_outside": {0: {"exclude": torch.full((len(case["queries"][0]), 1), -2)}},
         "width_differs": {last: {"query_emb": torch.zeros(len(case["queries"][last]), 4, dtype=torch.float64), "item_shard": torch.zeros(size, 4, dtype=torch.float64)}},
         "catalogue_differs": {last: {"catalogue_size": 12}},
+        "dtype_differs": {last: {"query_emb": case["queries"][last].float(), "item_shard": case["items"][offset : offset + size].float()}},
     }  # fmt: skip
 
 
@@ -157,13 +158,12 @@ def run_kernel_cases(rank: int, world: int) -> dict[str, Any]:
     import torch.distributed as dist
 
     alone = dist.new_group([0])
-    if rank == 0:
-        case = cases(world)["unequal_random"]
-        try:
-            per_query(shard_scores(case, 0, group=alone), case["targets"][0], "average")
-            report["error/group_too_small"] = None
-        except Exception as error:
-            report["error/group_too_small"] = (type(error).__name__, str(error))
+    case = cases(world)["unequal_random"]
+    try:  # process 0: a gap; the others: not members of the group at all
+        per_query(shard_scores(case, rank, group=alone), case["targets"][rank], "average")
+        report["error/group_too_small"] = None
+    except Exception as error:
+        report["error/group_too_small"] = (type(error).__name__, str(error))
     # the group still works after the errors: one more case, every process in it
     case = cases(world)["unequal_random"]
     report["after_errors"] = per_query(shard_scores(case, rank), case["targets"][rank], "first")

@@ -114,6 +114,7 @@ def test_bad_shardings_raise_on_every_process(reports: list[dict[str, Any]]) -> 
         "exclude_outside": "process 0 of the group: `exclude` item indices must lie in [0, 11)",
         "width_differs": "embedding width of `query_emb` differs",
         "catalogue_differs": "`catalogue_size` differs",
+        "dtype_differs": "the dtype of `query_emb` differs across the processes of the group: torch.float64",
     }
     for name, words in expected.items():
         for rank, report in enumerate(reports):
@@ -124,6 +125,12 @@ def test_bad_shardings_raise_on_every_process(reports: list[dict[str, Any]]) -> 
     too_small = reports[0]["error/group_too_small"]
     assert too_small is not None and too_small[0] == "ShardError"
     assert "the shards of the 1 processes of `group` leave items" in too_small[1]
+    for report in reports[1:]:
+        outside = report["error/group_too_small"]
+        assert outside == (
+            "ShardError",
+            "`group`: this process is not a member of the process group",
+        )
 
 
 def test_the_group_works_after_the_errors(reports: list[dict[str, Any]]) -> None:

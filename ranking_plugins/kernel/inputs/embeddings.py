@@ -222,6 +222,7 @@ def embedding_stats(
             if validate_args and V.has_nan(block):
                 raise ValueError("`score_fn` gave NaN scores")
             counter.add(block, start)
+            del block  # freed before the next chunk is scored
         if may_read:
             changed = counter.changed_rows()
             if bool(changed.any()):
@@ -266,6 +267,7 @@ def listed_scores(scores: EmbeddingScores, ids: Tensor, skip_unlisted: bool) -> 
             continue
         block = scores.score_chunk(start)
         value = block.gather(1, (ids - start).clamp(0, block.shape[1] - 1))
+        del block  # one chunk's scores alive at a time: freed before the next is made
         if found is None:
             found = value
         else:

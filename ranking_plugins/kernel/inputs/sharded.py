@@ -404,6 +404,7 @@ def _count_across_shards(
         if validate_args and not nan:
             nan = V.has_nan(block)
         counter.add(block, offset + start)
+        del block  # freed before the next chunk is scored
     changed = may_read and bool(counter.changed_rows().any())
     counts = counter.counts()
     flags = torch.tensor([int(nan), int(changed)], device=device)
