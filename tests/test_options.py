@@ -44,10 +44,11 @@ def test_the_typed_keywords_are_the_fields() -> None:
     assert set(OPTION_NAMES) <= set(RankOptions.__annotations__)
     assert set(OPTION_NAMES) <= set(torchmetrics_adapter.RankingOptions.__annotations__)
     ignite_names = set(ignite_adapter.IgniteOptions.__annotations__)
-    # and the item inputs of the exposure metrics (issue 14), which are not options
+    # and the item inputs of the exposure metrics (issue 14) and keep_per_query
+    # (issue 15), which are not options of the ranking
     assert ignite_names == set(ignite_adapter.IGNITE_OPTION_NAMES) | set(
         ignite_adapter._ITEM_KEYWORDS
-    )
+    ) | {"keep_per_query"}
 
 
 @pytest.mark.parametrize("name", list(BAD_VALUES))

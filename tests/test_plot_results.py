@@ -45,7 +45,11 @@ def count_markdown(text: str) -> list[tuple[str, list[int]]]:
 
 
 def timing_rows(text: str) -> dict[str, int]:
-    """Body rows of each section's first table with a 'x floor' column."""
+    """Body rows of each workload section's first table with a 'x floor' column.
+
+    Workload sections are numbered (``### 1. ...``); an issue's own section may
+    have such a table too, and is not plotted.
+    """
     found: dict[str, int] = {}
     section = ""
     lines = text.splitlines()
@@ -54,7 +58,8 @@ def timing_rows(text: str) -> dict[str, int]:
         if heading:
             section = heading.group(1).strip()
         is_header = line.startswith("|") and (i == 0 or not lines[i - 1].startswith("|"))
-        if is_header and "| x floor |" in line and section not in found:
+        is_workload = re.match(r"\d+\. ", section) is not None
+        if is_header and is_workload and "| x floor |" in line and section not in found:
             body = 0
             for following in lines[i + 2 :]:
                 if not following.startswith("|"):
