@@ -115,6 +115,14 @@ def main() -> None:
         "(with the bootstrap interval, 10,000 resamples)"
     )
 
+    first, second = torch.triu_indices(args.systems, args.systems, 1)
+    all_pairs = values[:, second] - values[:, first]
+    pairs_s, _ = timed(randomization_test, all_pairs, args.permutations, 0)
+    print(
+        f"ranking_plugins randomization_test, all {all_pairs.shape[1]} pairs: {pairs_s:8.3f} s "
+        f"(compare without a baseline; ranx.compare tests each pair twice)"
+    )
+
     if args.skip_ranx:
         return
     try:
