@@ -240,11 +240,14 @@ def _count_reaching(
     count = sure.sum(0)
     if not bool(unsure.any()):
         return count
+    # all of them at once: a few large operations beat one small one per column
     n = d.shape[0]
-    for column in unsure.any(0).nonzero().flatten().tolist():
-        rows = unsure[:, column].nonzero().flatten()
-        again = (signs[rows, :n].to(torch.float64) @ d[:, column]).abs()
-        count[column] += (again >= threshold[column]).sum()
+    rows, columns = unsure.nonzero(as_tuple=True)
+    by_column = d.T.contiguous()
+    for start in range(0, rows.numel(), 1024):
+        r, c = rows[start : start + 1024], columns[start : start + 1024]
+        again = (signs[r, :n].to(torch.float64) * by_column[c]).sum(1).abs()
+        count += torch.bincount(c[again >= threshold[c]], minlength=d.shape[1])
     return count
 
 

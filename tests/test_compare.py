@@ -162,34 +162,46 @@ def test_holm_and_bonferroni_by_their_definitions() -> None:
 
 
 def test_t_test_p_values_equal_ranx_compare() -> None:
+    """The same runs: ranx.compare's p-values, and ours on this package's own per-query values."""
     ranx = pytest.importorskip("ranx")
     generator = torch.Generator().manual_seed(0)
-    qrels, runs = {}, [{}, {}, {}]
-    for q in range(25):
-        qid = f"q{q}"
-        qrels[qid] = {f"d{i}": int(torch.randint(0, 3, (), generator=generator)) for i in range(8)}
-        qrels[qid]["d0"] = 2  # every query has a relevant document
-        for run in runs:
-            scores = torch.rand(12, generator=generator).tolist()
-            run[qid] = {f"d{i}": s for i, s in enumerate(scores)}
+    grades = torch.randint(0, 3, (25, 12), generator=generator)
+    grades[:, 8:] = 0  # d8..d11 are not judged
+    grades[:, 0] = 2  # every query has a relevant document
+    scores = [torch.rand(25, 12, generator=generator, dtype=torch.float64) for _ in range(3)]
+    qrels = {f"q{q:02d}": {f"d{i}": int(grades[q, i]) for i in range(8)} for q in range(25)}
     names = ["a", "b", "c"]
-    report = ranx.compare(
-        ranx.Qrels(qrels),
-        [ranx.Run(run, name=name) for run, name in zip(runs, names)],
-        metrics=["ndcg@5"],
-        stat_test="student",
-    )
-    per_query = {
-        name: torch.tensor(
-            ranx.evaluate(ranx.Qrels(qrels), ranx.Run(run), "ndcg@5", return_mean=False)
+    runs = [
+        ranx.Run(
+            {f"q{q:02d}": {f"d{i}": float(s[q, i]) for i in range(12)} for q in range(25)},
+            name=name,
         )
-        for name, run in zip(names, runs)
+        for s, name in zip(scores, names)
+    ]
+    report = ranx.compare(ranx.Qrels(qrels), runs, metrics=["ndcg@5"], stat_test="student")
+    per_query = {
+        name: rank_metrics(s, grades, "ndcg", 5, reduction="none", gain="linear")["ndcg@5"]
+        for s, name in zip(scores, names)
     }
+    for run, name in zip(runs, names):  # ranx's ndcg is Järvelin's: linear gain
+        theirs = ranx.evaluate(ranx.Qrels(qrels), run, "ndcg@5", return_mean=False)
+        assert per_query[name].numpy() == pytest.approx(theirs, abs=1e-12)
     ours = compare(per_query, test="t", correction="none")
     assert len(ours.rows) == 3
     for row in ours.rows:
         theirs = report.comparisons[frozenset([row.system, row.baseline])]["ndcg@5"]["p_value"]
         assert row.p_value == pytest.approx(theirs, abs=1e-10)
+
+
+def test_missing_scipy_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "scipy", None)
+    monkeypatch.setitem(sys.modules, "scipy.stats", None)
+    d = continuous_differences(10, 1, 0)
+    with pytest.raises(ImportError, match=r"ranking-plugins\[stats\]"):
+        paired_t_test(d)
+    assert randomization_test(d).shape == (1,)  # torch only
 
 
 def test_compare_takes_rank_metrics_dicts_aligned_by_query_id() -> None:
