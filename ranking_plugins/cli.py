@@ -29,12 +29,13 @@ import math
 import os
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import TextIO
 
+import torch
 from torch import Tensor
 
 from ranking_plugins import _validation as V
@@ -47,8 +48,10 @@ from ranking_plugins.trec_files import (
     FORMATS,
     Collection,
     FileFormatError,
-    Progress,
+    MissingExtraError,
+    WholeRunNeeded,
     build_collection,
+    iter_collections,
     read_records,
 )
 
@@ -177,56 +180,70 @@ class Results:
 
 
 def evaluate(
-    collection: Collection,
+    collections: Collection | Iterable[Collection],
     wanted: Sequence[tuple[str, int | None]],
     options: Options,
     qrels_path: str = "qrels",
 ) -> Results:
-    """Evaluate a joined collection with the kernel.
+    """Evaluate a joined collection, or its parts of whole queries, with the kernel.
 
     ``rank_metrics`` takes one ``top_k`` for all its metrics, so the whole-list
     metrics are one request and the @k metrics another (with every k asked
-    for); the kernel ranks once for both (the second request reuses the
-    first's ranking of the same tensors).
+    for); each part is ranked once, by the first, and both read that ranking.
+    Per-query values follow the query names, sorted as strings.
     """
+    parts = [collections] if isinstance(collections, Collection) else collections
     keys = [result_key(METRICS[name], k) for name, k in wanted]
     whole = list(dict.fromkeys(name for name, k in wanted if k is None))
     at_k = list(dict.fromkeys(name for name, k in wanted if k is not None))
     ks = sorted({k for _, k in wanted if k is not None})
-    groups = [(whole, None), (at_k, ks)] if whole else [(at_k, ks)]
-    per_query: dict[str, Tensor] = {}
-    mean: dict[str, float] = {}
-    standard_error: dict[str, float] = {}
-    counted: dict[str, int] = {}
-    for names, top_k in groups:
-        if not names:
+    groups = [(whole, None), (at_k, ks)]
+    requests = [RankingRequest.create(names, top_k, options) for names, top_k in groups if names]
+    first = requests[0]
+    totals = [Totals.zeros(tuple(key for key in r.keys if key in keys)) for r in requests]
+    values: dict[str, list[Tensor]] = {key: [] for key in keys}
+    qids: list[str] = []
+    for part in parts:
+        if not part.qids:
             continue
-        request = RankingRequest.create(names, top_k, options)
+        inputs = (part.preds, part.target)
         try:
-            evaluation = request.evaluate(
-                collection.preds,
-                collection.target,
-                indexes=collection.indexes,
-                mask=collection.mask,
-            )
+            ranked = first.rank(*inputs, indexes=part.indexes, mask=part.mask)
+            for number, request in enumerate(requests):
+                if request.reads(first.ranking_key, first.depth):
+                    evaluation = request.read(ranked)
+                else:
+                    evaluation = request.evaluate(*inputs, indexes=part.indexes, mask=part.mask)
+                totals[number] = totals[number].merge(
+                    Totals.of(evaluation, totals[number].keys, weighted=False)
+                )
+                for key in totals[number].keys:
+                    values[key].append(evaluation.results[key].values)
         except EmptyQueryError as error:
             # the kernel knows the query by its row; the user knows it by its id
-            named = EmptyQueryError(error.metric, error.query, collection.qids[error.query])
+            named = EmptyQueryError(error.metric, error.query, part.qids[error.query])
             raise FileFormatError(qrels_path, None, str(named)) from None
         except ValueError as error:
             raise FileFormatError(qrels_path, None, str(error)) from None
-        mine = tuple(key for key in request.keys if key in keys)
-        totals = Totals.of(evaluation, mine, weighted=False)
+        qids.extend(part.qids)
+    order = torch.tensor(sorted(range(len(qids)), key=qids.__getitem__), dtype=torch.int64)
+    mean: dict[str, float] = {}
+    standard_error: dict[str, float] = {}
+    counted: dict[str, int] = {}
+    for total in totals:
         for key, m, se, n in zip(
-            mine,
-            totals.mean().tolist(),
-            totals.standard_error().tolist(),
-            totals.weight.tolist(),
+            total.keys,
+            total.mean().tolist(),
+            total.standard_error().tolist(),
+            total.weight.tolist(),
             strict=True,
         ):
-            per_query[key] = evaluation.results[key].values
             mean[key], standard_error[key], counted[key] = m, se, int(n)
-    return Results(collection.qids, keys, per_query, mean, standard_error, counted)
+    per_query = {
+        key: torch.cat(v)[order] if v else torch.zeros(0, dtype=torch.float64)
+        for key, v in values.items()
+    }
+    return Results([qids[i] for i in order.tolist()], keys, per_query, mean, standard_error, counted)
 
 
 # --------------------------------------------------------------------------- output
@@ -483,24 +500,29 @@ def run_evaluate(
         empty_target_action=args.empty_target_action,
         ap_denominator=args.ap_denominator,
     )
-    progress = Progress(stderr)
+    join = {
+        "trec_eval_order": args.ties == "first",
+        "relevance_threshold": threshold,
+        "unjudged": args.unjudged_queries,
+        "unretrieved": args.unretrieved_queries,
+    }
     try:
-        qrels = read_records(args.qrels, "qrels", args.qrels_format, progress)
-        run = read_records(args.run, "run", args.run_format, progress)
-        collection = build_collection(
-            qrels,
-            run,
-            trec_eval_order=args.ties == "first",
-            relevance_threshold=threshold,
-            unjudged=args.unjudged_queries,
-            unretrieved=args.unretrieved_queries,
-        )
-        del qrels, run
+        qrels = read_records(args.qrels, "qrels", args.qrels_format, stderr)
+        # the run is read, joined and evaluated in parts of whole queries
+        last: list[Collection] = []
+        parts = iter_collections(qrels, args.run, args.run_format, stderr, **join)
+        try:
+            results = evaluate(_keep_last(parts, last), wanted, options, args.qrels)
+        except WholeRunNeeded:  # a query's lines are apart: the run is read whole
+            run = read_records(args.run, "run", args.run_format, stderr)
+            last = [build_collection(qrels, run, **join)]
+            del run
+            results = evaluate(last[0], wanted, options, args.qrels)
+        collection = last[-1]
         _notes(collection, args, stderr)
-        if not collection.qids:
+        if not results.qids:
             raise FileFormatError(args.run, None, "no query is both in the run and in the qrels")
-        results = evaluate(collection, wanted, options, args.qrels)
-    except FileFormatError as error:
+    except (FileFormatError, MissingExtraError) as error:
         stderr.write(f"{PROG}: error: {error}\n")
         return 1
     if args.format == "json":
@@ -526,6 +548,13 @@ def run_evaluate(
         stderr.write(f"{PROG}: error: {args.output}: cannot write: {error.strerror or error}\n")
         return 1
     return 0
+
+
+def _keep_last(parts: Iterable[Collection], last: list[Collection]) -> Iterator[Collection]:
+    """``parts``, keeping the latest in ``last`` (the last part lists the left-out queries)."""
+    for part in parts:
+        last[:] = [part]
+        yield part
 
 
 def _notes(collection: Collection, args: argparse.Namespace, stderr: TextIO) -> None:
