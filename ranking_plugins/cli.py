@@ -40,7 +40,7 @@ from torch import Tensor
 
 from ranking_plugins import _validation as V
 from ranking_plugins.kernel import TIES
-from ranking_plugins.metrics import METRICS, EmptyQueryError, result_key
+from ranking_plugins.metrics import METRICS, EmptyQueryError, Evaluation, PerQuery, result_key
 from ranking_plugins.options import Options
 from ranking_plugins.request import RankingRequest
 from ranking_plugins.totals import Totals
@@ -200,8 +200,7 @@ def evaluate(
     groups = [(whole, None), (at_k, ks)]
     requests = [RankingRequest.create(names, top_k, options) for names, top_k in groups if names]
     first = requests[0]
-    totals = [Totals.zeros(tuple(key for key in r.keys if key in keys)) for r in requests]
-    values: dict[str, list[Tensor]] = {key: [] for key in keys}
+    results: dict[str, list[PerQuery]] = {key: [] for key in keys}
     qids: list[str] = []
     for part in parts:
         if not part.qids:
@@ -209,16 +208,14 @@ def evaluate(
         inputs = (part.preds, part.target)
         try:
             ranked = first.rank(*inputs, indexes=part.indexes, mask=part.mask)
-            for number, request in enumerate(requests):
+            for request in requests:
                 if request.reads(first.ranking_key, first.depth):
                     evaluation = request.read(ranked)
                 else:
                     evaluation = request.evaluate(*inputs, indexes=part.indexes, mask=part.mask)
-                totals[number] = totals[number].merge(
-                    Totals.of(evaluation, totals[number].keys, weighted=False)
-                )
-                for key in totals[number].keys:
-                    values[key].append(evaluation.results[key].values)
+                for key in request.keys:
+                    if key in results:
+                        results[key].append(evaluation.results[key])
         except EmptyQueryError as error:
             # the kernel knows the query by its row; the user knows it by its id
             named = EmptyQueryError(error.metric, error.query, part.qids[error.query])
@@ -226,24 +223,25 @@ def evaluate(
         except ValueError as error:
             raise FileFormatError(qrels_path, None, str(error)) from None
         qids.extend(part.qids)
+    # the parts' queries in name order, then summed once: the means of the whole run
     order = torch.tensor(sorted(range(len(qids)), key=qids.__getitem__), dtype=torch.int64)
-    mean: dict[str, float] = {}
-    standard_error: dict[str, float] = {}
-    counted: dict[str, int] = {}
-    for total in totals:
-        for key, m, se, n in zip(
-            total.keys,
-            total.mean().tolist(),
-            total.standard_error().tolist(),
-            total.weight.tolist(),
-            strict=True,
-        ):
-            mean[key], standard_error[key], counted[key] = m, se, int(n)
-    per_query = {
-        key: torch.cat(v)[order] if v else torch.zeros(0, dtype=torch.float64)
-        for key, v in values.items()
+    merged = {
+        key: PerQuery(
+            torch.cat([r.values for r in rows] or [torch.zeros(0, dtype=torch.float64)])[order],
+            torch.cat([r.counted for r in rows] or [torch.zeros(0, dtype=torch.bool)])[order],
+        )
+        for key, rows in results.items()
     }
-    return Results([qids[i] for i in order.tolist()], keys, per_query, mean, standard_error, counted)
+    totals = Totals.of(Evaluation(merged, torch.zeros(len(qids))), tuple(keys), weighted=False)
+    mean, standard_error = totals.mean().tolist(), totals.standard_error().tolist()
+    return Results(
+        [qids[i] for i in order.tolist()],
+        keys,
+        {key: merged[key].values for key in keys},
+        dict(zip(keys, mean, strict=True)),
+        dict(zip(keys, standard_error, strict=True)),
+        dict(zip(keys, map(int, totals.weight.tolist()), strict=True)),
+    )
 
 
 # --------------------------------------------------------------------------- output

@@ -1,7 +1,5 @@
 """Qrels and run files: a columnar reader (pyarrow), exact error messages, and their join.
 
-Three formats, each for qrels (judgments) and runs (scored results):
-
 ========  ======================================  ==============================
 format    qrels line                              run line
 ========  ======================================  ==============================
@@ -15,26 +13,19 @@ file is read through gzip. The rank, ``iter``, ``Q0`` and run-id columns are
 read past (a run is ordered by score, as trec_eval orders it). TREC grades
 are integers (trec_eval's); TSV and JSONL grades may be any finite number.
 
-Reading is two-speed. pyarrow's CSV and JSON readers parse a file into
-columns, block by block, with no Python per line; the checks (NaN scores, a
-document listed twice, ...) are vectorised. When pyarrow refuses a file or a
-check fails, :func:`iter_records` reads it line by line: it raises
-:class:`FileFormatError` (``FILE:LINE: what was wrong``) at the first bad
-line, or, for a good file that a one-character separator cannot split (runs
-of blanks, tabs and spaces mixed), returns its records itself.
+pyarrow parses a file into columns block by block, with no Python per line,
+and the checks are vectorised. When pyarrow refuses a file or a check fails,
+:func:`iter_records` reads it line by line: it raises :class:`FileFormatError`
+(``FILE:LINE: what was wrong``) at the first bad line, or returns the records
+of a good file that a one-character separator cannot split (runs of blanks).
 
-:func:`build_collection` joins a qrels and a run into the grouped layout of
-:func:`ranking_plugins.rank_metrics` (flat scores, grades, query ids and a
-``mask``), adding every judged relevant document the run does not retrieve
-as a masked item so that it counts in R and in the ideal DCG, as trec_eval
-counts it. :func:`iter_collections` does the same in parts of whole queries
-while it reads the run, so that a run of any length is evaluated in bounded
-memory. The join works on integer codes (query and document ids encoded
-against the qrels' own); only tied scores under ``trec_eval_order`` compare
-document ids as strings.
-
-pyarrow, numpy and tqdm are the ``cli`` extra: they are imported when a file
-is read, never by ``import ranking_plugins``.
+:func:`build_collection` joins a qrels and a run on integer codes into the
+grouped layout of :func:`ranking_plugins.rank_metrics`, adding each judged
+relevant document the run does not retrieve as a masked item (it counts in R
+and the ideal DCG, as in trec_eval); :func:`iter_collections` does the same in
+parts of whole queries as it reads the run, in bounded memory. pyarrow, numpy
+and tqdm are the ``cli`` extra, imported when a file is read, never by
+``import ranking_plugins``.
 """
 
 from __future__ import annotations
@@ -159,7 +150,9 @@ class Records:
         used, qcodes = torch.unique(self.qcodes[start:stop], return_inverse=True)
         qids = [self.qids[i] for i in used.tolist()]
         docnos = self.docnos.slice(start, stop - start)
-        return replace(self, qids=qids, qcodes=qcodes, docnos=docnos, values=self.values[start:stop])
+        return replace(
+            self, qids=qids, qcodes=qcodes, docnos=docnos, values=self.values[start:stop]
+        )
 
 
 def concat(parts: list[Records]) -> Records:
@@ -246,15 +239,14 @@ def read_records(
     progress bar (shown only on a terminal, for large files).
     """
     parts = list(read_parts(path, kind, file_format, progress))
-    if not parts:
-        raise FileFormatError(path, None, f"the {kind} file has no {kind} lines (it is empty)")
     return parts[0] if len(parts) == 1 else concat(parts)
 
 
 def read_parts(
     path: str, kind: str, file_format: str = "auto", progress: TextIO | None = None
 ) -> Iterator[Records]:
-    """The file's records in parts of consecutive lines, as pyarrow reads its blocks."""
+    """The file's records in parts of consecutive lines, as pyarrow reads its blocks
+    (:func:`read_records` says what is checked); an empty file is an error."""
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
     if file_format not in FORMATS:
@@ -272,8 +264,11 @@ def read_parts(
     except (_Malformed, pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
         # raises at the first bad line; a good file is read here, after what was yielded
         exact = _exact_records(path, kind, file_format, skip=done)
+        done += len(exact)
         if len(exact):
             yield exact
+    if not done:
+        raise FileFormatError(path, None, f"the {kind} file has no {kind} lines (it is empty)")
 
 
 def _read_columnar(
@@ -290,7 +285,8 @@ def _read_columnar(
     names = [f"c{i}" for i in range(len(layout.columns))]
     wanted = [names[layout.qid], names[layout.docno], names[layout.value]]
     integer = kind == "qrels" and file_format == "trec"  # trec_eval's grades: 1.5 is an error
-    types = dict(zip(wanted, [pa.binary(), pa.binary(), pa.int64() if integer else pa.float64()]))
+    value_type = pa.int64() if integer else pa.float64()
+    types = dict(zip(wanted, [pa.binary(), pa.binary(), value_type], strict=True))
     options = {
         "read_options": pa.csv.ReadOptions(
             column_names=names, block_size=CHUNK_BYTES, skip_rows=int(header)
@@ -303,10 +299,10 @@ def _read_columnar(
         ),
     }
     with open(path, "rb") as raw:
-        handle = gzip.GzipFile(fileobj=raw) if path.endswith(".gz") else raw
+        stream: Any = gzip.GzipFile(fileobj=raw) if path.endswith(".gz") else raw
         bar = progress_bar(progress, path)
         try:
-            for batch in pa.csv.open_csv(handle, **options):
+            for batch in pa.csv.open_csv(stream, **options):
                 yield _columns(path, kind, file_format, *batch.columns)
                 if bar is not None:
                     bar.update(raw.tell() - bar.n)
@@ -427,7 +423,15 @@ def _exact_records(path: str, kind: str, file_format: str, skip: int = 0) -> Rec
             values.append(value)
     qcode_tensor = torch.tensor(qcodes, dtype=torch.int64)
     value_tensor = torch.tensor(values, dtype=torch.float64)
-    return Records(path, kind, file_format, list(code), qcode_tensor, pa.array(docnos, pa.binary()), value_tensor)
+    return Records(
+        path,
+        kind,
+        file_format,
+        list(code),
+        qcode_tensor,
+        pa.array(docnos, pa.binary()),
+        value_tensor,
+    )
 
 
 def _check_text_line(
@@ -462,14 +466,14 @@ def _check_value(path: str, number: int, value: float, kind: str) -> None:
         raise FileFormatError(path, number, f"the grade is infinite (got {value})")
 
 
-def _check_json_line(
-    path: str, number: int, line: bytes, kind: str
-) -> tuple[bytes, bytes, float]:
+def _check_json_line(path: str, number: int, line: bytes, kind: str) -> tuple[bytes, bytes, float]:
     try:
         record = json.loads(line)
     except ValueError as error:
         message = error.msg if isinstance(error, json.JSONDecodeError) else str(error)
-        raise FileFormatError(path, number, f"invalid JSON: {message} (got {_show(line)})") from None
+        raise FileFormatError(
+            path, number, f"invalid JSON: {message} (got {_show(line)})"
+        ) from None
     try:
         if not isinstance(record, dict):
             raise ValueError(f"expected a JSON object, got {type(record).__name__}")
@@ -608,28 +612,8 @@ def build_collection(
             (trec_eval's default) or ``"count"``-ed as a query with nothing
             retrieved (trec_eval ``-c``).
     """
-    judgments = Judgments.of(qrels)
-    unjudged_qids = [q for q in run.qids if q not in judgments.code]
-    if unjudged_qids and unjudged == "error":
-        first = unjudged_qids[0]
-        raise FileFormatError(
-            run.path,
-            first_line_of_query(run, first),
-            f"query {query_name(first)!r} is in the run but not in the qrels "
-            f"({len(unjudged_qids)} such {'query' if len(unjudged_qids) == 1 else 'queries'}"
-            f"{_listing(unjudged_qids)}); pass --unjudged-queries skip to leave them out",
-        )
-    in_run = set(run.qids)
-    unretrieved_qids = [q for q in qrels.qids if q not in in_run]
-    extra = unretrieved_qids if unretrieved == "count" else []
-    evaluated = [q for q in run.qids if q in judgments.code] + extra
-    _distinct_names(evaluated, qrels)
-    collection = _join(judgments, run, extra, trec_eval_order, relevance_threshold)
-    return replace(
-        collection,
-        unjudged=sorted(map(query_name, unjudged_qids)),
-        unretrieved=sorted(map(query_name, unretrieved_qids)),
-    )
+    options = (trec_eval_order, relevance_threshold, unjudged, unretrieved)
+    return next(_joined(qrels, iter([run]), *options, whole=True))
 
 
 def iter_collections(
@@ -643,51 +627,75 @@ def iter_collections(
     unjudged: str = "error",
     unretrieved: str = "skip",
 ) -> Iterator[Collection]:
-    """:func:`build_collection` in parts of whole queries, read from the run as they come.
+    """:func:`build_collection` in parts of whole queries (about :data:`PART_LINES` run
+    lines each), joined as the run is read, so that memory does not grow with the run.
 
-    About :data:`PART_LINES` run lines at a time, so that memory does not
-    grow with the run. The last part holds the queries counted by
-    ``unretrieved="count"`` (perhaps none) and the lists of left-out queries.
-    Raises :class:`WholeRunNeeded` when a query's lines are apart in the run
-    or a query is not judged under ``unjudged="error"`` (whose message needs
-    the whole run): the caller then reads the run whole.
+    The last part holds the counted unretrieved queries and the lists of
+    left-out ones. Raises :class:`WholeRunNeeded` when a query's lines are
+    apart, or a query is not judged under ``unjudged="error"`` (its message
+    counts them all): the caller then reads the run whole.
     """
-    judgments = Judgments.of(qrels)
-    done: dict[bytes, None] = {}
-    evaluated: list[bytes] = []
-    unjudged_qids: list[bytes] = []
+    options = (trec_eval_order, relevance_threshold, unjudged, unretrieved)
+    yield from _joined(
+        qrels, _whole_queries(read_parts(run_path, "run", run_format, progress)), *options
+    )
 
-    def join(part: Records) -> Collection:
-        blocks = 1 + int((part.qcodes[1:] != part.qcodes[:-1]).sum())
-        if blocks != len(part.qids) or any(q in done for q in part.qids):
-            raise WholeRunNeeded
-        done.update(dict.fromkeys(part.qids))
-        missing = [q for q in part.qids if q not in judgments.code]
-        if missing and unjudged == "error":
-            raise WholeRunNeeded
-        unjudged_qids.extend(missing)
-        evaluated.extend(q for q in part.qids if q in judgments.code)
-        return _join(judgments, part, [], trec_eval_order, relevance_threshold)
 
+def _whole_queries(parts: Iterator[Records]) -> Iterator[Records]:
+    """``parts`` regrouped into parts of at least :data:`PART_LINES` lines that end with a query."""
     carry: Records | None = None
-    for part in read_parts(run_path, "run", run_format, progress):
+    for part in parts:
         part = part if carry is None else concat([carry, part])
         changes = (part.qcodes[1:] != part.qcodes[:-1]).nonzero()
         if len(part) < PART_LINES or not changes.numel():
             carry = part
             continue
         last_query = int(changes[-1]) + 1
-        yield join(part.lines(0, last_query))
+        yield part.lines(0, last_query)
         carry = part.lines(last_query, len(part))
-    if carry is None:
-        raise FileFormatError(run_path, None, "the run file has no run lines (it is empty)")
-    yield join(carry)
+    if carry is not None:
+        yield carry
+
+
+def _joined(
+    qrels: Records,
+    parts: Iterator[Records],
+    trec_eval_order: bool,
+    relevance_threshold: float | None,
+    unjudged: str,
+    unretrieved: str,
+    whole: bool = False,
+) -> Iterator[Collection]:
+    judgments = Judgments.of(qrels)
+    done: dict[bytes, None] = {}
+    unjudged_qids: list[bytes] = []
+    held: Records | None = None  # the last part is joined with the counted unretrieved queries
+    for part in parts:
+        blocks = 1 + int((part.qcodes[1:] != part.qcodes[:-1]).sum())
+        if not whole and (blocks != len(part.qids) or any(q in done for q in part.qids)):
+            raise WholeRunNeeded
+        done.update(dict.fromkeys(part.qids))
+        missing = [q for q in part.qids if q not in judgments.code]
+        if missing and unjudged == "error":
+            if not whole:
+                raise WholeRunNeeded
+            raise FileFormatError(
+                part.path,
+                first_line_of_query(part, missing[0]),
+                f"query {query_name(missing[0])!r} is in the run but not in the qrels "
+                f"({len(missing)} such {'query' if len(missing) == 1 else 'queries'}"
+                f"{_listing(missing)}); pass --unjudged-queries skip to leave them out",
+            )
+        unjudged_qids.extend(missing)
+        if held is not None:
+            yield _join(judgments, held, [], trec_eval_order, relevance_threshold)
+        held = part
+    assert held is not None  # read_parts refuses an empty run
     unretrieved_qids = [q for q in qrels.qids if q not in done]
     extra = unretrieved_qids if unretrieved == "count" else []
-    _distinct_names(evaluated + extra, qrels)
-    empty = carry.lines(0, 0)
+    _distinct_names([q for q in done if q in judgments.code] + extra, qrels)
     yield replace(
-        _join(judgments, empty, extra, trec_eval_order, relevance_threshold),
+        _join(judgments, held, extra, trec_eval_order, relevance_threshold),
         unjudged=sorted(map(query_name, unjudged_qids)),
         unretrieved=sorted(map(query_name, unretrieved_qids)),
     )
@@ -743,8 +751,8 @@ def _join(
     empty_rows = (~present).nonzero().flatten()
 
     if trec_eval_order and run_rows.numel():
-        docnos = run.docnos.take(pc.cast(kept.numpy(), "int64"))
-        order = _trec_eval_order(run_scores, run_rows, docnos)
+        docnos = run.docnos.take(kept.numpy())
+        order = _trec_eval_order(run_scores, run_rows, docnos, len(evaluated) - len(extra))
         run_scores, run_rows, run_target = run_scores[order], run_rows[order], run_target[order]
     masked = missing_rows.numel() + empty_rows.numel()
     placeholders = torch.full((empty_rows.numel(),), -math.inf, dtype=torch.float64)
@@ -753,9 +761,7 @@ def _join(
         preds=torch.cat([run_scores, torch.zeros(masked, dtype=torch.float64)]),
         target=torch.cat([run_target, missing_grades, placeholders]),
         indexes=torch.cat([run_rows, missing_rows, empty_rows]),
-        mask=torch.cat(
-            [torch.ones(run_scores.numel(), dtype=torch.bool), torch.zeros(masked, dtype=torch.bool)]
-        ),
+        mask=torch.arange(run_scores.numel() + masked) < run_scores.numel(),
     )
 
 
@@ -794,58 +800,30 @@ def _listing(qids: list[bytes], limit: int = 10) -> str:
     return f": {shown}{', ...' if len(qids) > limit else ''}"
 
 
-def _trec_eval_order(scores: Tensor, rows: Tensor, docnos: Any) -> Tensor:
+def _trec_eval_order(scores: Tensor, rows: Tensor, docnos: Any, num_queries: int) -> Tensor:
     """Item order by query, score descending, then document id descending (trec_eval's).
 
-    The kernel keeps each query's items in input order, so only the order
-    within a query matters. A run written in rank order (each query one
-    block, scores not increasing) is kept as it is; otherwise the scores are
-    laid out one query per row and each row is sorted (much faster than one
-    sort of everything). Only the items of tie groups (equal query and score)
-    are then ordered by document id, by pyarrow.
+    Only the order within a query matters (the kernel keeps it). A run in rank
+    order (a block per query, scores not increasing) needs only its tie groups
+    sorted; any other run is sorted whole, both by pyarrow.
     """
     same_query = rows[1:] == rows[:-1]
-    blocks = 1 + int((~same_query).sum())
-    in_order = blocks == int(rows.max()) + 1 - int(rows.min())
-    if in_order and bool((~same_query | (scores[1:] <= scores[:-1])).all()):
-        order = torch.arange(rows.numel())
+    ranked = bool((~same_query | (scores[1:] <= scores[:-1])).all())
+    if ranked and 1 + int((~same_query).sum()) == num_queries:
+        tied_next = same_query & (scores[1:] == scores[:-1])
+        in_tie = torch.zeros(rows.numel(), dtype=torch.bool)
+        in_tie[1:] |= tied_next
+        in_tie[:-1] |= tied_next
+        positions = in_tie.nonzero().flatten()
     else:
-        order = _by_query_and_score(scores, rows)
-    s, q = scores[order], rows[order]
-    tied_next = (s[1:] == s[:-1]) & (q[1:] == q[:-1])
-    if not bool(tied_next.any()):
-        return order
-    group = torch.cat([torch.zeros(1, dtype=torch.int64), torch.cumsum(~tied_next, 0)])
-    in_tie = torch.zeros(order.numel(), dtype=torch.bool)
-    in_tie[1:] |= tied_next
-    in_tie[:-1] |= tied_next
-    positions = in_tie.nonzero().flatten()
-    tied = order[positions]
-    pa = arrow()
-    table = pa.table({"group": group[positions].numpy(), "docno": docnos.take(tied.numpy())})
-    by_docno = pa.compute.sort_indices(
-        table, sort_keys=[("group", "ascending"), ("docno", "descending")]
-    )
-    order[positions] = tied[_tensor(by_docno, torch.int64)]
+        positions = torch.arange(rows.numel())
+    order = torch.arange(rows.numel())
+    if positions.numel():
+        pa, at = arrow(), positions.numpy()
+        table = pa.table({"q": rows[at].numpy(), "s": scores[at].numpy(), "d": docnos.take(at)})
+        keys = [("q", "ascending"), ("s", "descending"), ("d", "descending")]
+        order[positions] = positions[_tensor(pa.compute.sort_indices(table, keys), torch.int64)]
     return order
-
-
-def _by_query_and_score(scores: Tensor, qcodes: Tensor) -> Tensor:
-    """Item order by query, then score descending (stable), one sort per query row."""
-    num_queries = int(qcodes.max()) + 1 if qcodes.numel() else 0
-    by_query = torch.argsort(qcodes, stable=True)
-    row = qcodes[by_query]
-    sizes = torch.bincount(qcodes, minlength=num_queries)
-    column = torch.arange(qcodes.numel()) - (torch.cumsum(sizes, 0) - sizes)[row]
-    width = int(sizes.max()) if num_queries else 0
-    table = torch.full((num_queries, width), -math.inf, dtype=torch.float64)
-    table[row, column] = scores[by_query]
-    items = torch.full((num_queries, width), -1, dtype=torch.int64)
-    items[row, column] = by_query
-    # stable: padding (after every real item of its row) stays after a real -inf
-    _, within = torch.sort(table, dim=1, descending=True, stable=True)
-    order = items.gather(1, within).flatten()
-    return order[order >= 0]
 
 
 __all__ = [
