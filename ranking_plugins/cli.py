@@ -22,6 +22,7 @@ says ``FILE:LINE: what was wrong``), 2 for a command-line usage error.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import io
 import json
@@ -505,21 +506,23 @@ def run_evaluate(
         "unretrieved": args.unretrieved_queries,
     }
     try:
-        qrels = read_records(args.qrels, "qrels", args.qrels_format, stderr)
-        # the run is read, joined and evaluated in parts of whole queries
-        last: list[Collection] = []
-        parts = iter_collections(qrels, args.run, args.run_format, stderr, **join)
-        try:
-            results = evaluate(_keep_last(parts, last), wanted, options, args.qrels)
-        except WholeRunNeeded:  # a query's lines are apart: the run is read whole
-            run = read_records(args.run, "run", args.run_format, stderr)
-            last = [build_collection(qrels, run, **join)]
-            del run
-            results = evaluate(last[0], wanted, options, args.qrels)
-        collection = last[-1]
-        _notes(collection, args, stderr)
-        if not results.qids:
-            raise FileFormatError(args.run, None, "no query is both in the run and in the qrels")
+        with _torch_threads(1):  # see _torch_threads
+            qrels = read_records(args.qrels, "qrels", args.qrels_format, stderr)
+            # the run is read, joined and evaluated in parts of whole queries
+            last: list[Collection] = []
+            parts = iter_collections(qrels, args.run, args.run_format, stderr, **join)
+            try:
+                results = evaluate(_keep_last(parts, last), wanted, options, args.qrels)
+            except WholeRunNeeded:  # a query's lines are apart: the run is read whole
+                run = read_records(args.run, "run", args.run_format, stderr)
+                last = [build_collection(qrels, run, **join)]
+                del run
+                results = evaluate(last[0], wanted, options, args.qrels)
+            collection = last[-1]
+            _notes(collection, args, stderr)
+            if not results.qids:
+                nothing = "no query is both in the run and in the qrels"
+                raise FileFormatError(args.run, None, nothing)
     except (FileFormatError, MissingExtraError) as error:
         stderr.write(f"{PROG}: error: {error}\n")
         return 1
@@ -546,6 +549,23 @@ def run_evaluate(
         stderr.write(f"{PROG}: error: {args.output}: cannot write: {error.strerror or error}\n")
         return 1
     return 0
+
+
+@contextlib.contextmanager
+def _torch_threads(count: int) -> Iterator[None]:
+    """torch's intra-op threads set to ``count`` for a while, then as they were.
+
+    The command ranks parts of about 100k items: each of the kernel's many
+    small operations would wake and join a team of threads, which costs more
+    than it gives, and on a shared machine spinning threads slowed a run ten
+    times (``benchmarks/RESULTS.md``, issue 16).
+    """
+    before = torch.get_num_threads()
+    torch.set_num_threads(count)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def _keep_last(parts: Iterable[Collection], last: list[Collection]) -> Iterator[Collection]:

@@ -289,7 +289,7 @@ def _read_columnar(
     types = dict(zip(wanted, [pa.binary(), pa.binary(), value_type], strict=True))
     options = {
         "read_options": pa.csv.ReadOptions(
-            column_names=names, block_size=CHUNK_BYTES, skip_rows=int(header)
+            column_names=names, block_size=CHUNK_BYTES, skip_rows=int(header), use_threads=False
         ),
         "parse_options": pa.csv.ParseOptions(
             delimiter="\t" if b"\t" in first else " ", quote_char=False, escape_char=False
