@@ -163,13 +163,9 @@ def concat(parts: list[Records]) -> Records:
     for part in parts:
         lookup = [code.setdefault(q, len(code)) for q in part.qids]
         qcodes.append(torch.tensor(lookup, dtype=torch.int64)[part.qcodes])
-    docnos = pa.concat_arrays([chunk for p in parts for chunk in _chunks(p.docnos)])
+    docnos = pa.concat_arrays([p.docnos for p in parts])
     values = torch.cat([p.values for p in parts])
     return replace(first, qids=list(code), qcodes=torch.cat(qcodes), docnos=docnos, values=values)
-
-
-def _chunks(array: Any) -> list[Any]:
-    return list(array.chunks) if hasattr(array, "chunks") else [array]
 
 
 def _tensor(array: Any, dtype: torch.dtype) -> Tensor:
