@@ -821,11 +821,12 @@ def workload_6(args: argparse.Namespace) -> Workload:
             Entry("pytrec_eval parse + evaluate + mean", "peer", peer, repeats=3),
         ],
         note="Both rows of this package run the command in-process (`main([...])`, "
-        "JSON output); the floor is `bytes.split()` of both files, the least a "
-        "reader must do. Reading is most of the time on both sides (a Python "
-        "`float()` and a split per line), so the two are close; no peak memory "
-        "is measured here (a fresh process's second run reuses the first's freed "
-        "memory, which hides the readers' peaks).",
+        "JSON output); the floor is `bytes.split()` of both files. The command "
+        "reads with pyarrow (the cli extra), so its time is mostly the join and "
+        "the kernel's ranking of whole lists; pytrec_eval's is a Python split and "
+        "`float()` per line. No peak memory is measured here (a fresh process's "
+        "second run reuses the first's freed memory): `benchmarks/bench_files.py` "
+        "measures each tool as a whole process, peak RSS included.",
     )
 
 

@@ -25,6 +25,7 @@ says ``FILE:LINE: what was wrong``), 2 for a command-line usage error.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import io
 import json
@@ -32,18 +33,19 @@ import math
 import os
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import TextIO
 
+import torch
 from torch import Tensor
 
 from ranking_plugins import _validation as V
 from ranking_plugins.compare_command import add_compare_parser, run_compare
 from ranking_plugins.kernel import TIES
-from ranking_plugins.metrics import METRICS, EmptyQueryError, result_key
+from ranking_plugins.metrics import METRICS, EmptyQueryError, Evaluation, PerQuery, result_key
 from ranking_plugins.options import Options
 from ranking_plugins.request import RankingRequest
 from ranking_plugins.totals import Totals
@@ -51,8 +53,10 @@ from ranking_plugins.trec_files import (
     FORMATS,
     Collection,
     FileFormatError,
-    Progress,
+    MissingExtraError,
+    WholeRunNeeded,
     build_collection,
+    iter_collections,
     read_records,
 )
 
@@ -181,56 +185,68 @@ class Results:
 
 
 def evaluate(
-    collection: Collection,
+    collections: Collection | Iterable[Collection],
     wanted: Sequence[tuple[str, int | None]],
     options: Options,
     qrels_path: str = "qrels",
 ) -> Results:
-    """Evaluate a joined collection with the kernel.
+    """Evaluate a joined collection, or its parts of whole queries, with the kernel.
 
     ``rank_metrics`` takes one ``top_k`` for all its metrics, so the whole-list
     metrics are one request and the @k metrics another (with every k asked
-    for); the kernel ranks once for both (the second request reuses the
-    first's ranking of the same tensors).
+    for); each part is ranked once, by the first, and both read that ranking.
+    Per-query values follow the query names, sorted as strings.
     """
+    parts = [collections] if isinstance(collections, Collection) else collections
     keys = [result_key(METRICS[name], k) for name, k in wanted]
     whole = list(dict.fromkeys(name for name, k in wanted if k is None))
     at_k = list(dict.fromkeys(name for name, k in wanted if k is not None))
     ks = sorted({k for _, k in wanted if k is not None})
-    groups = [(whole, None), (at_k, ks)] if whole else [(at_k, ks)]
-    per_query: dict[str, Tensor] = {}
-    mean: dict[str, float] = {}
-    standard_error: dict[str, float] = {}
-    counted: dict[str, int] = {}
-    for names, top_k in groups:
-        if not names:
+    groups = [(whole, None), (at_k, ks)]
+    requests = [RankingRequest.create(names, top_k, options) for names, top_k in groups if names]
+    first = requests[0]
+    results: dict[str, list[PerQuery]] = {key: [] for key in keys}
+    qids: list[str] = []
+    for part in parts:
+        if not part.qids:
             continue
-        request = RankingRequest.create(names, top_k, options)
+        inputs = (part.preds, part.target)
         try:
-            evaluation = request.evaluate(
-                collection.preds,
-                collection.target,
-                indexes=collection.indexes,
-                mask=collection.mask,
-            )
+            ranked = first.rank(*inputs, indexes=part.indexes, mask=part.mask)
+            for request in requests:
+                if request.reads(first.ranking_key, first.depth):
+                    evaluation = request.read(ranked)
+                else:
+                    evaluation = request.evaluate(*inputs, indexes=part.indexes, mask=part.mask)
+                for key in request.keys:
+                    if key in results:
+                        results[key].append(evaluation.results[key])
         except EmptyQueryError as error:
             # the kernel knows the query by its row; the user knows it by its id
-            named = EmptyQueryError(error.metric, error.query, collection.qids[error.query])
+            named = EmptyQueryError(error.metric, error.query, part.qids[error.query])
             raise FileFormatError(qrels_path, None, str(named)) from None
         except ValueError as error:
             raise FileFormatError(qrels_path, None, str(error)) from None
-        mine = tuple(key for key in request.keys if key in keys)
-        totals = Totals.of(evaluation, mine, weighted=False)
-        for key, m, se, n in zip(
-            mine,
-            totals.mean().tolist(),
-            totals.standard_error().tolist(),
-            totals.weight.tolist(),
-            strict=True,
-        ):
-            per_query[key] = evaluation.results[key].values
-            mean[key], standard_error[key], counted[key] = m, se, int(n)
-    return Results(collection.qids, keys, per_query, mean, standard_error, counted)
+        qids.extend(part.qids)
+    # the parts' queries in name order, then summed once: the means of the whole run
+    order = torch.tensor(sorted(range(len(qids)), key=qids.__getitem__), dtype=torch.int64)
+    merged = {
+        key: PerQuery(
+            torch.cat([r.values for r in rows] or [torch.zeros(0, dtype=torch.float64)])[order],
+            torch.cat([r.counted for r in rows] or [torch.zeros(0, dtype=torch.bool)])[order],
+        )
+        for key, rows in results.items()
+    }
+    totals = Totals.of(Evaluation(merged, torch.zeros(len(qids))), tuple(keys), weighted=False)
+    mean, standard_error = totals.mean().tolist(), totals.standard_error().tolist()
+    return Results(
+        [qids[i] for i in order.tolist()],
+        keys,
+        {key: merged[key].values for key in keys},
+        dict(zip(keys, mean, strict=True)),
+        dict(zip(keys, standard_error, strict=True)),
+        dict(zip(keys, map(int, totals.weight.tolist()), strict=True)),
+    )
 
 
 # --------------------------------------------------------------------------- output
@@ -490,24 +506,31 @@ def run_evaluate(
         empty_target_action=args.empty_target_action,
         ap_denominator=args.ap_denominator,
     )
-    progress = Progress(stderr)
+    join = {
+        "trec_eval_order": args.ties == "first",
+        "relevance_threshold": threshold,
+        "unjudged": args.unjudged_queries,
+        "unretrieved": args.unretrieved_queries,
+    }
     try:
-        qrels = read_records(args.qrels, "qrels", args.qrels_format, progress)
-        run = read_records(args.run, "run", args.run_format, progress)
-        collection = build_collection(
-            qrels,
-            run,
-            trec_eval_order=args.ties == "first",
-            relevance_threshold=threshold,
-            unjudged=args.unjudged_queries,
-            unretrieved=args.unretrieved_queries,
-        )
-        del qrels, run
-        _notes(collection, args, stderr)
-        if not collection.qids:
-            raise FileFormatError(args.run, None, "no query is both in the run and in the qrels")
-        results = evaluate(collection, wanted, options, args.qrels)
-    except FileFormatError as error:
+        with _torch_threads(1):  # see _torch_threads
+            qrels = read_records(args.qrels, "qrels", args.qrels_format, stderr)
+            # the run is read, joined and evaluated in parts of whole queries
+            last: list[Collection] = []
+            parts = iter_collections(qrels, args.run, args.run_format, stderr, **join)
+            try:
+                results = evaluate(_keep_last(parts, last), wanted, options, args.qrels)
+            except WholeRunNeeded:  # a query's lines are apart: the run is read whole
+                run = read_records(args.run, "run", args.run_format, stderr)
+                last = [build_collection(qrels, run, **join)]
+                del run
+                results = evaluate(last[0], wanted, options, args.qrels)
+            collection = last[-1]
+            _notes(collection, args, stderr)
+            if not results.qids:
+                nothing = "no query is both in the run and in the qrels"
+                raise FileFormatError(args.run, None, nothing)
+    except (FileFormatError, MissingExtraError) as error:
         stderr.write(f"{PROG}: error: {error}\n")
         return 1
     if args.format == "json":
@@ -533,6 +556,30 @@ def run_evaluate(
         stderr.write(f"{PROG}: error: {args.output}: cannot write: {error.strerror or error}\n")
         return 1
     return 0
+
+
+@contextlib.contextmanager
+def _torch_threads(count: int) -> Iterator[None]:
+    """torch's intra-op threads set to ``count`` for a while, then as they were.
+
+    The command ranks parts of about 100k items: each of the kernel's many
+    small operations would wake and join a team of threads, which costs more
+    than it gives, and on a shared machine spinning threads slowed a run ten
+    times (``benchmarks/RESULTS.md``, issue 16).
+    """
+    before = torch.get_num_threads()
+    torch.set_num_threads(count)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def _keep_last(parts: Iterable[Collection], last: list[Collection]) -> Iterator[Collection]:
+    """``parts``, keeping the latest in ``last`` (the last part lists the left-out queries)."""
+    for part in parts:
+        last[:] = [part]
+        yield part
 
 
 def _notes(collection: Collection, args: argparse.Namespace, stderr: TextIO) -> None:

@@ -26,7 +26,7 @@ from ranking_plugins.kernel import TIES
 from ranking_plugins.trec_files import (
     FORMATS,
     FileFormatError,
-    Progress,
+    MissingExtraError,
     build_collection,
     read_records,
 )
@@ -160,7 +160,13 @@ def run_compare(
     parser: argparse.ArgumentParser, args: argparse.Namespace, stdout: TextIO, stderr: TextIO
 ) -> int:
     """``compare`` with parsed arguments, writing to the given streams; returns the exit status."""
-    from ranking_plugins.cli import COMMAND_DEFAULTS, PROG, UsageError, evaluate, parse_metrics
+    from ranking_plugins.cli import (
+        COMMAND_DEFAULTS,
+        PROG,
+        UsageError,
+        evaluate,
+        parse_metrics,
+    )
 
     parser = getattr(args, "command_parser", parser)
     try:
@@ -192,13 +198,12 @@ def run_compare(
         empty_target_action=args.empty_target_action,
         ap_denominator=args.ap_denominator,
     )
-    progress = Progress(stderr)
     systems: dict[str, dict[str, Tensor]] = {}
     query_ids: dict[str, list[str]] = {}
     try:
-        qrels = read_records(args.qrels, "qrels", args.qrels_format, progress)
+        qrels = read_records(args.qrels, "qrels", args.qrels_format, stderr)
         for name, path in zip(names, args.runs, strict=True):
-            run = read_records(path, "run", args.run_format, progress)
+            run = read_records(path, "run", args.run_format, stderr)
             collection = build_collection(
                 qrels,
                 run,
@@ -225,7 +230,7 @@ def run_compare(
             resamples=args.resamples,
             seed=args.seed,
         )
-    except FileFormatError as error:
+    except (FileFormatError, MissingExtraError) as error:
         stderr.write(f"{PROG}: error: {error}\n")
         return 1
     except ValueError as error:

@@ -755,25 +755,33 @@ def collect(fd: int, into: list[bytes]) -> None:
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="needs a pseudo-terminal")
-def test_progress_on_a_terminal_only(tmp_path: Path) -> None:
+def test_progress_on_a_terminal_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import pty  # noqa: F401  (the platform has pseudo-terminals)
 
-    qrels, run = write_big_run(tmp_path, 1_000_100)
+    qrels, run = write_big_run(tmp_path, 100_000, queries=100)
+    # a small file standing for a large one: a bar from 1 MiB, updated every 64 KiB
+    monkeypatch.setattr(readers, "PROGRESS_MIN_BYTES", 1 << 20)
+    monkeypatch.setattr(readers, "CHUNK_BYTES", 1 << 16)
     parser = build_parser()
     args = parser.parse_args(["evaluate", str(qrels), str(run), "-m", "mrr"])
 
-    master, slave = os.openpty()
-    received: list[bytes] = []
-    reader = threading.Thread(target=collect, args=(master, received))
-    reader.start()
-    with os.fdopen(slave, "w") as terminal:
-        assert terminal.isatty()
-        status = run_evaluate(parser, args, io.StringIO(), terminal)
-    reader.join(timeout=30)
-    os.close(master)
+    def on_terminal() -> tuple[int, str]:
+        master, slave = os.openpty()
+        received: list[bytes] = []
+        reader = threading.Thread(target=collect, args=(master, received))
+        reader.start()
+        with os.fdopen(slave, "w") as terminal:
+            assert terminal.isatty()
+            status = run_evaluate(parser, args, io.StringIO(), terminal)
+        reader.join(timeout=30)
+        os.close(master)
+        return status, b"".join(received).decode()
+
+    status, shown = on_terminal()
     assert status == 0
-    shown = b"".join(received).decode()
-    assert re.search(r"reading big\.run: [\d,]+ lines, [\d,]+ MiB, \d+%", shown), shown
+    # tqdm's bar over the bytes of the run (the qrels is under the size for a bar)
+    assert re.search(r"reading big\.run: +\d+%\|", shown), shown
+    assert "big.qrels" not in shown
     assert shown.endswith("\r"), "the progress line is cleared at the end"
 
     read_end, write_end = os.pipe()
@@ -782,6 +790,10 @@ def test_progress_on_a_terminal_only(tmp_path: Path) -> None:
     with os.fdopen(read_end) as pipe_reader:
         assert pipe_reader.read() == ""
     assert status == 0
+
+    monkeypatch.setattr(readers, "PROGRESS_MIN_BYTES", run.stat().st_size + 1)
+    status, shown = on_terminal()
+    assert status == 0 and shown == "", "no bar for a small file"
 
 
 # ------------------------------------------------ query ids that are not UTF-8 (issue 11, item 13)
@@ -966,3 +978,118 @@ def test_a_counted_query_with_nothing_relevant_stays_empty_below_zero(
     unjudged = bad_run(tmp_path, GOOD_RUN + "q9 Q0 d7 1 5.0 r\n", "u.run")
     document = run_cli(*base[:2], unjudged, *base[3:], "--empty-target-action", "skip").json()
     assert document["per_query"]["q9"] == {"mrr": None, "recall@5": None}
+
+
+# ------------------------------------------ columnar reading in parts (issue 16)
+
+
+def _parts_collection(tmp_path: Path) -> tuple[Path, Path, list[str]]:
+    """40 queries, tied scores, an unjudged query, judged queries the run lacks."""
+    rng = random.Random(16)
+    qrels_lines, run_lines = [], []
+    for q in range(40):
+        docs = [f"d{j:03d}" for j in rng.sample(range(300), 30)]
+        if q != 7:  # q7 is not judged
+            qrels_lines += [f"q{q} 0 {d} {rng.choice([0, 1, 2])}\n" for d in docs[::3]]
+            qrels_lines += [f"q{q} 0 x{j} 1\n" for j in range(2)]  # judged, never retrieved
+        if q < 36:  # q36..q39 are judged but not retrieved
+            scores = [rng.choice([1.0, 2.0, 3.5, 4.25]) for _ in docs]  # many ties
+            run_lines += [f"q{q} Q0 {d} 1 {s} r\n" for d, s in zip(docs, scores)]
+    qrels, run = tmp_path / "parts.qrels", tmp_path / "parts.run"
+    qrels.write_text("".join(qrels_lines))
+    run.write_text("".join(run_lines))
+    return qrels, run, run_lines
+
+
+@pytest.mark.parametrize("ties", ["first", "average"])
+def test_parts_of_whole_queries_give_the_numbers_of_the_whole_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ties: str
+) -> None:
+    qrels, run, lines = _parts_collection(tmp_path)
+    args = ["--ties", ties, "--per-query", "--format", "json", "--unjudged-queries", "skip",
+            "--unretrieved-queries", "count", *COMPARED]  # fmt: skip
+    whole = run_cli("evaluate", qrels, run, *args)
+    assert whole.status == 0, whole.err
+    # the reference: the tests' own reader and rank_metrics on dense tensors
+    judged = {q: d for q, d in read_qrels(qrels).items()}
+    qids, preds, target, mask = to_tensors(judged, read_run(run), sorted(judged))
+    expected = rank_metrics(preds, target, ("mrr", "map"), None, mask=mask, ties=ties, gain="linear",
+                            reduction="none")  # fmt: skip
+    document = whole.json()
+    for key, values in expected.items():
+        got = [document["per_query"][q][key] for q in qids]
+        assert got == pytest.approx(values.tolist(), abs=1e-12), key
+    # blocks of 1 KiB, parts of 100 lines: a query's lines span blocks and parts
+    monkeypatch.setattr(readers, "CHUNK_BYTES", 1024)
+    monkeypatch.setattr(readers, "PART_LINES", 100)
+    parts = list(
+        readers.iter_collections(
+            readers.read_records(str(qrels), "qrels"), str(run), unjudged="skip",
+            unretrieved="count", trec_eval_order=ties == "first",
+        )
+    )  # fmt: skip
+    assert len(parts) > 5 and parts[-1].unjudged == ["q7"]
+    assert parts[-1].unretrieved == ["q36", "q37", "q38", "q39"]
+    in_parts = run_cli("evaluate", qrels, run, *args)
+    assert in_parts.json() == document and in_parts.err == whole.err
+    # a run whose queries are interleaved is read whole instead, with the same numbers
+    random.Random(0).shuffle(lines)
+    run.write_text("".join(lines))
+    assert run_cli("evaluate", qrels, run, *args).json() == document
+
+
+def test_a_repeated_document_in_a_later_part_names_its_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    qrels, run, lines = _parts_collection(tmp_path)
+    lines.insert(900, lines[895])  # in q30's lines, 5 lines apart
+    run.write_text("".join(lines))
+    monkeypatch.setattr(readers, "CHUNK_BYTES", 1024)
+    monkeypatch.setattr(readers, "PART_LINES", 100)
+    outcome = run_cli("evaluate", qrels, run, "--unjudged-queries", "skip")
+    assert outcome.status == 1
+    assert f"{run}:901: document" in outcome.err and "first at line 896" in outcome.err
+
+
+def test_mixed_whitespace_is_read_by_the_exact_reader(tmp_path: Path) -> None:
+    qrels, run, lines = _parts_collection(tmp_path)
+    reference = run_cli("evaluate", qrels, run, "--unjudged-queries", "skip", "--format", "json")
+    mixed = run.with_name("mixed.run")
+    mixed.write_text("".join(line.replace(" ", "\t", 2) if i > 500 else line
+                             for i, line in enumerate(lines)))  # fmt: skip
+    outcome = run_cli("evaluate", qrels, mixed, "--unjudged-queries", "skip", "--format", "json")
+    assert outcome.json() == reference.json()
+
+
+def test_without_the_cli_extra_the_command_names_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "pyarrow", None)  # import pyarrow fails
+    outcome = run_cli("evaluate", sample_path("sample.qrels"), sample_path("sample.run"))
+    assert outcome.status == 1 and outcome.out == ""
+    assert "ranking-plugins: error:" in outcome.err
+    assert "pyarrow" in outcome.err and 'pip install "ranking-plugins[cli]"' in outcome.err
+    with pytest.raises(readers.MissingExtraError, match=r"ranking-plugins\[cli\]"):
+        readers.read_records(str(sample_path("sample.run")), "run")
+    run = sample_path("sample.run")
+    outcome = run_cli("compare", sample_path("sample.qrels"), run, run)
+    assert outcome.status == 1 and outcome.out == ""
+    assert 'pip install "ranking-plugins[cli]"' in outcome.err
+
+
+def test_import_ranking_plugins_imports_no_reader() -> None:
+    """``import ranking_plugins`` (and its command's module) add nothing to what torch imports
+    but the standard library and typing_extensions: the readers are the cli extra."""
+    code = (
+        "import sys, torch\n"
+        "before = {m.split('.')[0] for m in sys.modules}\n"
+        "import ranking_plugins, ranking_plugins.cli\n"
+        "new = {m.split('.')[0] for m in sys.modules} - before\n"
+        "print(sorted(new - set(sys.stdlib_module_names)))\n"
+        "print('pyarrow' in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True, timeout=300)  # fmt: skip
+    third_party, pyarrow_loaded = done.stdout.splitlines()
+    assert set(eval(third_party)) <= {"ranking_plugins", "typing_extensions"}, third_party
+    assert pyarrow_loaded == "False"

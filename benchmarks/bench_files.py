@@ -1,0 +1,215 @@
+"""``ranking-plugins evaluate`` against a pytrec_eval script and ranx, each a whole process.
+
+A TREC run of ``--queries`` x ``--docs`` lines (10,000 x 1,000 = 10M lines by
+default) and its qrels (``--judged`` graded judgments per query, half of them
+retrieved) are written to a temporary directory, then each tool evaluates
+MAP, nDCG@10, P@10 and MRR from the files, as a user runs it:
+
+* ``ranking-plugins evaluate QRELS RUN -m map -m ndcg@10 -m P@10 -m mrr`` (the
+  defaults, and ``--ties first``, trec_eval's tie break);
+* a pytrec_eval script: ``parse_qrel``, ``parse_run``, ``RelevanceEvaluator.evaluate``, means;
+* a ranx script: ``Qrels.from_file``, ``Run.from_file``, ``evaluate`` (numba
+  compiles on first use: one untimed run fills its cache first).
+
+Each is timed as a fresh process (``--repeats`` runs, the median) with its
+peak RSS (``os.wait4``'s ``ru_maxrss`` of that process), and the means are
+compared. ``--in-process`` also times, in this process, our command and
+pytrec_eval's parse + evaluate without their imports (workload 6 of
+``suite.py`` at 2,000 x 1,000).
+
+    python benchmarks/bench_files.py                  # 10M lines
+    python benchmarks/bench_files.py --quick          # tiny, a few seconds (CI)
+    python benchmarks/bench_files.py --queries 2000 --in-process
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+MB = 1024.0 * 1024.0
+MEASURES = {"map": "map", "ndcg@10": "ndcg_cut_10", "precision@10": "P_10", "mrr": "recip_rank"}
+
+PYTREC_EVAL = """
+import statistics, sys, json, pytrec_eval
+with open(sys.argv[1]) as f:
+    qrels = pytrec_eval.parse_qrel(f)
+with open(sys.argv[2]) as f:
+    run = pytrec_eval.parse_run(f)
+names = {"map", "ndcg_cut.10", "P.10", "recip_rank"}
+per_query = pytrec_eval.RelevanceEvaluator(qrels, names).evaluate(run)
+keys = next(iter(per_query.values()))
+print(json.dumps({m: statistics.fmean(v[m] for v in per_query.values()) for m in keys}))
+"""
+
+RANX = """
+import sys, json
+from ranx import Qrels, Run, evaluate
+qrels = Qrels.from_file(sys.argv[1], kind="trec")
+run = Run.from_file(sys.argv[2], kind="trec")
+print(json.dumps(evaluate(qrels, run, ["map", "ndcg@10", "precision@10", "mrr"])))
+"""
+
+
+def write_files(
+    directory: Path, queries: int, docs: int, judged: int, seed: int
+) -> tuple[Path, Path]:
+    """A run in rank order (6-decimal scores, documents drawn from a 1M corpus) and its qrels."""
+    rng = random.Random(seed)
+    qrels, run = directory / "bench.qrels", directory / "bench.run"
+    corpus = 1_000_000
+    with open(run, "w") as run_file, open(qrels, "w") as qrels_file:
+        for q in range(1, queries + 1):
+            ids = rng.sample(range(corpus), docs)
+            scores = sorted((rng.uniform(0.0, 30.0) for _ in ids), reverse=True)
+            run_file.write(
+                "".join(
+                    f"{q} Q0 D{d:07d} {rank} {s:.6f} bench\n"
+                    for rank, (d, s) in enumerate(zip(ids, scores, strict=True), 1)
+                )
+            )
+            chosen = set(rng.sample(ids, judged // 2))
+            while len(chosen) < judged:
+                chosen.add(rng.randrange(corpus))
+            qrels_file.write(
+                "".join(f"{q} 0 D{d:07d} {rng.randrange(3)}\n" for d in sorted(chosen))
+            )
+    return qrels, run
+
+
+def run_and_measure(command: list[str]) -> tuple[float, float, str]:
+    """(seconds, peak RSS in MB, stdout) of one fresh process (its own ``ru_maxrss``)."""
+    start = time.perf_counter()
+    child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    assert child.stdout is not None
+    out = child.stdout.read()
+    _, status, usage = os.wait4(child.pid, 0)
+    seconds = time.perf_counter() - start
+    child.returncode = os.waitstatus_to_exitcode(status)
+    if child.returncode != 0:
+        raise RuntimeError(f"{' '.join(command[:5])} ... exited {child.returncode}")
+    return seconds, usage.ru_maxrss / 1024, out.decode()
+
+
+def means(tool: str, out: str) -> dict[str, float]:
+    document = json.loads(out)
+    if tool.startswith("ranking-plugins"):
+        return {key: document["metrics"][key] for key in MEASURES}
+    if tool == "pytrec_eval":
+        return {key: document[name] for key, name in MEASURES.items()}
+    return document  # ranx names them as we do
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--queries", type=int, default=10_000)
+    parser.add_argument("--docs", type=int, default=1000)
+    parser.add_argument("--judged", type=int, default=60)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--tools", nargs="+", default=None, help="ours ours-first pytrec_eval ranx")
+    parser.add_argument("--in-process", action="store_true", help="also time in this process")
+    parser.add_argument("--quick", action="store_true", help="tiny files, one run: a smoke test")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.queries, args.docs, args.judged, args.repeats = 20, 100, 10, 1
+        # ranx's first run compiles its numba kernels (about a minute): not in a smoke run
+        args.tools = args.tools or ["ours", "ours-first", "pytrec_eval"]
+    args.tools = args.tools or ["ours", "ours-first", "pytrec_eval", "ranx"]
+    python = sys.executable
+    with tempfile.TemporaryDirectory(prefix="bench-files-") as directory:
+        start = time.perf_counter()
+        qrels, run = write_files(Path(directory), args.queries, args.docs, args.judged, args.seed)
+        size = run.stat().st_size
+        lines = args.queries * args.docs
+        took = time.perf_counter() - start
+        print(f"run: {lines:,} lines, {size / MB:,.0f} MB (written in {took:.0f} s)")
+        metrics = [a for m in ("map", "ndcg@10", "P@10", "mrr") for a in ("-m", m)]
+        ours = [python, "-m", "ranking_plugins", "evaluate", str(qrels), str(run), *metrics]
+        commands = {
+            "ours": ("ranking-plugins evaluate", [*ours, "--format", "json"]),
+            "ours-first": (
+                "ranking-plugins evaluate --ties first",
+                [*ours, "--ties", "first", "--format", "json"],
+            ),
+            "pytrec_eval": ("pytrec_eval", [python, "-c", PYTREC_EVAL, str(qrels), str(run)]),
+            "ranx": ("ranx", [python, "-c", RANX, str(qrels), str(run)]),
+        }
+        if "ranx" in args.tools and not args.quick:
+            run_and_measure(commands["ranx"][1])  # numba's compile cache, untimed
+        rows = []
+        for tool in args.tools:
+            name, command = commands[tool]
+            runs = [run_and_measure(command) for _ in range(args.repeats)]
+            seconds = statistics.median(r[0] for r in runs)
+            peak = max(r[1] for r in runs)
+            rows.append((name, seconds, peak, means(name, runs[0][2])))
+        load = os.getloadavg()
+        print(f"load average {load[0]:.2f}, {load[1]:.2f}, {load[2]:.2f}; {os.cpu_count()} CPUs")
+        print(
+            "| tool (whole process) | s | peak RSS MB | x run file | MAP | nDCG@10 | P@10 | MRR |"
+        )
+        print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+        for name, seconds, peak, values in rows:
+            numbers = " | ".join(f"{values[k]:.6f}" for k in MEASURES)
+            print(f"| {name} | {seconds:.2f} | {peak:,.0f} | {peak * MB / size:.2f} | {numbers} |")
+        by_name = {row[0]: row[1] for row in rows}
+        if "ranking-plugins evaluate" in by_name:
+            for name, seconds in by_name.items():
+                ratio = seconds / by_name["ranking-plugins evaluate"]
+                print(f"{name}: {ratio:.2f}x the time of ranking-plugins evaluate")
+        if args.in_process:
+            in_process(qrels, run, args.repeats)
+    return 0
+
+
+def in_process(qrels: Path, run: Path, repeats: int) -> None:
+    """Our command (``main``) and pytrec_eval's parse + evaluate, imports excluded, alternately."""
+    import io
+    from contextlib import redirect_stdout
+
+    import pytrec_eval
+
+    from ranking_plugins.cli import main as command
+
+    argv = ["evaluate", str(qrels), str(run), "-m", "map", "-m", "ndcg@10", "-m", "P@10"]
+    argv += ["-m", "mrr", "--format", "json"]
+
+    def ours() -> None:
+        with redirect_stdout(io.StringIO()):
+            assert command(argv) == 0
+
+    def peer() -> None:
+        with open(qrels) as f:
+            judgments = pytrec_eval.parse_qrel(f)
+        with open(run) as f:
+            results = pytrec_eval.parse_run(f)
+        names = {"map", "ndcg_cut.10", "P.10", "recip_rank"}
+        pytrec_eval.RelevanceEvaluator(judgments, names).evaluate(results)
+
+    times: dict[str, list[float]] = {"ranking-plugins evaluate": [], "pytrec_eval": []}
+    ours()  # warm-up: lazy imports (pyarrow), thread pools
+    for _ in range(repeats):
+        for name, fn in (("ranking-plugins evaluate", ours), ("pytrec_eval", peer)):
+            start = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - start)
+    medians = {name: statistics.median(t) for name, t in times.items()}
+    load = os.getloadavg()
+    print(f"in-process, imports excluded (load average {load[0]:.2f}):")
+    for name, seconds in medians.items():
+        print(f"  {name}: {seconds * 1000:,.0f} ms")
+    ratio = medians["pytrec_eval"] / medians["ranking-plugins evaluate"]
+    print(f"  pytrec_eval / ranking-plugins evaluate: {ratio:.2f}x")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
