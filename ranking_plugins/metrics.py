@@ -12,6 +12,7 @@ rank statistics (:class:`ranking_plugins.kernel.RankedBatch`, made by
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -95,6 +96,61 @@ def _auc(c: Cutoff, options: Options) -> MetricValue:
     s = c.stats
     pairs = (s.relevant_ranked * s.nonrelevant_ranked).unsqueeze(1)
     return _ratio(s.ordered_pairs.unsqueeze(1), pairs), _has_relevant(c) & (pairs > 0)
+
+
+# -- trec_eval's counts and set measures, RBP, DCG (issue 13) ------------------------------
+
+
+def _always(c: Cutoff) -> Tensor:
+    return torch.ones_like(c.k, dtype=torch.bool)
+
+
+def _num_ret(c: Cutoff, options: Options) -> MetricValue:
+    return c.retrieved, _always(c)
+
+
+def _num_rel(c: Cutoff, options: Options) -> MetricValue:
+    return c.relevant_count.expand_as(c.k), _always(c)
+
+
+def _num_rel_ret(c: Cutoff, options: Options) -> MetricValue:
+    return c.hits, _always(c)
+
+
+def _relative_precision(c: Cutoff, options: Options) -> MetricValue:
+    """hits@k / min(k, R): precision up to R, recall after (trec_eval's relative_P)."""
+    return _ratio(c.hits, torch.minimum(c.list_size, c.relevant_count)), _has_relevant(c)
+
+
+def _set_map(c: Cutoff, options: Options) -> MetricValue:
+    """precision × recall of the retrieved set: hits² / (retrieved · R) (trec_eval's set_map)."""
+    return _ratio(c.hits * c.hits, c.retrieved * c.relevant_count), _has_relevant(c)
+
+
+def _utility(c: Cutoff, options: Options) -> MetricValue:
+    """trec_eval's default utility: relevant retrieved minus non-relevant retrieved."""
+    return 2 * c.hits - c.retrieved, _always(c)
+
+
+def _dcg(c: Cutoff, options: Options) -> MetricValue:
+    return c.dcg, _always(c)
+
+
+def _rbp(c: Cutoff, options: Options) -> MetricValue:
+    """(1 - p) Σ_{j ≤ k} p^(j-1) gain_j / max gain (Moffat & Zobel 2008; trec_eval's scaling).
+
+    On binary relevance every gain is 1: the classic RBP. Graded gains are
+    scaled into [0, 1] by the query's largest gain, as trec_eval's rbp does.
+    """
+    p = options.rbp_persistence
+    scale = c.stats.max_gain.unsqueeze(1)
+    return (1 - p) * _ratio(c.geometric_gain(p), scale), _has_relevant(c)
+
+
+def _bin_g(c: Cutoff, options: Options) -> MetricValue:
+    """Σ_rel 1 / log2(2 + non-relevant ranked before it) / R (trec_eval's binG)."""
+    value = _ratio(c.stats.bin_g_sum.unsqueeze(1), c.relevant_count)
+    return value.expand_as(c.k), _has_relevant(c)
 
 
 # -- beyond accuracy: which items the top k holds (kernel/statistics/exposure.py) ----------
@@ -217,6 +273,40 @@ METRICS: dict[str, Metric] = {
             upper_bound=None,
         ),
         Metric(name="auc", higher_is_better=True, value=_auc, cutoff="whole_list"),
+        Metric(
+            name="num_ret",
+            higher_is_better=True,
+            value=_num_ret,
+            cutoff="whole_list",
+            upper_bound=None,
+        ),
+        Metric(
+            name="num_rel",
+            higher_is_better=True,
+            value=_num_rel,
+            cutoff="whole_list",
+            upper_bound=None,
+        ),
+        Metric(
+            name="num_rel_ret",
+            higher_is_better=True,
+            value=_num_rel_ret,
+            cutoff="whole_list",
+            upper_bound=None,
+        ),
+        Metric(name="relative_precision", higher_is_better=True, value=_relative_precision),
+        Metric(name="set_map", higher_is_better=True, value=_set_map, cutoff="whole_list"),
+        Metric(
+            name="utility",
+            higher_is_better=True,
+            value=_utility,
+            cutoff="whole_list",
+            lower_bound=-math.inf,
+            upper_bound=None,
+        ),
+        Metric(name="dcg", higher_is_better=True, value=_dcg, upper_bound=None),
+        Metric(name="rbp", higher_is_better=True, value=_rbp),
+        Metric(name="bin_g", higher_is_better=True, value=_bin_g, cutoff="whole_list"),
         Metric(
             name="coverage", higher_is_better=True, value=None, catalogue=_coverage, exposure=True
         ),

@@ -505,3 +505,95 @@ def reference_exposure(
         out[f"coverage@{k}"] = coverage / len(joint)
         out[f"personalisation@{k}"] = personalisation / len(joint) if q > 1 else math.nan
     return out
+
+
+# --------------------------------------------------------------------------- #
+# issue 13: trec_eval's counts and set measures, RBP, DCG, binG
+# --------------------------------------------------------------------------- #
+#: measures defined for every query (no relevant item needed)
+ALWAYS_DEFINED = ("num_ret", "num_rel", "num_rel_ret", "utility", "dcg")
+TREC_MEASURES = (*ALWAYS_DEFINED, "relative_precision", "set_map", "rbp", "bin_g")
+
+
+def _trec_measure_for_order(
+    order: list[int],
+    grades: Sequence[float],
+    metric: str,
+    k: int | None,
+    *,
+    relevance_threshold: float | None,
+    gain: str,
+    persistence: float,
+) -> float | None:
+    """trec_eval's loops over one ranked list (``order``: the ranked items, rank 1 first)."""
+    rel_all = [is_relevant(g, relevance_threshold) for g in grades]
+    R = sum(rel_all)
+    top = order if k is None else order[:k]
+    rels = [rel_all[i] for i in top]
+    if metric == "num_ret":
+        return float(len(top))
+    if metric == "num_rel":
+        return float(R)
+    if metric == "num_rel_ret":
+        return float(sum(rels))
+    if metric == "utility":
+        return float(sum(rels) - (len(rels) - sum(rels)))
+    if metric == "dcg":
+        return math.fsum(
+            gain_of(grades[i], relevance_threshold, gain) / math.log2(j + 2)
+            for j, i in enumerate(top)
+        )
+    if R == 0:
+        return None
+    if metric == "relative_precision":
+        size = len(order) if k is None else k
+        return sum(rels) / min(size, R)
+    if metric == "set_map":
+        return 0.0 if not top else sum(rels) ** 2 / (len(top) * R)
+    if metric == "rbp":  # graded, scaled by the largest gain (trec_eval's rbp)
+        gains = [gain_of(grades[i], relevance_threshold, gain) for i in top]
+        largest = max(gain_of(g, relevance_threshold, gain) for g in grades)
+        return (
+            (1 - persistence) * math.fsum(persistence**j * g for j, g in enumerate(gains)) / largest
+        )
+    if metric == "bin_g":
+        total, nonrelevant = 0.0, 0
+        for r in rels:
+            if r:
+                total += 1 / math.log2(2 + nonrelevant)
+            else:
+                nonrelevant += 1
+        return total / R
+    raise ValueError(f"unknown measure {metric!r}")
+
+
+def reference_trec_measure(
+    scores: Sequence[float],
+    grades: Sequence[float],
+    ranked: Sequence[bool],
+    metric: str,
+    k: int | None,
+    *,
+    ties: str,
+    relevance_threshold: float | None = None,
+    gain: str = "exponential",
+    persistence: float = 0.8,
+) -> float | None:
+    """One query's value of an issue-13 measure: the mean over the orders ``ties`` stands for."""
+    orders = all_orders(scores, [float(g) for g in grades], ranked, ties, relevance_threshold)
+    values = [
+        _trec_measure_for_order(
+            order,
+            grades,
+            metric,
+            k,
+            relevance_threshold=relevance_threshold,
+            gain=gain,
+            persistence=persistence,
+        )
+        for order in orders
+    ]
+    if any(v is None for v in values):
+        assert all(v is None for v in values), (metric, k, values)
+        return None
+    return math.fsum(v for v in values if v is not None) / len(values)

@@ -26,7 +26,9 @@ from ranking_plugins.kernel.statistics.closed_forms import (
     first_hit_at_first_place,
     first_hit_probabilities,
     first_hit_step,
+    geometric_weight_sum,
     nonrelevant_below,
+    nonrelevant_slots_discount,
 )
 from ranking_plugins.kernel.statistics.list_stats import ListStats
 
@@ -173,6 +175,16 @@ class CountStats(ListStats):
             p = p_i[..., -1:] * step[..., -1:]
         return torch.where(several, total, 0.0)
 
+    @cached_property
+    def max_gain(self) -> Tensor:
+        """Item-index targets have one grade: gain 1 wherever a query has a relevant item."""
+        return (self.relevant_count > 0).to(torch.float64)
+
+    def geometric_gain_at(self, k: Tensor, persistence: float) -> Tensor:
+        start = self.start.unsqueeze(2)
+        weight = geometric_weight_sum(start, self._inside(k), persistence)
+        return self._total(weight / self.size.unsqueeze(2))
+
     # -- whole-list statistics ---------------------------------------------
 
     @cached_property
@@ -189,3 +201,12 @@ class CountStats(ListStats):
             self.start, self.size, self.group_relevant, self.before, nonrelevant
         )
         return torch.where(self.ranked, below, 0.0).sum(dim=1)
+
+    @cached_property
+    def bin_g_sum(self) -> Tensor:
+        """Σ over the ranked relevant items of E[1/log2(2 + non-relevant before)] (closed_forms)."""
+        discount, _ = self._prefix
+        term = nonrelevant_slots_discount(
+            discount, self.start - self.before, self.size - self.group_relevant
+        )
+        return torch.where(self.ranked, term, 0.0).sum(dim=1)

@@ -67,6 +67,23 @@ class ListStats(ABC):
     def hit_probability_at(self, k: Tensor) -> Tensor:
         """P(a relevant item in the top k)."""
 
+    @abstractmethod
+    def geometric_gain_at(self, k: Tensor, persistence: float) -> Tensor:
+        """E[Σ_{j ≤ k} gain_j p^(j-1)]: RBP's sum (read only for rbp)."""
+
+    @property
+    @abstractmethod
+    def max_gain(self) -> Tensor:
+        """(Q,) the largest gain of each query's relevant items (0 without any): RBP's scale."""
+
+    @property
+    @abstractmethod
+    def bin_g_sum(self) -> Tensor:
+        """(Q,) E[Σ over relevant ranked items of 1 / log2(2 + non-relevant items before it)].
+
+        trec_eval's binG times R; read only for that metric.
+        """
+
     @property
     @abstractmethod
     def rank_sum(self) -> Tensor:
@@ -139,6 +156,13 @@ class Cutoff:
     @cached_property
     def hit_probability(self) -> Tensor:
         return self.stats.hit_probability_at(self.k)
+
+    def geometric_gain(self, persistence: float) -> Tensor:
+        """E[Σ_{j ≤ k} gain_j p^(j-1)], computed once per persistence p."""
+        cache: dict[float, Tensor] = self.__dict__.setdefault("_geometric", {})
+        if persistence not in cache:
+            cache[persistence] = self.stats.geometric_gain_at(self.k, persistence)
+        return cache[persistence]
 
     @cached_property
     def retrieved(self) -> Tensor:

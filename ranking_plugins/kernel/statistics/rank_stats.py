@@ -21,6 +21,7 @@ from ranking_plugins.kernel.statistics.closed_forms import (
     first_hit_probabilities,
     first_hit_step,
     nonrelevant_below,
+    nonrelevant_slots_discount,
 )
 from ranking_plugins.kernel.statistics.list_stats import ListStats
 
@@ -152,6 +153,14 @@ class RankStats(ListStats):
     def hit_probability_at(self, k: Tensor) -> Tensor:
         return self._read(self.cum_first_hit, k)
 
+    def geometric_gain_at(self, k: Tensor, persistence: float) -> Tensor:
+        weight = persistence ** (self.position - 1)
+        return self._read(self._cumulative(self.gain * weight), k)
+
+    @cached_property
+    def max_gain(self) -> Tensor:
+        return self._relevance.ideal_gains(1, self._relevant_count_int)[:, 0]
+
     # -- whole-list statistics ---------------------------------------------
 
     @cached_property
@@ -166,3 +175,14 @@ class RankStats(ListStats):
         t, r = g.group_size, g.group_relevant
         below = nonrelevant_below(g.group_start, t, r, g.relevant_before, nonrelevant)
         return (self.relevance * below).sum(dim=1)
+
+    @cached_property
+    def bin_g_sum(self) -> Tensor:
+        """Σ over places of P(relevant) · E[1/log2(2 + non-relevant before)] (closed_forms)."""
+        g = self.list
+        prefix = self._cumulative(self.discount.unsqueeze(0))[0]
+        nonrelevant_before = g.group_start - g.relevant_before
+        term = nonrelevant_slots_discount(
+            prefix, nonrelevant_before, g.group_size - g.group_relevant
+        )
+        return (self.relevance * term).sum(dim=1)

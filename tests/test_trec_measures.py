@@ -1,0 +1,300 @@
+"""Issue 13's measures: trec_eval's counts and set measures, relative_P, binG, RBP, DCG.
+
+Checked four ways: trec_eval's own printed output (out.test.aq, out.test.aql
+with -l 2) per query and in the "all" line; pytrec_eval (trec_eval itself)
+on random collections with unjudged and unretrieved documents; ranx for RBP;
+and the brute-force reference (tests/reference.py) over every order of
+every tie group, under the four tie policies, in the dense and item-id layouts.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from functools import cache
+from pathlib import Path
+
+import pytest
+import torch
+from reference import ALWAYS_DEFINED, TIES, TREC_MEASURES, reference_trec_measure
+from trec_files import TOL_PRINTED, read_qrels, read_run, read_trec_eval_output, to_tensors
+
+from ranking_plugins import rank_metrics
+from ranking_plugins.options import Options
+
+#: trec_eval measure (or family with cutoffs) -> (metric, takes a cutoff)
+TREC_NAMES = {
+    "num_ret": ("num_ret", False),
+    "num_rel": ("num_rel", False),
+    "num_rel_ret": ("num_rel_ret", False),
+    "set_P": ("precision", False),
+    "set_recall": ("recall", False),
+    "set_F": ("f1", False),
+    "set_relative_P": ("relative_precision", False),
+    "set_map": ("set_map", False),
+    "utility": ("utility", False),
+    "binG": ("bin_g", False),
+    "rbp": ("rbp", False),
+    "relative_P": ("relative_precision", True),
+}
+#: trec_eval's "all" line of these is the sum over the queries, not the mean
+SUMMED = {"num_ret", "num_rel", "num_rel_ret"}
+#: trec_eval's rbp reads the grades (scaled by the largest), not -l
+UNTHRESHOLDED = {"rbp"}
+TREC_EVAL_RBP_PERSISTENCE = 0.9
+CASES = {
+    "aq": ("qrels.test", "out.test.aq", None),
+    "aql-l2": ("qrels.rel_level", "out.test.aql", 2),
+}
+
+
+@cache
+def _load(data_dir: str, case: str):
+    qrels_file, out_file, level = CASES[case]
+    d = Path(data_dir)
+    out = read_trec_eval_output(d / out_file)
+    qids = sorted(q for q in out if q != "all")
+    qids, preds, target, mask = to_tensors(
+        read_qrels(d / qrels_file), read_run(d / "results.test"), qids
+    )
+    return out, level, qids, preds, target, mask
+
+
+@pytest.mark.parametrize("case", list(CASES))
+@pytest.mark.parametrize("name", list(TREC_NAMES))
+def test_reproduces_trec_eval_output(trec_eval_dir, case, name):
+    out, level, qids, preds, target, mask = _load(str(trec_eval_dir), case)
+    metric, takes_k = TREC_NAMES[name]
+    measures = sorted(
+        (m for m in out["all"] if m == name or (takes_k and m.startswith(name + "_"))),
+        key=lambda m: int(m.rpartition("_")[2]) if takes_k else 0,
+    )
+    assert measures, f"{name} is not in {CASES[case][1]}"
+    ks = [int(m.rpartition("_")[2]) for m in measures] if takes_k else None
+    per_query = {}
+    for reduction in ("none", "mean"):
+        per_query[reduction] = rank_metrics(
+            preds,
+            target,
+            metrics=(metric,),
+            top_k=ks,
+            mask=mask,
+            ties="first",
+            gain="linear",
+            relevance_threshold=None if name in UNTHRESHOLDED else level,
+            rbp_persistence=TREC_EVAL_RBP_PERSISTENCE,
+            reduction=reduction,
+        )
+    mismatches = []
+    for measure in measures:
+        key = f"{metric}@{measure.rpartition('_')[2]}" if takes_k else metric
+        values = per_query["none"][key]
+        for q, qid in enumerate(qids):
+            if not abs(float(values[q]) - float(out[qid][measure])) <= TOL_PRINTED:
+                mismatches.append(
+                    f"{measure} {qid}: trec_eval {out[qid][measure]}, got {float(values[q])}"
+                )
+        summary = float(values.sum()) if name in SUMMED else float(per_query["mean"][key])
+        if not abs(summary - float(out["all"][measure])) <= TOL_PRINTED:
+            mismatches.append(f"{measure} all: trec_eval {out['all'][measure]}, got {summary}")
+    assert not mismatches, "\n".join(mismatches)
+
+
+# --------------------------------------------------------------------------- random collections
+
+
+def _random_collection(seed: int, queries: int = 20, columns: int = 30):
+    """Dense inputs with unjudged and unretrieved documents, no ties, graded 0..2."""
+    rng = random.Random(seed)
+    preds = torch.zeros(queries, columns, dtype=torch.float64)
+    target = torch.zeros(queries, columns, dtype=torch.int64)
+    mask = torch.zeros(queries, columns, dtype=torch.bool)
+    qrels: dict[str, dict[str, int]] = {}
+    run: dict[str, dict[str, float]] = {}
+    for q in range(queries):
+        qid = f"q{q}"
+        scores = rng.sample(range(1000), columns)
+        judged: dict[str, int] = {}
+        docs: dict[str, float] = {}
+        for j in range(columns):
+            docno = f"d{j:03d}"
+            preds[q, j] = scores[j] / 7.0
+            if rng.random() < 0.7:
+                mask[q, j] = True
+                docs[docno] = scores[j] / 7.0
+            if rng.random() < 0.6:
+                grade = rng.choice([0, 0, 1, 2])
+                judged[docno] = grade
+                target[q, j] = grade
+        if not docs:
+            mask[q, 0] = True
+            docs["d000"] = float(preds[q, 0])
+        judged.setdefault("d001", 0)
+        qrels[qid], run[qid] = judged, docs
+    return qrels, run, preds, target, mask
+
+
+PYTREC_NAMES = {
+    "num_ret": "num_ret",
+    "num_rel": "num_rel",
+    "num_rel_ret": "num_rel_ret",
+    "set_P": "precision",
+    "set_recall": "recall",
+    "set_F": "f1",
+    "set_relative_P": "relative_precision",
+    "set_map": "set_map",
+    "utility": "utility",
+    "binG": "bin_g",
+}
+
+
+@pytest.mark.parametrize("level", [None, 2])
+def test_matches_pytrec_eval_on_random_collections(level):
+    pytrec_eval = pytest.importorskip("pytrec_eval")
+    ks = [1, 3, 10, 50]
+    qrels, run, preds, target, mask = _random_collection(seed=13 + (level or 0))
+    evaluator = pytrec_eval.RelevanceEvaluator(
+        qrels, {*PYTREC_NAMES, "relative_P.1,3,10,50"}, relevance_level=level or 1
+    )
+    expected = evaluator.evaluate(run)
+    options = {"mask": mask, "relevance_threshold": level, "reduction": "none"}
+    whole = rank_metrics(
+        preds, target, metrics=sorted(set(PYTREC_NAMES.values())), top_k=None, **options
+    )
+    at_k = rank_metrics(preds, target, metrics=("relative_precision",), top_k=ks, **options)
+    mismatches = []
+    qids = sorted(qrels, key=lambda q: int(q[1:]))
+    for q, qid in enumerate(qids):
+        for name, metric in PYTREC_NAMES.items():
+            if not math.isclose(float(whole[metric][q]), expected[qid][name], abs_tol=1e-9):
+                mismatches.append(
+                    f"{name} {qid}: {expected[qid][name]} vs {float(whole[metric][q])}"
+                )
+        for k in ks:
+            name = f"relative_P_{k}"
+            got = float(at_k[f"relative_precision@{k}"][q])
+            if not math.isclose(got, expected[qid][name], abs_tol=1e-9):
+                mismatches.append(f"{name} {qid}: {expected[qid][name]} vs {got}")
+    assert not mismatches, "\n".join(mismatches[:20])
+
+
+@pytest.mark.parametrize("persistence", [0.5, 0.8, 0.95])
+def test_rbp_matches_ranx(persistence):
+    ranx = pytest.importorskip("ranx")
+    qrels, run, preds, target, mask = _random_collection(seed=31)
+    binary = {q: {d: 1 for d, g in docs.items() if g > 0} for q, docs in qrels.items()}
+    kept = [q for q in binary if binary[q]]  # ranx needs a relevant document per query
+    name = f"rbp.{str(persistence)[2:]}"
+    expected = ranx.evaluate(
+        ranx.Qrels({q: binary[q] for q in kept}),
+        ranx.Run({q: run[q] for q in kept}),
+        name,
+        return_mean=False,
+    )
+    got = rank_metrics(
+        preds,
+        target > 0,
+        metrics=("rbp",),
+        top_k=None,
+        mask=mask,
+        rbp_persistence=persistence,
+        reduction="none",
+    )["rbp"]
+    qids = sorted(qrels, key=lambda q: int(q[1:]))
+    for i, qid in enumerate(sorted(kept)):  # ranx reports queries sorted by id
+        assert float(got[qids.index(qid)]) == pytest.approx(float(expected[i]), abs=1e-9), qid
+
+
+# --------------------------------------------------------------------------- brute force under ties
+
+
+def _tied_problem(seed: int, queries: int = 6, columns: int = 7):
+    rng = random.Random(seed)
+    preds = torch.tensor(
+        [[rng.choice([0.0, 1.0, 2.0, 3.0]) for _ in range(columns)] for _ in range(queries)]
+    )
+    target = torch.tensor(
+        [[rng.choice([0, 0, 1, 2]) for _ in range(columns)] for _ in range(queries)]
+    )
+    mask = torch.rand(queries, columns, generator=torch.Generator().manual_seed(seed)) < 0.8
+    target[0] = 0  # a query without a relevant item
+    return preds, target, mask
+
+
+@pytest.mark.parametrize("ties", TIES)
+@pytest.mark.parametrize("seed", [0, 1])
+def test_brute_force_dense(ties, seed):
+    preds, target, mask = _tied_problem(seed)
+    ks = [1, 2, 4, 9]
+    k_metrics = ("relative_precision", "rbp", "dcg")
+    options = {
+        "mask": mask,
+        "ties": ties,
+        "gain": "linear",
+        "empty_target_action": "skip",
+        "reduction": "none",
+    }
+    whole = rank_metrics(
+        preds, target, metrics=TREC_MEASURES, top_k=None, rbp_persistence=0.7, **options
+    )
+    at_k = rank_metrics(preds, target, metrics=k_metrics, top_k=ks, rbp_persistence=0.7, **options)
+    for q in range(preds.shape[0]):
+        args = (preds[q].tolist(), target[q].tolist(), mask[q].tolist())
+        cases = [(m, None, whole[m]) for m in TREC_MEASURES]
+        cases += [(m, k, at_k[f"{m}@{k}"]) for m in k_metrics for k in ks]
+        for metric, k, values in cases:
+            expected = reference_trec_measure(
+                *args, metric, k, ties=ties, gain="linear", persistence=0.7
+            )
+            got = float(values[q])
+            if expected is None:
+                assert metric not in ALWAYS_DEFINED and math.isnan(got), (metric, k, q, got)
+            else:
+                assert got == pytest.approx(expected, abs=1e-12), (metric, k, q, ties)
+
+
+@pytest.mark.parametrize("ties", TIES)
+def test_brute_force_item_ids(ties):
+    """Item-id targets (counted, not ordered: CountStats) agree with the dense reference."""
+    rng = random.Random(5)
+    queries, items = 8, 9
+    preds = torch.tensor(
+        [[rng.choice([0.0, 1.0, 2.0]) for _ in range(items)] for _ in range(queries)]
+    )
+    ids = torch.tensor([rng.sample(range(items), 3) for _ in range(queries)])
+    ids[:, 2] = -1  # padding
+    ks = [1, 3, 20]
+    metrics = ("relative_precision", "rbp", "dcg")
+    options = {
+        "ties": ties,
+        "empty_target_action": "skip",
+        "reduction": "none",
+        "rbp_persistence": 0.6,
+    }
+    at_k = rank_metrics(preds, ids, metrics=metrics, top_k=ks, **options)
+    whole = rank_metrics(preds, ids, metrics=TREC_MEASURES, top_k=None, **options)
+    for q in range(queries):
+        grades = [1 if i in ids[q].tolist() else 0 for i in range(items)]
+        args = (preds[q].tolist(), grades, [True] * items)
+        cases = [(m, k, at_k[f"{m}@{k}"]) for m in metrics for k in ks]
+        cases += [(m, None, whole[m]) for m in TREC_MEASURES]
+        for metric, k, values in cases:
+            expected = reference_trec_measure(*args, metric, k, ties=ties, persistence=0.6)
+            assert expected is not None
+            assert float(values[q]) == pytest.approx(expected, abs=1e-12), (metric, k, q, ties)
+
+
+# --------------------------------------------------------------------------- bad input
+
+
+@pytest.mark.parametrize("bad", [0, 1, 1.5, -0.2, math.nan])
+def test_rbp_persistence_outside_unit_interval(bad):
+    with pytest.raises(ValueError, match="`rbp_persistence` must be in \\(0, 1\\)"):
+        rank_metrics(
+            torch.rand(2, 3), torch.ones(2, 3), metrics=("rbp",), top_k=2, rbp_persistence=bad
+        )
+
+
+def test_rbp_persistence_type():
+    with pytest.raises(TypeError, match="`rbp_persistence` must be a number"):
+        Options(rbp_persistence="0.8")  # type: ignore[arg-type]
