@@ -20,6 +20,11 @@ says ``FILE:LINE: what was wrong``), 2 for a command-line usage error.
 >>> from ranking_plugins.cli import parse_metrics
 >>> parse_metrics(["ndcg@10", "mrr", "precision@5,10", "P_20"])
 [('ndcg', 10), ('mrr', None), ('precision', 5), ('precision', 10), ('precision', 20)]
+>>> parse_metrics(["P.5,10", "set_P", "binG"])
+[('precision', 5), ('precision', 10), ('precision', None), ('bin_g', None)]
+
+trec_eval's spellings (``-m P.5,10``, ``-m all_trec``) and its output layout
+(``--format trec_eval``) are in :mod:`ranking_plugins.trec_eval_names`.
 """
 
 from __future__ import annotations
@@ -47,6 +52,15 @@ from ranking_plugins.metrics import METRICS, EmptyQueryError, result_key
 from ranking_plugins.options import Options
 from ranking_plugins.request import RankingRequest
 from ranking_plugins.totals import Totals
+from ranking_plugins.trec_eval_names import (
+    ALL_TREC,
+    NOT_YET,
+    TREC_EVAL_MEASURES,
+    format_trec_eval,
+    is_count,
+    trec_eval_measures,
+    trec_eval_name,
+)
 from ranking_plugins.trec_files import (
     FORMATS,
     Collection,
@@ -75,9 +89,11 @@ ALIASES = {
     "nDCG": "ndcg",
     "ndcg_cut": "ndcg",
     "Rprec": "r_precision",
+    "relative_P": "relative_precision",
+    "binG": "bin_g",
 }
 _CUT_ONLY = {"map_cut", "ndcg_cut"}
-_TREC_EVAL_NAME = re.compile(r"^(P|recall|success|map_cut|ndcg_cut)_(\d+)$")
+_TREC_EVAL_NAME = re.compile(r"^(P|recall|success|map_cut|ndcg_cut|relative_P)_(\d+)$")
 
 
 class UsageError(ValueError):
@@ -123,6 +139,16 @@ def parse_metrics(values: Sequence[str]) -> list[tuple[str, int | None]]:
 
 
 def _one_metric(token: str) -> list[tuple[str, int | None]]:
+    name = token.partition(".")[0]
+    trec_eval_only = name in TREC_EVAL_MEASURES or name in NOT_YET or name == ALL_TREC
+    if "." in token or (trec_eval_only and name not in METRICS):
+        # trec_eval's spelling: ``P.5``, ``set_P``, ``P`` (its default cutoffs), ``all_trec``
+        try:
+            pairs = trec_eval_measures(token)
+        except ValueError as error:
+            raise UsageError(str(error)) from None
+        if pairs is not None:
+            return pairs
     found = _TREC_EVAL_NAME.match(token)
     if found:
         name, ks = found.group(1), [found.group(2)]
@@ -164,8 +190,9 @@ def _cutoff(text: str, token: str) -> int:
 # --------------------------------------------------------------------------- evaluation
 
 
-#: the command's defaults where they differ from the package's: trec_eval's linear gain
-COMMAND_DEFAULTS = Options(gain="linear")
+#: the command's defaults where they differ from the package's: trec_eval's linear
+#: gain and its RBP persistence
+COMMAND_DEFAULTS = Options(gain="linear", rbp_persistence=0.9)
 
 
 @dataclass(frozen=True)
@@ -353,6 +380,10 @@ metrics: {", ".join(METRICS)}.
   -m ndcg@10 -m mrr -m precision@5,10   (no @k: the whole ranked list)
   trec_eval / ir_measures names work too: P_10, recall_100, success_1,
   recip_rank, map_cut_10, ndcg_cut_10, Rprec; P@10, R@100, nDCG@10, RR, AP.
+  trec_eval's own: -m P.5,10 (a family with cutoffs), -m P (its default cutoffs),
+  set_P, set_F, binG, rbp, relative_P, num_rel_ret, ..., and -m all_trec (every
+  trec_eval measure computed here); with --format trec_eval -q the output is
+  trec_eval's own layout.
   default: {" ".join("-m " + m for m in DEFAULT_METRICS)}
 
 exit status: 0 success, 1 a problem in an input file (FILE:LINE: what was
@@ -390,10 +421,10 @@ def build_parser() -> argparse.ArgumentParser:
     add(
         "--ties",
         choices=TIES,
-        default=COMMAND_DEFAULTS.ties,
+        default=None,
         help="what equal scores mean (default: average, the expected value over every "
-        "order of each tie group); 'first' is trec_eval's tie break (document id, "
-        "descending)",
+        "order of each tie group; first with --format trec_eval); 'first' is "
+        "trec_eval's tie break (document id, descending)",
     )
     add(
         "--gain",
@@ -432,6 +463,21 @@ def build_parser() -> argparse.ArgumentParser:
         "left out with a note on stderr",
     )
     add(
+        "--rbp-persistence",
+        type=float,
+        default=COMMAND_DEFAULTS.rbp_persistence,
+        metavar="P",
+        help="RBP's persistence p in (0, 1) (default: 0.9, trec_eval's; ir_measures uses 0.8)",
+    )
+    add(
+        "-c",
+        dest="unretrieved_queries",
+        action="store_const",
+        const="count",
+        default="skip",
+        help="trec_eval -c: the same as --unretrieved-queries count",
+    )
+    add(
         "--unretrieved-queries",
         choices=("skip", "count"),
         default="skip",
@@ -439,15 +485,17 @@ def build_parser() -> argparse.ArgumentParser:
         "(skip, default, as trec_eval) or counted with nothing retrieved (count, trec_eval -c)",
     )
     add(
+        "-q",
         "--per-query",
         action="store_true",
         help="also print every query's values (queries sorted as strings)",
     )
     add(
         "--format",
-        choices=("table", "json", "csv"),
+        choices=("table", "json", "csv", "trec_eval"),
         default="table",
-        help="output format (default: table, 4 decimals; json and csv: full precision)",
+        help="output format (default: table, 4 decimals; json and csv: full precision; "
+        "trec_eval: trec_eval's own layout, measures by trec_eval's names, to diff with it)",
     )
     for kind in ("qrels", "run"):
         add(
@@ -483,7 +531,13 @@ def run_evaluate(
     threshold = args.relevance_threshold
     if threshold is not None and not math.isfinite(threshold):
         parser.error(f"-l/--relevance-threshold must be a finite number, got {threshold}")
+    if args.ties is None:  # trec_eval's own layout comes with its tie break
+        args.ties = "first" if args.format == "trec_eval" else COMMAND_DEFAULTS.ties
+    persistence = args.rbp_persistence
+    if not 0 < persistence < 1:
+        parser.error(f"--rbp-persistence must be in (0, 1) (exclusive), got {persistence}")
     options = COMMAND_DEFAULTS.replace(
+        rbp_persistence=persistence,
         ties=args.ties,
         gain=args.gain,
         relevance_threshold=threshold,
@@ -507,6 +561,8 @@ def run_evaluate(
         if not collection.qids:
             raise FileFormatError(args.run, None, "no query is both in the run and in the qrels")
         results = evaluate(collection, wanted, options, args.qrels)
+        if args.format == "trec_eval" and threshold is not None:
+            results = _graded_without_level(results, collection, wanted, options, args.qrels)
     except FileFormatError as error:
         stderr.write(f"{PROG}: error: {error}\n")
         return 1
@@ -514,6 +570,18 @@ def run_evaluate(
         text = format_json(results, args.per_query, collection, options)
     elif args.format == "csv":
         text = format_csv(results, args.per_query)
+    elif args.format == "trec_eval":
+        rows = [
+            (
+                trec_eval_name(name, k),
+                key,
+                is_count(name),
+                results.per_query[key].tolist(),
+                results.mean[key],
+            )
+            for (name, k), key in zip(wanted, results.keys, strict=True)
+        ]
+        text = format_trec_eval(rows, results.qids, args.per_query)
     else:
         text = format_table(results, args.per_query)
     if args.output is None:
@@ -533,6 +601,27 @@ def run_evaluate(
         stderr.write(f"{PROG}: error: {args.output}: cannot write: {error.strerror or error}\n")
         return 1
     return 0
+
+
+#: trec_eval's measures that read the grades themselves and ignore its -l
+TREC_EVAL_GRADED = ("ndcg", "rbp")
+
+
+def _graded_without_level(
+    results: Results,
+    collection: Collection,
+    wanted: Sequence[tuple[str, int | None]],
+    options: Options,
+    qrels_path: str,
+) -> Results:
+    """trec_eval's -l leaves its graded measures alone: redo those without the threshold."""
+    graded = [(name, k) for name, k in wanted if name in TREC_EVAL_GRADED]
+    if not graded:
+        return results
+    redone = evaluate(collection, graded, options.replace(relevance_threshold=None), qrels_path)
+    for field in ("per_query", "mean", "standard_error", "counted"):
+        getattr(results, field).update(getattr(redone, field))
+    return results
 
 
 def _notes(collection: Collection, args: argparse.Namespace, stderr: TextIO) -> None:

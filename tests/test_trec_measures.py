@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import random
+import re
 from functools import cache
 from pathlib import Path
 
@@ -20,7 +21,9 @@ from reference import ALWAYS_DEFINED, TIES, TREC_MEASURES, reference_trec_measur
 from trec_files import TOL_PRINTED, read_qrels, read_run, read_trec_eval_output, to_tensors
 
 from ranking_plugins import rank_metrics
+from ranking_plugins.cli import main, sample_path
 from ranking_plugins.options import Options
+from ranking_plugins.trec_eval_names import NOT_YET, TREC_EVAL_MEASURES
 
 #: trec_eval measure (or family with cutoffs) -> (metric, takes a cutoff)
 TREC_NAMES = {
@@ -298,3 +301,74 @@ def test_rbp_persistence_outside_unit_interval(bad):
 def test_rbp_persistence_type():
     with pytest.raises(TypeError, match="`rbp_persistence` must be a number"):
         Options(rbp_persistence="0.8")  # type: ignore[arg-type]
+
+
+# --------------------------------------------------------------------------- the command
+
+
+def _family(measure: str) -> str:
+    return re.sub(r"_\d+(\.\d+)?$", "", measure)
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_command_prints_trec_eval_lines(trec_eval_dir, case, capsys):
+    """``-m all_trec --format trec_eval -q`` prints trec_eval's own lines, byte for byte."""
+    qrels_file, out_file, level = CASES[case]
+    argv = ["evaluate", str(trec_eval_dir / qrels_file), str(trec_eval_dir / "results.test")]
+    argv += ["-m", "all_trec", "--format", "trec_eval", "-q"]
+    if level is not None:
+        argv += ["-l", str(level)]
+    assert main(argv) == 0
+    ours = capsys.readouterr().out.splitlines()
+    theirs = (trec_eval_dir / out_file).read_text().splitlines()
+    computed = set(TREC_EVAL_MEASURES) | {"num_q"}
+    expected = [line for line in theirs if _family(line.split("\t")[0].strip()) in computed]
+    assert sorted(ours) == sorted(expected)
+    # the rest of trec_eval's output: the families not computed yet, named in the module
+    missing = {_family(line.split("\t")[0].strip()) for line in theirs} - computed - {"runid"}
+    assert missing == set(NOT_YET)
+
+
+def test_command_trec_eval_names_and_flags(tmp_path, capsys):
+    qrels = tmp_path / "qrels"
+    run = tmp_path / "run"
+    qrels.write_text("1 0 a 1\n1 0 b 0\n1 0 c 2\n2 0 a 1\n3 0 z 1\n")
+    run.write_text("1 Q0 a 1 2.0 r\n1 Q0 b 2 2.0 r\n1 Q0 d 3 1.0 r\n2 Q0 b 1 1.0 r\n")
+    base = ["evaluate", str(qrels), str(run), "--format", "trec_eval"]
+    assert main([*base, "-m", "P.1,2", "-m", "set_P,num_ret", "-q"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    # --format trec_eval breaks ties as trec_eval does (docno descending: b before a)
+    assert lines[:4] == ["P_1                   \t1\t0.0000", "P_2                   \t1\t0.5000",
+                         "set_P                 \t1\t0.3333", "num_ret               \t1\t3"]  # fmt: skip
+    assert "num_q                 \tall\t2" in lines
+    assert "num_ret               \tall\t4" in lines  # counts are summed, as trec_eval does
+    # -c counts the judged query the run has no line for (trec_eval -c)
+    assert main([*base, "-m", "num_rel", "-c"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines == ["num_q                 \tall\t3", "num_rel               \tall\t4"]
+
+
+@pytest.mark.parametrize(
+    ("value", "words"),
+    [
+        ("bpref", "not computed yet"),
+        ("P.x", "positive integers"),
+        ("set_P.5", "takes no cutoff"),
+        ("Pxx.5", "unknown metric"),
+    ],
+)
+def test_command_bad_trec_eval_name(value, words, capsys):
+    qrels, run = sample_path("sample.qrels"), sample_path("sample.run")
+    with pytest.raises(SystemExit) as done:
+        main(["evaluate", str(qrels), str(run), "-m", value])
+    assert done.value.code == 2
+    assert words in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("bad", ["1", "0", "-0.5", "nan"])
+def test_command_bad_persistence(bad, capsys):
+    qrels, run = sample_path("sample.qrels"), sample_path("sample.run")
+    with pytest.raises(SystemExit) as done:
+        main(["evaluate", str(qrels), str(run), "-m", "rbp", "--rbp-persistence", bad])
+    assert done.value.code == 2
+    assert "--rbp-persistence must be in (0, 1)" in capsys.readouterr().err
