@@ -109,7 +109,19 @@ def _metric_for_order(
     gain: str,
     ap_denominator: str,
     adaptive_k: bool,
+    persistence: float = 0.8,
 ) -> float | None:
+    if metric in TREC_MEASURES:  # issue 13's measures, below
+        return _trec_measure_for_order(
+            order,
+            grades,
+            metric,
+            None if metric in TREC_WHOLE_LIST else k,
+            relevance_threshold=relevance_threshold,
+            gain=gain,
+            persistence=persistence,
+            adaptive_k=adaptive_k,
+        )
     rel_all = [is_relevant(g, relevance_threshold) for g in grades]
     R = sum(rel_all)
     if R == 0:
@@ -200,6 +212,7 @@ def reference_query(
     gain: str = "exponential",
     ap_denominator: str = "relevant",
     adaptive_k: bool = False,
+    persistence: float = 0.8,
 ) -> dict[tuple[str, int | None], float | None]:
     """Values of several (metric, k) pairs for one query, enumerating the
     orders only once."""
@@ -222,6 +235,7 @@ def reference_query(
                 gain=gain,
                 ap_denominator=ap_denominator,
                 adaptive_k=adaptive_k,
+                persistence=persistence,
             )
             for order in orders
         ]
@@ -323,7 +337,7 @@ def result_keys(metrics, top_k):
         ks = sorted(set(int(k) for k in top_k))
     out = []
     for metric in metrics:
-        if metric in NO_K_METRICS:
+        if metric in NO_K_METRICS or metric in TREC_WHOLE_LIST:
             out.append((metric, metric, None))
         else:
             for k in ks:
@@ -348,6 +362,7 @@ def reference_rank_metrics(
     ap_denominator="relevant",
     adaptive_k=False,
     weighted=False,
+    rbp_persistence=0.8,
 ):
     """Mirror of ``ranking_plugins.rank_metrics``; returns a dict of float64
     tensors (0-d for reduction="mean", (Q,) for reduction="none")."""
@@ -371,6 +386,7 @@ def reference_rank_metrics(
                 gain=gain,
                 ap_denominator=ap_denominator,
                 adaptive_k=adaptive_k,
+                persistence=rbp_persistence,
             )
         )
         Rs.append(sum(is_relevant(float(g), relevance_threshold) for g in grades))
@@ -512,6 +528,8 @@ def reference_exposure(
 # --------------------------------------------------------------------------- #
 #: measures defined for every query (no relevant item needed)
 ALWAYS_DEFINED = ("num_ret", "num_rel", "num_rel_ret", "utility", "dcg")
+#: the measures read on the whole list (no cutoff)
+TREC_WHOLE_LIST = ("num_ret", "num_rel", "num_rel_ret", "set_map", "utility", "bin_g")
 TREC_MEASURES = (*ALWAYS_DEFINED, "relative_precision", "set_map", "rbp", "bin_g")
 
 
@@ -524,6 +542,7 @@ def _trec_measure_for_order(
     relevance_threshold: float | None,
     gain: str,
     persistence: float,
+    adaptive_k: bool = False,
 ) -> float | None:
     """trec_eval's loops over one ranked list (``order``: the ranked items, rank 1 first)."""
     rel_all = [is_relevant(g, relevance_threshold) for g in grades]
@@ -546,7 +565,7 @@ def _trec_measure_for_order(
     if R == 0:
         return None
     if metric == "relative_precision":
-        size = len(order) if k is None else k
+        size = len(order) if k is None else (min(k, len(order)) if adaptive_k else k)
         return sum(rels) / min(size, R)
     if metric == "set_map":
         return 0.0 if not top else sum(rels) ** 2 / (len(top) * R)
