@@ -54,6 +54,7 @@ from ranking_plugins.request import RankingRequest
 from ranking_plugins.totals import Totals
 from ranking_plugins.trec_eval_names import (
     ALL_TREC,
+    IPREC,
     NOT_YET,
     TREC_EVAL_MEASURES,
     format_trec_eval,
@@ -140,7 +141,7 @@ def parse_metrics(values: Sequence[str]) -> list[tuple[str, int | None]]:
 
 def _one_metric(token: str) -> list[tuple[str, int | None]]:
     name = token.partition(".")[0]
-    trec_eval_only = name in TREC_EVAL_MEASURES or name in NOT_YET or name == ALL_TREC
+    trec_eval_only = name in TREC_EVAL_MEASURES or name in NOT_YET or name in (ALL_TREC, IPREC)
     if "." in token or (trec_eval_only and name not in METRICS):
         # trec_eval's spelling: ``P.5``, ``set_P``, ``P`` (its default cutoffs), ``all_trec``
         try:
@@ -544,6 +545,12 @@ def run_evaluate(
         empty_target_action=args.empty_target_action,
         ap_denominator=args.ap_denominator,
     )
+    for name, _ in wanted:
+        if args.ties not in METRICS[name].ties:
+            parser.error(
+                f"--ties {args.ties}: {name} is exact only under --ties "
+                f"{' or '.join(METRICS[name].ties)} (trec_eval's is first)"
+            )
     progress = Progress(stderr)
     try:
         qrels = read_records(args.qrels, "qrels", args.qrels_format, progress)

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from ranking_plugins.kernel import Cutoff, ListStats, RankedBatch, Unranked
+from ranking_plugins.kernel import TIES, Cutoff, ListStats, RankedBatch, Unranked
 from ranking_plugins.kernel.inputs.items import NO_ITEM_INPUTS, ItemInputs
 from ranking_plugins.kernel.statistics.exposure import (
     COUNTS,
@@ -153,6 +153,26 @@ def _bin_g(c: Cutoff, options: Options) -> MetricValue:
     return value.expand_as(c.k), _has_relevant(c)
 
 
+#: trec_eval's recall levels of iprec_at_recall and 11pt_avg
+RECALL_LEVELS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
+#: the tie policies under which interpolated precision is exact (groups of interchangeable items)
+ORDERED_TIES = ("first", "pessimistic", "optimistic")
+
+
+def _iprec_at(level: int) -> Callable[[Cutoff, Options], MetricValue]:
+    def value(c: Cutoff, options: Options) -> MetricValue:
+        column = c.interpolated_precision(RECALL_LEVELS)[:, level : level + 1]
+        return column.expand_as(c.k), _has_relevant(c)
+
+    return value
+
+
+def _eleven_point(c: Cutoff, options: Options) -> MetricValue:
+    """The mean of the 11 interpolated precisions (trec_eval's 11pt_avg)."""
+    mean = c.interpolated_precision(RECALL_LEVELS).mean(dim=1, keepdim=True)
+    return mean.expand_as(c.k), _has_relevant(c)
+
+
 # -- beyond accuracy: which items the top k holds (kernel/statistics/exposure.py) ----------
 
 
@@ -236,6 +256,8 @@ class Metric:
     #: where the metric is read: at each k (``"k"``), at R (``"relevant_count"``,
     #: r_precision) or at the end of the list (``"whole_list"``)
     cutoff: str = "k"
+    #: the tie policies under which its value is exact (others are refused)
+    ties: tuple[str, ...] = TIES
     #: value of an empty query under empty_target_action="neg" (its worst value)
     empty_neg: float = 0.0
     lower_bound: float = 0.0
@@ -307,6 +329,23 @@ METRICS: dict[str, Metric] = {
         Metric(name="dcg", higher_is_better=True, value=_dcg, upper_bound=None),
         Metric(name="rbp", higher_is_better=True, value=_rbp),
         Metric(name="bin_g", higher_is_better=True, value=_bin_g, cutoff="whole_list"),
+        *(
+            Metric(
+                name=f"iprec_at_recall_{level:.2f}",
+                higher_is_better=True,
+                value=_iprec_at(index),
+                cutoff="whole_list",
+                ties=ORDERED_TIES,
+            )
+            for index, level in enumerate(RECALL_LEVELS)
+        ),
+        Metric(
+            name="11pt_avg",
+            higher_is_better=True,
+            value=_eleven_point,
+            cutoff="whole_list",
+            ties=ORDERED_TIES,
+        ),
         Metric(
             name="coverage", higher_is_better=True, value=None, catalogue=_coverage, exposure=True
         ),

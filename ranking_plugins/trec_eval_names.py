@@ -43,9 +43,14 @@ TREC_EVAL_MEASURES: dict[str, TrecEvalMeasure] = {
     "map": TrecEvalMeasure("map"),
     "Rprec": TrecEvalMeasure("r_precision"),
     "recip_rank": TrecEvalMeasure("mrr"),
+    **{
+        name: TrecEvalMeasure(name)
+        for name in (f"iprec_at_recall_{level / 10:.2f}" for level in range(11))
+    },
     "P": TrecEvalMeasure("precision", DEFAULT_CUTOFFS),
     "recall": TrecEvalMeasure("recall", DEFAULT_CUTOFFS),
     "utility": TrecEvalMeasure("utility"),
+    "11pt_avg": TrecEvalMeasure("11pt_avg"),
     "binG": TrecEvalMeasure("bin_g"),
     "ndcg": TrecEvalMeasure("ndcg"),
     "ndcg_cut": TrecEvalMeasure("ndcg", DEFAULT_CUTOFFS),
@@ -62,16 +67,16 @@ TREC_EVAL_MEASURES: dict[str, TrecEvalMeasure] = {
 
 #: what ``-m all_trec`` asks for
 ALL_TREC = "all_trec"
+#: the family of the 11 ``iprec_at_recall_*`` measures, at trec_eval's recall levels only
+IPREC = "iprec_at_recall"
 
 #: the measures of ``trec_eval -m all_trec`` the package does not compute yet
 NOT_YET = (
     "gm_map",
     "bpref",
-    "iprec_at_recall",
     "infAP",
     "gm_bpref",
     "Rprec_mult",
-    "11pt_avg",
     "G",
     "ndcg_rel",
     "Rndcg",
@@ -91,6 +96,13 @@ def trec_eval_measures(token: str) -> list[tuple[str, int | None]] | None:
     name, dot, params = token.partition(".")
     if name == ALL_TREC and not dot:
         return [pair for measure in TREC_EVAL_MEASURES.values() for pair in _pairs(measure)]
+    if name == IPREC:
+        if dot:
+            raise ValueError(
+                f"{token!r}: only trec_eval's default recall levels 0.0, 0.1, ..., 1.0 "
+                "are computed (-m iprec_at_recall)"
+            )
+        return [(m, None) for m in TREC_EVAL_MEASURES if m.startswith(IPREC)]
     measure = TREC_EVAL_MEASURES.get(name)
     if measure is None:
         if name in NOT_YET:

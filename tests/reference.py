@@ -529,8 +529,20 @@ def reference_exposure(
 #: measures defined for every query (no relevant item needed)
 ALWAYS_DEFINED = ("num_ret", "num_rel", "num_rel_ret", "utility", "dcg")
 #: the measures read on the whole list (no cutoff)
-TREC_WHOLE_LIST = ("num_ret", "num_rel", "num_rel_ret", "set_map", "utility", "bin_g")
-TREC_MEASURES = (*ALWAYS_DEFINED, "relative_precision", "set_map", "rbp", "bin_g")
+TREC_WHOLE_LIST = (
+    "num_ret",
+    "num_rel",
+    "num_rel_ret",
+    "set_map",
+    "utility",
+    "bin_g",
+    *(f"iprec_at_recall_{r:.2f}" for r in (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)),
+    "11pt_avg",
+)
+RECALL_LEVELS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
+#: interpolated precision: exact under the ordered policies only (average is refused)
+INTERPOLATED = (*(f"iprec_at_recall_{r:.2f}" for r in RECALL_LEVELS), "11pt_avg")
+TREC_MEASURES = (*ALWAYS_DEFINED, "relative_precision", "set_map", "rbp", "bin_g", *INTERPOLATED)
 
 
 def _trec_measure_for_order(
@@ -583,6 +595,18 @@ def _trec_measure_for_order(
             else:
                 nonrelevant += 1
         return total / R
+    if metric in INTERPOLATED:
+        levels = RECALL_LEVELS if metric == "11pt_avg" else (float(metric.rpartition("_")[2]),)
+        values = []
+        for level in levels:
+            needed = max(1, math.floor(level * R + 0.5))  # trec_eval's lround
+            best, hits = 0.0, 0
+            for j, r in enumerate(rels, 1):  # the largest precision once the hits reach it
+                hits += r
+                if hits >= needed:
+                    best = max(best, hits / j)
+            values.append(best)
+        return math.fsum(values) / len(values)
     raise ValueError(f"unknown measure {metric!r}")
 
 

@@ -17,7 +17,14 @@ from pathlib import Path
 
 import pytest
 import torch
-from reference import ALWAYS_DEFINED, TIES, TREC_MEASURES, reference_trec_measure
+from reference import (
+    ALWAYS_DEFINED,
+    INTERPOLATED,
+    RECALL_LEVELS,
+    TIES,
+    TREC_MEASURES,
+    reference_trec_measure,
+)
 from trec_files import TOL_PRINTED, read_qrels, read_run, read_trec_eval_output, to_tensors
 
 from ranking_plugins import rank_metrics
@@ -39,6 +46,7 @@ TREC_NAMES = {
     "binG": ("bin_g", False),
     "rbp": ("rbp", False),
     "relative_P": ("relative_precision", True),
+    **{name: (name, False) for name in INTERPOLATED},
 }
 #: trec_eval's "all" line of these is the sum over the queries, not the mean
 SUMMED = {"num_ret", "num_rel", "num_rel_ret"}
@@ -148,7 +156,17 @@ PYTREC_NAMES = {
     "set_map": "set_map",
     "utility": "utility",
     "binG": "bin_g",
+    **{name: name for name in INTERPOLATED},
 }
+
+
+def _same_recall_cut(name: str, relevant: int) -> bool:
+    """Whether trec_eval's rounding of level · R (lround, since 9.0.8: out.test.aq) and
+    pytrec_eval's older int(level · R + 0.9) reach the same number of hits."""
+    levels = RECALL_LEVELS if name == "11pt_avg" else (float(name.rpartition("_")[2]),)
+    return all(
+        max(1, math.floor(x * relevant + 0.5)) == max(1, int(x * relevant + 0.9)) for x in levels
+    )
 
 
 @pytest.mark.parametrize("level", [None, 2])
@@ -156,19 +174,27 @@ def test_matches_pytrec_eval_on_random_collections(level):
     pytrec_eval = pytest.importorskip("pytrec_eval")
     ks = [1, 3, 10, 50]
     qrels, run, preds, target, mask = _random_collection(seed=13 + (level or 0))
-    evaluator = pytrec_eval.RelevanceEvaluator(
-        qrels, {*PYTREC_NAMES, "relative_P.1,3,10,50"}, relevance_level=level or 1
-    )
+    measures = {*PYTREC_NAMES, "relative_P.1,3,10,50", "iprec_at_recall"} - set(
+        INTERPOLATED[:-1]
+    )  # the iprec_at_recall family is asked by its name
+    evaluator = pytrec_eval.RelevanceEvaluator(qrels, measures, relevance_level=level or 1)
     expected = evaluator.evaluate(run)
-    options = {"mask": mask, "relevance_threshold": level, "reduction": "none"}
+    # tie-free scores: every policy gives the same numbers, and interpolated
+    # precision needs an ordered one
+    options = {"mask": mask, "relevance_threshold": level, "reduction": "none", "ties": "first"}
     whole = rank_metrics(
         preds, target, metrics=sorted(set(PYTREC_NAMES.values())), top_k=None, **options
     )
     at_k = rank_metrics(preds, target, metrics=("relative_precision",), top_k=ks, **options)
     mismatches = []
+    compared: set[str] = set()
     qids = sorted(qrels, key=lambda q: int(q[1:]))
     for q, qid in enumerate(qids):
+        relevant = sum(1 for g in qrels[qid].values() if g >= (level or 1))
         for name, metric in PYTREC_NAMES.items():
+            if name in INTERPOLATED and not _same_recall_cut(name, relevant):
+                continue
+            compared.add(name)
             if not math.isclose(float(whole[metric][q]), expected[qid][name], abs_tol=1e-9):
                 mismatches.append(
                     f"{name} {qid}: {expected[qid][name]} vs {float(whole[metric][q])}"
@@ -179,6 +205,7 @@ def test_matches_pytrec_eval_on_random_collections(level):
             if not math.isclose(got, expected[qid][name], abs_tol=1e-9):
                 mismatches.append(f"{name} {qid}: {expected[qid][name]} vs {got}")
     assert not mismatches, "\n".join(mismatches[:20])
+    assert compared == set(PYTREC_NAMES)  # every measure met at least one query
 
 
 @pytest.mark.parametrize("persistence", [0.5, 0.8, 0.95])
@@ -224,6 +251,11 @@ def _tied_problem(seed: int, queries: int = 6, columns: int = 7):
     return preds, target, mask
 
 
+def _exact(ties: str) -> list[str]:
+    """The measures exact under ``ties`` (interpolated precision is refused under "average")."""
+    return [m for m in TREC_MEASURES if ties != "average" or m not in INTERPOLATED]
+
+
 @pytest.mark.parametrize("ties", TIES)
 @pytest.mark.parametrize("seed", [0, 1])
 def test_brute_force_dense(ties, seed):
@@ -238,12 +270,12 @@ def test_brute_force_dense(ties, seed):
         "reduction": "none",
     }
     whole = rank_metrics(
-        preds, target, metrics=TREC_MEASURES, top_k=None, rbp_persistence=0.7, **options
+        preds, target, metrics=_exact(ties), top_k=None, rbp_persistence=0.7, **options
     )
     at_k = rank_metrics(preds, target, metrics=k_metrics, top_k=ks, rbp_persistence=0.7, **options)
     for q in range(preds.shape[0]):
         args = (preds[q].tolist(), target[q].tolist(), mask[q].tolist())
-        cases = [(m, None, whole[m]) for m in TREC_MEASURES]
+        cases = [(m, None, whole[m]) for m in _exact(ties)]
         cases += [(m, k, at_k[f"{m}@{k}"]) for m in k_metrics for k in ks]
         for metric, k, values in cases:
             expected = reference_trec_measure(
@@ -275,12 +307,12 @@ def test_brute_force_item_ids(ties):
         "rbp_persistence": 0.6,
     }
     at_k = rank_metrics(preds, ids, metrics=metrics, top_k=ks, **options)
-    whole = rank_metrics(preds, ids, metrics=TREC_MEASURES, top_k=None, **options)
+    whole = rank_metrics(preds, ids, metrics=_exact(ties), top_k=None, **options)
     for q in range(queries):
         grades = [1 if i in ids[q].tolist() else 0 for i in range(items)]
         args = (preds[q].tolist(), grades, [True] * items)
         cases = [(m, k, at_k[f"{m}@{k}"]) for m in metrics for k in ks]
-        cases += [(m, None, whole[m]) for m in TREC_MEASURES]
+        cases += [(m, None, whole[m]) for m in _exact(ties)]
         for metric, k, values in cases:
             expected = reference_trec_measure(*args, metric, k, ties=ties, persistence=0.6)
             assert expected is not None
@@ -321,7 +353,7 @@ def test_command_prints_trec_eval_lines(trec_eval_dir, case, capsys):
     assert main(argv) == 0
     ours = capsys.readouterr().out.splitlines()
     theirs = (trec_eval_dir / out_file).read_text().splitlines()
-    computed = set(TREC_EVAL_MEASURES) | {"num_q"}
+    computed = {_family(name) for name in TREC_EVAL_MEASURES} | {"num_q"}
     expected = [line for line in theirs if _family(line.split("\t")[0].strip()) in computed]
     assert sorted(ours) == sorted(expected)
     # the rest of trec_eval's output: the families not computed yet, named in the module
@@ -372,3 +404,14 @@ def test_command_bad_persistence(bad, capsys):
         main(["evaluate", str(qrels), str(run), "-m", "rbp", "--rbp-persistence", bad])
     assert done.value.code == 2
     assert "--rbp-persistence must be in (0, 1)" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name", INTERPOLATED)
+def test_interpolated_precision_refuses_average_ties(name, capsys):
+    preds, target = torch.tensor([[1.0, 1.0, 0.0]]), torch.tensor([[1, 0, 1]])
+    with pytest.raises(ValueError, match=rf"`ties='average'`: {name} is exact only under ties in"):
+        rank_metrics(preds, target, metrics=(name,), top_k=None)
+    qrels, run = sample_path("sample.qrels"), sample_path("sample.run")
+    with pytest.raises(SystemExit):
+        main(["evaluate", str(qrels), str(run), "-m", name, "--ties", "average"])
+    assert "exact only under --ties first or pessimistic or optimistic" in capsys.readouterr().err

@@ -100,3 +100,13 @@ def nonrelevant_slots_discount(
     low = nonrelevant_before.clamp(0, last).to(torch.int64)
     high = (nonrelevant_before + group_nonrelevant + 1).clamp(0, last).to(torch.int64)
     return (prefix[high] - prefix[low]) / (group_nonrelevant + 1)
+
+
+def recall_level_hits(recall_levels: Tensor, relevant_count: Tensor) -> Tensor:
+    """max(1, round(level · R)): the hits that reach a recall level (trec_eval's ``lround``).
+
+    ``recall_levels`` (L,) and ``relevant_count`` (Q, 1) broadcast to (Q, L);
+    halves round away from zero, as C's ``lround`` does on these positive values.
+    trec_eval 9.0.7 and earlier (so pytrec_eval) cut at int(level · R + 0.9) instead.
+    """
+    return torch.floor(recall_levels * relevant_count + 0.5).clamp(min=1)

@@ -29,6 +29,7 @@ from ranking_plugins.kernel.statistics.closed_forms import (
     geometric_weight_sum,
     nonrelevant_below,
     nonrelevant_slots_discount,
+    recall_level_hits,
 )
 from ranking_plugins.kernel.statistics.list_stats import ListStats
 
@@ -201,6 +202,16 @@ class CountStats(ListStats):
             self.start, self.size, self.group_relevant, self.before, nonrelevant
         )
         return torch.where(self.ranked, below, 0.0).sum(dim=1)
+
+    def interpolated_precision(self, recall_levels: tuple[float, ...]) -> Tensor:
+        """The best place of each group of relevant items is its last: hits / place grows there."""
+        hits = self.before + self.group_relevant
+        precision = torch.where(self.ranked, hits / (self.start + self.size), 0.0)
+        levels = torch.tensor(recall_levels, dtype=torch.float64, device=hits.device)
+        needed = recall_level_hits(levels, self.relevant_count.unsqueeze(1))  # (Q, L)
+        reached = self.ranked.unsqueeze(1) & (hits.unsqueeze(1) >= needed.unsqueeze(2) - 1e-9)
+        best = torch.where(reached, precision.unsqueeze(1), 0.0)
+        return best.amax(dim=2) if best.shape[2] else best.sum(dim=2)
 
     @cached_property
     def bin_g_sum(self) -> Tensor:

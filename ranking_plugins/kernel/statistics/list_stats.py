@@ -76,6 +76,17 @@ class ListStats(ABC):
     def max_gain(self) -> Tensor:
         """(Q,) the largest gain of each query's relevant items (0 without any): RBP's scale."""
 
+    @abstractmethod
+    def interpolated_precision(self, recall_levels: tuple[float, ...]) -> Tensor:
+        """(Q, L) trec_eval's interpolated precision at each recall level, whole list.
+
+        The largest precision at or below the ranked relevant item that brings
+        the hits to max(1, round(level · R)) (0 when the list never gets
+        there). Exact only when every tie group holds interchangeable items
+        (the ``first``, ``pessimistic`` and ``optimistic`` policies): the
+        metric refuses ``average``.
+        """
+
     @property
     @abstractmethod
     def bin_g_sum(self) -> Tensor:
@@ -163,6 +174,13 @@ class Cutoff:
         if persistence not in cache:
             cache[persistence] = self.stats.geometric_gain_at(self.k, persistence)
         return cache[persistence]
+
+    def interpolated_precision(self, recall_levels: tuple[float, ...]) -> Tensor:
+        """(Q, L) interpolated precision at the recall levels, computed once per levels."""
+        cache: dict[tuple[float, ...], Tensor] = self.__dict__.setdefault("_iprec", {})
+        if recall_levels not in cache:
+            cache[recall_levels] = self.stats.interpolated_precision(recall_levels)
+        return cache[recall_levels]
 
     @cached_property
     def retrieved(self) -> Tensor:

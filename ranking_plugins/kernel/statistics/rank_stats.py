@@ -22,6 +22,7 @@ from ranking_plugins.kernel.statistics.closed_forms import (
     first_hit_step,
     nonrelevant_below,
     nonrelevant_slots_discount,
+    recall_level_hits,
 )
 from ranking_plugins.kernel.statistics.list_stats import ListStats
 
@@ -175,6 +176,17 @@ class RankStats(ListStats):
         t, r = g.group_size, g.group_relevant
         below = nonrelevant_below(g.group_start, t, r, g.relevant_before, nonrelevant)
         return (self.relevance * below).sum(dim=1)
+
+    def interpolated_precision(self, recall_levels: tuple[float, ...]) -> Tensor:
+        """At each ranked relevant place j, hits@j / j, read where hits@j reaches the level."""
+        hits = self.cum_hits[:, 1:]
+        relevant = self.relevance > 0
+        precision = torch.where(relevant, hits / self.position, 0.0)
+        levels = torch.tensor(recall_levels, dtype=torch.float64, device=hits.device)
+        needed = recall_level_hits(levels, self.relevant_count.unsqueeze(1))  # (Q, L)
+        reached = hits.unsqueeze(1) >= needed.unsqueeze(2) - 1e-9  # (Q, L, places)
+        best = torch.where(reached, precision.unsqueeze(1), 0.0)
+        return best.amax(dim=2) if best.shape[2] else best.sum(dim=2)
 
     @cached_property
     def bin_g_sum(self) -> Tensor:
