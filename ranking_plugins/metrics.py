@@ -173,6 +173,20 @@ def _eleven_point(c: Cutoff, options: Options) -> MetricValue:
     return mean.expand_as(c.k), _has_relevant(c)
 
 
+#: trec_eval's multiples of R of Rprec_mult
+R_MULTIPLES = (0.2, 0.4, 0.6, 0.8, 1.0, 1.2, 1.4, 1.6, 1.8, 2.0)
+
+
+def _precision_at_r_multiple(multiple: float) -> Callable[[Cutoff, Options], MetricValue]:
+    """hits@c / c at c = int(multiple · R + 0.9) (trec_eval's Rprec_mult cut), list padded."""
+
+    def value(c: Cutoff, options: Options) -> MetricValue:
+        cut = torch.floor(multiple * c.relevant_count + 0.9)
+        return _ratio(c.stats.hits_at(cut), cut).expand_as(c.k), _has_relevant(c)
+
+    return value
+
+
 # -- beyond accuracy: which items the top k holds (kernel/statistics/exposure.py) ----------
 
 
@@ -338,6 +352,15 @@ METRICS: dict[str, Metric] = {
                 ties=ORDERED_TIES,
             )
             for index, level in enumerate(RECALL_LEVELS)
+        ),
+        *(
+            Metric(
+                name=f"Rprec_mult_{multiple:.2f}",
+                higher_is_better=True,
+                value=_precision_at_r_multiple(multiple),
+                cutoff="whole_list",
+            )
+            for multiple in R_MULTIPLES
         ),
         Metric(
             name="11pt_avg",

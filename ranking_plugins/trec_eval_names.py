@@ -49,6 +49,10 @@ TREC_EVAL_MEASURES: dict[str, TrecEvalMeasure] = {
     },
     "P": TrecEvalMeasure("precision", DEFAULT_CUTOFFS),
     "recall": TrecEvalMeasure("recall", DEFAULT_CUTOFFS),
+    **{
+        name: TrecEvalMeasure(name)
+        for name in (f"Rprec_mult_{multiple / 10:.2f}" for multiple in range(2, 21, 2))
+    },
     "utility": TrecEvalMeasure("utility"),
     "11pt_avg": TrecEvalMeasure("11pt_avg"),
     "binG": TrecEvalMeasure("bin_g"),
@@ -67,8 +71,11 @@ TREC_EVAL_MEASURES: dict[str, TrecEvalMeasure] = {
 
 #: what ``-m all_trec`` asks for
 ALL_TREC = "all_trec"
-#: the family of the 11 ``iprec_at_recall_*`` measures, at trec_eval's recall levels only
+#: the families of trec_eval's ``iprec_at_recall_*`` and ``Rprec_mult_*`` measures, at
+#: its default levels and multiples only
 IPREC = "iprec_at_recall"
+RPREC_MULT = "Rprec_mult"
+LEVEL_FAMILIES = (IPREC, RPREC_MULT)
 
 #: the measures of ``trec_eval -m all_trec`` the package does not compute yet
 NOT_YET = (
@@ -76,7 +83,6 @@ NOT_YET = (
     "bpref",
     "infAP",
     "gm_bpref",
-    "Rprec_mult",
     "G",
     "ndcg_rel",
     "Rndcg",
@@ -96,13 +102,12 @@ def trec_eval_measures(token: str) -> list[tuple[str, int | None]] | None:
     name, dot, params = token.partition(".")
     if name == ALL_TREC and not dot:
         return [pair for measure in TREC_EVAL_MEASURES.values() for pair in _pairs(measure)]
-    if name == IPREC:
+    if name in LEVEL_FAMILIES:
         if dot:
             raise ValueError(
-                f"{token!r}: only trec_eval's default recall levels 0.0, 0.1, ..., 1.0 "
-                "are computed (-m iprec_at_recall)"
+                f"{token!r}: only trec_eval's default levels of {name} are computed (-m {name})"
             )
-        return [(m, None) for m in TREC_EVAL_MEASURES if m.startswith(IPREC)]
+        return [(m, None) for m in TREC_EVAL_MEASURES if m.startswith(name + "_")]
     measure = TREC_EVAL_MEASURES.get(name)
     if measure is None:
         if name in NOT_YET:

@@ -538,11 +538,22 @@ TREC_WHOLE_LIST = (
     "bin_g",
     *(f"iprec_at_recall_{r:.2f}" for r in (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)),
     "11pt_avg",
+    *(f"Rprec_mult_{x / 10:.2f}" for x in range(2, 21, 2)),
 )
 RECALL_LEVELS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 #: interpolated precision: exact under the ordered policies only (average is refused)
 INTERPOLATED = (*(f"iprec_at_recall_{r:.2f}" for r in RECALL_LEVELS), "11pt_avg")
-TREC_MEASURES = (*ALWAYS_DEFINED, "relative_precision", "set_map", "rbp", "bin_g", *INTERPOLATED)
+#: precision at int(x · R + 0.9) for trec_eval's multiples x of R
+R_MULTIPLES = tuple(f"Rprec_mult_{x / 10:.2f}" for x in range(2, 21, 2))
+TREC_MEASURES = (
+    *ALWAYS_DEFINED,
+    "relative_precision",
+    "set_map",
+    "rbp",
+    "bin_g",
+    *INTERPOLATED,
+    *R_MULTIPLES,
+)
 
 
 def _trec_measure_for_order(
@@ -595,6 +606,9 @@ def _trec_measure_for_order(
             else:
                 nonrelevant += 1
         return total / R
+    if metric in R_MULTIPLES:
+        cut = int(float(metric.rpartition("_")[2]) * R + 0.9)
+        return sum(rel_all[i] for i in order[:cut]) / cut
     if metric in INTERPOLATED:
         levels = RECALL_LEVELS if metric == "11pt_avg" else (float(metric.rpartition("_")[2]),)
         values = []

@@ -20,6 +20,7 @@ import torch
 from reference import (
     ALWAYS_DEFINED,
     INTERPOLATED,
+    R_MULTIPLES,
     RECALL_LEVELS,
     TIES,
     TREC_MEASURES,
@@ -46,7 +47,7 @@ TREC_NAMES = {
     "binG": ("bin_g", False),
     "rbp": ("rbp", False),
     "relative_P": ("relative_precision", True),
-    **{name: (name, False) for name in INTERPOLATED},
+    **{name: (name, False) for name in (*INTERPOLATED, *R_MULTIPLES)},
 }
 #: trec_eval's "all" line of these is the sum over the queries, not the mean
 SUMMED = {"num_ret", "num_rel", "num_rel_ret"}
@@ -156,7 +157,7 @@ PYTREC_NAMES = {
     "set_map": "set_map",
     "utility": "utility",
     "binG": "bin_g",
-    **{name: name for name in INTERPOLATED},
+    **{name: name for name in (*INTERPOLATED, *R_MULTIPLES)},
 }
 
 
@@ -174,8 +175,10 @@ def test_matches_pytrec_eval_on_random_collections(level):
     pytrec_eval = pytest.importorskip("pytrec_eval")
     ks = [1, 3, 10, 50]
     qrels, run, preds, target, mask = _random_collection(seed=13 + (level or 0))
-    measures = {*PYTREC_NAMES, "relative_P.1,3,10,50", "iprec_at_recall"} - set(
-        INTERPOLATED[:-1]
+    measures = (
+        {*PYTREC_NAMES, "relative_P.1,3,10,50", "iprec_at_recall", "Rprec_mult"}
+        - set(R_MULTIPLES)
+        - set(INTERPOLATED[:-1])
     )  # the iprec_at_recall family is asked by its name
     evaluator = pytrec_eval.RelevanceEvaluator(qrels, measures, relevance_level=level or 1)
     expected = evaluator.evaluate(run)
