@@ -418,3 +418,46 @@ def test_interpolated_precision_refuses_average_ties(name, capsys):
     with pytest.raises(SystemExit):
         main(["evaluate", str(qrels), str(run), "-m", name, "--ties", "average"])
     assert "exact only under --ties first or pessimistic or optimistic" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------- adapters
+
+
+def test_adapters_report_the_new_measures():
+    """Both adapters find the new metrics by name and agree with ``rank_metrics`` over batches."""
+    pytest.importorskip("ignite")
+    pytest.importorskip("torchmetrics")
+    from ignite.engine import Engine
+
+    import ranking_plugins.ignite as ignite_adapter
+    import ranking_plugins.torchmetrics as torchmetrics_adapter
+
+    names = ["num_rel_ret", "relative_precision", "rbp", "dcg", "bin_g", "Rprec_mult_1.00"]
+    names += ["11pt_avg", "iprec_at_recall_0.50", "utility", "set_map"]
+    g = torch.Generator().manual_seed(0)
+    batches = [
+        (torch.randint(0, 3, (4, 6), generator=g).float(), torch.randint(0, 3, (4, 6), generator=g))
+        for _ in range(2)
+    ]
+    options = {"ties": "pessimistic", "rbp_persistence": 0.6, "empty_target_action": "skip"}
+    expected = rank_metrics(
+        torch.cat([p for p, _ in batches]),
+        torch.cat([t for _, t in batches]),
+        names,
+        [2, 5],
+        gain="linear",
+        **options,
+    )
+    ignite_metric = ignite_adapter.RankingMetrics(
+        names, [2, 5], gain_function="linear_rank", **options
+    )
+    engine = Engine(lambda engine, batch: batch)
+    ignite_metric.attach(engine, "ranking")
+    got = engine.run(batches).metrics
+    tm_metric = torchmetrics_adapter.RankingMetrics(names, top_k=[2, 5], **options)
+    for preds, target in batches:
+        tm_metric.update(preds, target)
+    tm_got = tm_metric.compute()
+    for key, value in expected.items():
+        assert float(got[key]) == pytest.approx(float(value), abs=1e-12), key
+        assert float(tm_got[key]) == pytest.approx(float(value), abs=1e-12), key
