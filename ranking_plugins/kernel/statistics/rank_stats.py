@@ -178,15 +178,20 @@ class RankStats(ListStats):
         return (self.relevance * below).sum(dim=1)
 
     def interpolated_precision(self, recall_levels: tuple[float, ...]) -> Tensor:
-        """At each ranked relevant place j, hits@j / j, read where hits@j reaches the level."""
+        """The best hits@j / j over the ranked relevant places from where hits@j reaches the level.
+
+        hits@j never decreases, so those places are a suffix of the list: a
+        suffix maximum of the precisions, read at the first place that reaches
+        the level (O(Q · places), not per level).
+        """
         hits = self.cum_hits[:, 1:]
-        relevant = self.relevance > 0
-        precision = torch.where(relevant, hits / self.position, 0.0)
+        precision = torch.where(self.relevance > 0, hits / self.position, 0.0)
+        suffix_best = torch.cummax(precision.flip(1), dim=1).values.flip(1)
+        suffix_best = torch.cat([suffix_best, torch.zeros_like(suffix_best[:, :1])], dim=1)
         levels = torch.tensor(recall_levels, dtype=torch.float64, device=hits.device)
         needed = recall_level_hits(levels, self.relevant_count.unsqueeze(1))  # (Q, L)
-        reached = hits.unsqueeze(1) >= needed.unsqueeze(2) - 1e-9  # (Q, L, places)
-        best = torch.where(reached, precision.unsqueeze(1), 0.0)
-        return best.amax(dim=2) if best.shape[2] else best.sum(dim=2)
+        first = torch.searchsorted(hits.contiguous(), (needed - 1e-9).contiguous())
+        return suffix_best.gather(1, first)
 
     @cached_property
     def bin_g_sum(self) -> Tensor:
