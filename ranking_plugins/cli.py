@@ -51,9 +51,10 @@ from ranking_plugins.kernel import TIES
 from ranking_plugins.metrics import METRICS, EmptyQueryError, result_key
 from ranking_plugins.options import Options
 from ranking_plugins.request import RankingRequest
-from ranking_plugins.totals import Totals
+from ranking_plugins.totals import Totals, geometric_mean
 from ranking_plugins.trec_eval_names import (
     ALL_TREC,
+    GEOMETRIC_MEANS,
     LEVEL_FAMILIES,
     NOT_YET,
     TREC_EVAL_MEASURES,
@@ -223,10 +224,12 @@ def evaluate(
     for); the kernel ranks once for both (the second request reuses the
     first's ranking of the same tensors).
     """
-    keys = [result_key(METRICS[name], k) for name, k in wanted]
-    whole = list(dict.fromkeys(name for name, k in wanted if k is None))
-    at_k = list(dict.fromkeys(name for name, k in wanted if k is not None))
-    ks = sorted({k for _, k in wanted if k is not None})
+    keys = [name if name in GEOMETRIC_MEANS else result_key(METRICS[name], k) for name, k in wanted]
+    # a geometric mean (trec_eval's gm_map) aggregates its metric's per-query values
+    computed = [(GEOMETRIC_MEANS.get(name, name), k) for name, k in wanted]
+    whole = list(dict.fromkeys(name for name, k in computed if k is None))
+    at_k = list(dict.fromkeys(name for name, k in computed if k is not None))
+    ks = sorted({k for _, k in computed if k is not None})
     groups = [(whole, None), (at_k, ks)] if whole else [(at_k, ks)]
     per_query: dict[str, Tensor] = {}
     mean: dict[str, float] = {}
@@ -249,7 +252,8 @@ def evaluate(
             raise FileFormatError(qrels_path, None, str(named)) from None
         except ValueError as error:
             raise FileFormatError(qrels_path, None, str(error)) from None
-        mine = tuple(key for key in request.keys if key in keys)
+        wanted_keys = {result_key(METRICS[name], k) for name, k in computed}
+        mine = tuple(key for key in request.keys if key in wanted_keys)
         totals = Totals.of(evaluation, mine, weighted=False)
         for key, m, se, n in zip(
             mine,
@@ -260,6 +264,13 @@ def evaluate(
         ):
             per_query[key] = evaluation.results[key].values
             mean[key], standard_error[key], counted[key] = m, se, int(n)
+    for name, metric in GEOMETRIC_MEANS.items():
+        if name in keys:
+            values = per_query[metric]
+            per_query[name] = values
+            mean[name] = geometric_mean(values)
+            standard_error[name] = math.nan
+            counted[name] = int((~values.isnan()).sum())
     return Results(collection.qids, keys, per_query, mean, standard_error, counted)
 
 
@@ -548,6 +559,7 @@ def run_evaluate(
         ap_denominator=args.ap_denominator,
     )
     for name, _ in wanted:
+        name = GEOMETRIC_MEANS.get(name, name)
         if args.ties not in METRICS[name].ties:
             parser.error(
                 f"--ties {args.ties}: {name} is exact only under --ties "

@@ -41,6 +41,7 @@ TREC_EVAL_MEASURES: dict[str, TrecEvalMeasure] = {
     "num_rel": TrecEvalMeasure("num_rel", count=True),
     "num_rel_ret": TrecEvalMeasure("num_rel_ret", count=True),
     "map": TrecEvalMeasure("map"),
+    "gm_map": TrecEvalMeasure("gm_map"),
     "Rprec": TrecEvalMeasure("r_precision"),
     "recip_rank": TrecEvalMeasure("mrr"),
     **{
@@ -69,6 +70,10 @@ TREC_EVAL_MEASURES: dict[str, TrecEvalMeasure] = {
     "rbp": TrecEvalMeasure("rbp"),
 }
 
+#: trec_eval's geometric means: the aggregation (``totals.geometric_mean``) of a metric's
+#: per-query values, printed in the "all" line only
+GEOMETRIC_MEANS = {"gm_map": "map"}
+
 #: what ``-m all_trec`` asks for
 ALL_TREC = "all_trec"
 #: the families of trec_eval's ``iprec_at_recall_*`` and ``Rprec_mult_*`` measures, at
@@ -79,7 +84,6 @@ LEVEL_FAMILIES = (IPREC, RPREC_MULT)
 
 #: the measures of ``trec_eval -m all_trec`` the package does not compute yet
 NOT_YET = (
-    "gm_map",
     "bpref",
     "infAP",
     "gm_bpref",
@@ -167,6 +171,8 @@ def format_trec_eval(
     if per_query:
         for row, qid in enumerate(qids):
             for name, _, count, values, _ in rows:
+                if name in GEOMETRIC_MEANS:  # trec_eval prints those in the "all" line only
+                    continue
                 lines.append(f"{name:<22}\t{qid}\t{value(values[row], count)}")
     lines.append(f"{'num_q':<22}\tall\t{len(qids)}")
     for name, _, count, values, mean in rows:
@@ -178,6 +184,7 @@ def format_trec_eval(
 __all__ = [
     "ALL_TREC",
     "DEFAULT_CUTOFFS",
+    "GEOMETRIC_MEANS",
     "TREC_EVAL_MEASURES",
     "TrecEvalMeasure",
     "format_trec_eval",

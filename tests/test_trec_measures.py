@@ -461,3 +461,26 @@ def test_adapters_report_the_new_measures():
     for key, value in expected.items():
         assert float(got[key]) == pytest.approx(float(value), abs=1e-12), key
         assert float(tm_got[key]) == pytest.approx(float(value), abs=1e-12), key
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_gm_map_is_the_geometric_mean_of_map(trec_eval_dir, case):
+    """trec_eval's gm_map: an aggregation of the per-query map, not a new formula."""
+    from ranking_plugins.totals import geometric_mean
+
+    out, level, qids, preds, target, mask = _load(str(trec_eval_dir), case)
+    per_query = rank_metrics(
+        preds,
+        target,
+        metrics=("map",),
+        top_k=None,
+        mask=mask,
+        ties="first",
+        relevance_threshold=level,
+        reduction="none",
+    )["map"]
+    got = geometric_mean(per_query)
+    assert abs(got - float(out["all"]["gm_map"])) <= TOL_PRINTED
+    # the floor: a query with AP 0 counts as 1e-5, as trec_eval's MIN_GEO_MEAN
+    zero = geometric_mean(torch.tensor([0.0, 1.0], dtype=torch.float64))
+    assert zero == pytest.approx(math.sqrt(1e-5))
