@@ -468,7 +468,7 @@ def test_gm_map_is_the_geometric_mean_of_map(trec_eval_dir, case):
     """trec_eval's gm_map: an aggregation of the per-query map, not a new formula."""
     from ranking_plugins.totals import geometric_mean
 
-    out, level, qids, preds, target, mask = _load(str(trec_eval_dir), case)
+    out, level, _qids, preds, target, mask = _load(str(trec_eval_dir), case)
     per_query = rank_metrics(
         preds,
         target,
