@@ -173,6 +173,11 @@ def _eleven_point(c: Cutoff, options: Options) -> MetricValue:
     return mean.expand_as(c.k), _has_relevant(c)
 
 
+def _err(c: Cutoff, options: Options) -> MetricValue:
+    """Expected reciprocal rank (Chapelle et al. 2009), R = (2^g - 1) / 2^g_max."""
+    return c.err(options.gain == "exponential"), _has_relevant(c)
+
+
 #: trec_eval's multiples of R of Rprec_mult
 R_MULTIPLES = (0.2, 0.4, 0.6, 0.8, 1.0, 1.2, 1.4, 1.6, 1.8, 2.0)
 
@@ -343,6 +348,7 @@ METRICS: dict[str, Metric] = {
         Metric(name="dcg", higher_is_better=True, value=_dcg, upper_bound=None),
         Metric(name="rbp", higher_is_better=True, value=_rbp),
         Metric(name="bin_g", higher_is_better=True, value=_bin_g, cutoff="whole_list"),
+        Metric(name="err", higher_is_better=True, value=_err, ties=ORDERED_TIES),
         *(
             Metric(
                 name=f"iprec_at_recall_{level:.2f}",

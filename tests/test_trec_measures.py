@@ -484,3 +484,73 @@ def test_gm_map_is_the_geometric_mean_of_map(trec_eval_dir, case):
     # the floor: a query with AP 0 counts as 1e-5, as trec_eval's MIN_GEO_MEAN
     zero = geometric_mean(torch.tensor([0.0, 1.0], dtype=torch.float64))
     assert zero == pytest.approx(math.sqrt(1e-5))
+
+
+# --------------------------------------------------------------------------- ERR
+
+
+def _err_reference(order: list[int], grades: list[float], k: int | None, gain: str) -> float:
+    """ERR@k (Chapelle et al. 2009) of one order, written out: R = (2^g - 1) / 2^g_max."""
+    g_max = max(max(grades), 0.0)
+    if g_max <= 0:
+        return math.nan
+    total, reach = 0.0, 1.0
+    for j, item in enumerate(order[:k] if k is not None else order, 1):
+        g = max(grades[item], 0.0)
+        stop = (2**g - 1) / 2**g_max
+        total += reach * stop / j
+        reach *= 1 - stop
+    return total
+
+
+@pytest.mark.parametrize("ties", ["first", "pessimistic", "optimistic"])
+@pytest.mark.parametrize("gain", ["exponential", "linear"])
+def test_err_against_a_per_query_reference(ties, gain):
+    from reference import all_orders
+
+    preds, target, mask = _tied_problem(seed=3, queries=8, columns=8)
+    ks = [1, 3, 20]
+    got = rank_metrics(
+        preds,
+        target,
+        metrics=("err",),
+        top_k=ks,
+        mask=mask,
+        ties=ties,
+        gain=gain,
+        empty_target_action="skip",
+        reduction="none",
+    )
+    for q in range(preds.shape[0]):
+        grades = [float(g) for g in target[q]]
+        (order,) = all_orders(preds[q].tolist(), grades, mask[q].tolist(), ties, None)
+        for k in ks:
+            expected = _err_reference(order, grades, k, gain)
+            value = float(got[f"err@{k}"][q])
+            if math.isnan(expected):
+                assert math.isnan(value)
+            else:
+                assert value == pytest.approx(expected, abs=1e-12), (q, k, ties)
+
+
+@pytest.mark.parametrize("ties", ["first", "pessimistic", "optimistic"])
+def test_err_item_ids_counted(ties):
+    """Item-index targets (counted, CountStats): every listed item has grade 1."""
+    from reference import all_orders
+
+    rng = random.Random(9)
+    preds = torch.tensor([[rng.choice([0.0, 1.0, 2.0]) for _ in range(9)] for _ in range(8)])
+    ids = torch.tensor([rng.sample(range(9), 3) for _ in range(8)])
+    ids[::2, 2] = -1
+    got = rank_metrics(preds, ids, metrics=("err",), top_k=[1, 4, 20], ties=ties, reduction="none")
+    for q in range(8):
+        grades = [1.0 if i in ids[q].tolist() else 0.0 for i in range(9)]
+        (order,) = all_orders(preds[q].tolist(), grades, [True] * 9, ties, None)
+        for k in (1, 4, 20):
+            expected = _err_reference(order, grades, k, "exponential")
+            assert float(got[f"err@{k}"][q]) == pytest.approx(expected, abs=1e-12), (q, k)
+
+
+def test_err_refuses_average_ties():
+    with pytest.raises(ValueError, match=r"`ties='average'`: err is exact only under ties in"):
+        rank_metrics(torch.rand(2, 4), torch.randint(0, 3, (2, 4)), metrics=("err",), top_k=3)

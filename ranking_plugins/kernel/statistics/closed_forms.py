@@ -110,3 +110,10 @@ def recall_level_hits(recall_levels: Tensor, relevant_count: Tensor) -> Tensor:
     trec_eval 9.0.7 and earlier (so pytrec_eval) cut at int(level · R + 0.9) instead.
     """
     return torch.floor(recall_levels * relevant_count + 0.5).clamp(min=1)
+
+
+def stopping_probability(gain: Tensor, max_gain: Tensor, exponential: bool) -> Tensor:
+    """ERR's R = (2^g - 1) / 2^g_max, with g read from its gain (2^g - 1, or g when linear)."""
+    if exponential:
+        return gain / (max_gain + 1)
+    return (torch.exp2(gain) - 1) / torch.exp2(max_gain)

@@ -30,6 +30,7 @@ from ranking_plugins.kernel.statistics.closed_forms import (
     nonrelevant_below,
     nonrelevant_slots_discount,
     recall_level_hits,
+    stopping_probability,
 )
 from ranking_plugins.kernel.statistics.list_stats import ListStats
 
@@ -212,6 +213,23 @@ class CountStats(ListStats):
         reached = self.ranked.unsqueeze(1) & (hits.unsqueeze(1) >= needed.unsqueeze(2) - 1e-9)
         best = torch.where(reached, precision.unsqueeze(1), 0.0)
         return best.amax(dim=2) if best.shape[2] else best.sum(dim=2)
+
+    def err_at(self, k: Tensor, exponential: bool) -> Tensor:
+        """Item-index targets: every relevant item has grade 1, R = 1/2 (g_max = 1).
+
+        Under the ordered policies a group holding a relevant item holds only
+        relevant items, at places T+1..T+t after ρ relevant ones: it adds
+        Σ_{i ≤ m} (1/2)^(ρ+i) / (T+i) for its m places within k, each member 1/t.
+        """
+        one = torch.ones((), dtype=torch.float64, device=self.start.device)
+        half = stopping_probability(one, one, exponential)
+        start, before = self.start.unsqueeze(2), self.before.unsqueeze(2)
+        m = self._inside(k)
+        total = torch.zeros_like(m)
+        for i in range(1, self.ranked.shape[1] + 1):  # t ≤ T places per group
+            term = half * (1 - half) ** (before + i - 1) / (start + i)
+            total = total + torch.where(m >= i, term, 0.0)
+        return self._total(total / self.size.unsqueeze(2))
 
     @cached_property
     def bin_g_sum(self) -> Tensor:

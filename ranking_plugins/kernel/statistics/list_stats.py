@@ -87,6 +87,16 @@ class ListStats(ABC):
         metric refuses ``average``.
         """
 
+    @abstractmethod
+    def err_at(self, k: Tensor, exponential: bool) -> Tensor:
+        """ERR@k (Chapelle et al., CIKM 2009): Σ_{j ≤ k} R_j / j Π_{i < j} (1 - R_i).
+
+        R_j = (2^g_j - 1) / 2^g_max, the grade g read from the gain (2^g - 1 with
+        ``exponential``, g itself otherwise) and g_max the query's largest grade.
+        Exact only where every tie group holds interchangeable items (the
+        ordered policies): the metric refuses ``average``.
+        """
+
     @property
     @abstractmethod
     def bin_g_sum(self) -> Tensor:
@@ -174,6 +184,13 @@ class Cutoff:
         if persistence not in cache:
             cache[persistence] = self.stats.geometric_gain_at(self.k, persistence)
         return cache[persistence]
+
+    def err(self, exponential: bool) -> Tensor:
+        """ERR@k (read only for err; ``exponential``: the gain is 2^g - 1), computed once."""
+        cache: dict[bool, Tensor] = self.__dict__.setdefault("_err", {})
+        if exponential not in cache:
+            cache[exponential] = self.stats.err_at(self.k, exponential)
+        return cache[exponential]
 
     def interpolated_precision(self, recall_levels: tuple[float, ...]) -> Tensor:
         """(Q, L) interpolated precision at the recall levels, computed once per levels."""

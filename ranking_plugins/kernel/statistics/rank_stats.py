@@ -23,6 +23,7 @@ from ranking_plugins.kernel.statistics.closed_forms import (
     nonrelevant_below,
     nonrelevant_slots_discount,
     recall_level_hits,
+    stopping_probability,
 )
 from ranking_plugins.kernel.statistics.list_stats import ListStats
 
@@ -192,6 +193,12 @@ class RankStats(ListStats):
         needed = recall_level_hits(levels, self.relevant_count.unsqueeze(1))  # (Q, L)
         first = torch.searchsorted(hits.contiguous(), (needed - 1e-9).contiguous())
         return suffix_best.gather(1, first)
+
+    def err_at(self, k: Tensor, exponential: bool) -> Tensor:
+        stop = stopping_probability(self.gain, self.max_gain.unsqueeze(1), exponential)
+        stop = torch.where(self.list.ranked, stop, 0.0)
+        reach = torch.cumprod(torch.cat([torch.ones_like(stop[:, :1]), 1 - stop[:, :-1]], 1), 1)
+        return self._read(self._cumulative(reach * stop / self.position), k)
 
     @cached_property
     def bin_g_sum(self) -> Tensor:
