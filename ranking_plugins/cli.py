@@ -43,6 +43,7 @@ from importlib import resources
 from pathlib import Path
 from typing import TextIO
 
+import torch
 from torch import Tensor
 
 from ranking_plugins import _validation as V
@@ -267,7 +268,7 @@ def evaluate(
     for name, metric in GEOMETRIC_MEANS.items():
         if name in keys:
             values = per_query[metric]
-            per_query[name] = values
+            per_query[name] = torch.full_like(values, math.nan)  # a summary: none per query
             mean[name] = geometric_mean(values)
             standard_error[name] = math.nan
             counted[name] = int((~values.isnan()).sum())

@@ -9,6 +9,7 @@ every tie group, under the four tie policies, in the dense and item-id layouts.
 
 from __future__ import annotations
 
+import json
 import math
 import random
 import re
@@ -554,3 +555,16 @@ def test_err_item_ids_counted(ties):
 def test_err_refuses_average_ties():
     with pytest.raises(ValueError, match=r"`ties='average'`: err is exact only under ties in"):
         rank_metrics(torch.rand(2, 4), torch.randint(0, 3, (2, 4)), metrics=("err",), top_k=3)
+
+
+def test_gm_map_in_the_command(trec_eval_dir, capsys):
+    qrels, run = trec_eval_dir / "qrels.test", trec_eval_dir / "results.test"
+    argv = ["evaluate", str(qrels), str(run), "-m", "gm_map", "--ties", "first"]
+    assert main([*argv, "--format", "json", "--per-query"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    expected = read_trec_eval_output(trec_eval_dir / "out.test.aq")["all"]["gm_map"]
+    assert abs(document["metrics"]["gm_map"] - float(expected)) <= TOL_PRINTED
+    assert all(row["gm_map"] is None for row in document["per_query"].values())
+    with pytest.raises(SystemExit):
+        main(["compare", str(qrels), str(run), str(run), "-m", "gm_map", "--ties", "first"])
+    assert "gm_map is an aggregation" in capsys.readouterr().err
