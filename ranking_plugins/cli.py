@@ -20,6 +20,11 @@ says ``FILE:LINE: what was wrong``), 2 for a command-line usage error.
 >>> from ranking_plugins.cli import parse_metrics
 >>> parse_metrics(["ndcg@10", "mrr", "precision@5,10", "P_20"])
 [('ndcg', 10), ('mrr', None), ('precision', 5), ('precision', 10), ('precision', 20)]
+>>> parse_metrics(["P.5,10", "set_P", "binG"])
+[('precision', 5), ('precision', 10), ('precision', None), ('bin_g', None)]
+
+trec_eval's spellings (``-m P.5,10``, ``-m all_trec``) and its output layout
+(``--format trec_eval``) are in :mod:`ranking_plugins.trec_eval_names`.
 """
 
 from __future__ import annotations
@@ -37,7 +42,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 import torch
 from torch import Tensor
@@ -48,12 +53,24 @@ from ranking_plugins.kernel import TIES
 from ranking_plugins.metrics import METRICS, EmptyQueryError, Evaluation, PerQuery, result_key
 from ranking_plugins.options import Options
 from ranking_plugins.request import RankingRequest
-from ranking_plugins.totals import Totals
+from ranking_plugins.totals import Totals, geometric_mean
+from ranking_plugins.trec_eval_names import (
+    ALL_TREC,
+    GEOMETRIC_MEANS,
+    LEVEL_FAMILIES,
+    NOT_YET,
+    TREC_EVAL_MEASURES,
+    format_trec_eval,
+    is_count,
+    trec_eval_measures,
+    trec_eval_name,
+)
 from ranking_plugins.trec_files import (
     FORMATS,
     Collection,
     FileFormatError,
     MissingExtraError,
+    Records,
     WholeRunNeeded,
     build_collection,
     iter_collections,
@@ -79,9 +96,11 @@ ALIASES = {
     "nDCG": "ndcg",
     "ndcg_cut": "ndcg",
     "Rprec": "r_precision",
+    "relative_P": "relative_precision",
+    "binG": "bin_g",
 }
 _CUT_ONLY = {"map_cut", "ndcg_cut"}
-_TREC_EVAL_NAME = re.compile(r"^(P|recall|success|map_cut|ndcg_cut)_(\d+)$")
+_TREC_EVAL_NAME = re.compile(r"^(P|recall|success|map_cut|ndcg_cut|relative_P)_(\d+)$")
 
 
 class UsageError(ValueError):
@@ -127,6 +146,18 @@ def parse_metrics(values: Sequence[str]) -> list[tuple[str, int | None]]:
 
 
 def _one_metric(token: str) -> list[tuple[str, int | None]]:
+    name = token.partition(".")[0]
+    trec_eval_only = (
+        name in TREC_EVAL_MEASURES or name in NOT_YET or name in (ALL_TREC, *LEVEL_FAMILIES)
+    )
+    if "." in token or (trec_eval_only and name not in METRICS):
+        # trec_eval's spelling: ``P.5``, ``set_P``, ``P`` (its default cutoffs), ``all_trec``
+        try:
+            pairs = trec_eval_measures(token)
+        except ValueError as error:
+            raise UsageError(str(error)) from None
+        if pairs is not None:
+            return pairs
     found = _TREC_EVAL_NAME.match(token)
     if found:
         name, ks = found.group(1), [found.group(2)]
@@ -168,8 +199,9 @@ def _cutoff(text: str, token: str) -> int:
 # --------------------------------------------------------------------------- evaluation
 
 
-#: the command's defaults where they differ from the package's: trec_eval's linear gain
-COMMAND_DEFAULTS = Options(gain="linear")
+#: the command's defaults where they differ from the package's: trec_eval's linear
+#: gain and its RBP persistence
+COMMAND_DEFAULTS = Options(gain="linear", rbp_persistence=0.9)
 
 
 @dataclass(frozen=True)
@@ -198,14 +230,17 @@ def evaluate(
     Per-query values follow the query names, sorted as strings.
     """
     parts = [collections] if isinstance(collections, Collection) else collections
-    keys = [result_key(METRICS[name], k) for name, k in wanted]
-    whole = list(dict.fromkeys(name for name, k in wanted if k is None))
-    at_k = list(dict.fromkeys(name for name, k in wanted if k is not None))
-    ks = sorted({k for _, k in wanted if k is not None})
+    keys = [name if name in GEOMETRIC_MEANS else result_key(METRICS[name], k) for name, k in wanted]
+    # a geometric mean (trec_eval's gm_map) aggregates its metric's per-query values
+    computed = [(GEOMETRIC_MEANS.get(name, name), k) for name, k in wanted]
+    computed_keys = list(dict.fromkeys(result_key(METRICS[name], k) for name, k in computed))
+    whole = list(dict.fromkeys(name for name, k in computed if k is None))
+    at_k = list(dict.fromkeys(name for name, k in computed if k is not None))
+    ks = sorted({k for _, k in computed if k is not None})
     groups = [(whole, None), (at_k, ks)]
     requests = [RankingRequest.create(names, top_k, options) for names, top_k in groups if names]
     first = requests[0]
-    results: dict[str, list[PerQuery]] = {key: [] for key in keys}
+    results: dict[str, list[PerQuery]] = {key: [] for key in computed_keys}
     qids: list[str] = []
     for part in parts:
         if not part.qids:
@@ -237,15 +272,22 @@ def evaluate(
         )
         for key, rows in results.items()
     }
-    totals = Totals.of(Evaluation(merged, torch.zeros(len(qids))), tuple(keys), weighted=False)
-    mean, standard_error = totals.mean().tolist(), totals.standard_error().tolist()
+    totals = Totals.of(
+        Evaluation(merged, torch.zeros(len(qids))), tuple(computed_keys), weighted=False
+    )
+    per_query = {key: merged[key].values for key in computed_keys}
+    mean = dict(zip(computed_keys, totals.mean().tolist(), strict=True))
+    standard_error = dict(zip(computed_keys, totals.standard_error().tolist(), strict=True))
+    counted = dict(zip(computed_keys, map(int, totals.weight.tolist()), strict=True))
+    for name, metric in GEOMETRIC_MEANS.items():
+        if name in keys:
+            values = per_query[metric]
+            per_query[name] = torch.full_like(values, math.nan)  # a summary: none per query
+            mean[name] = geometric_mean(values)
+            standard_error[name] = math.nan
+            counted[name] = int((~values.isnan()).sum())
     return Results(
-        [qids[i] for i in order.tolist()],
-        keys,
-        {key: merged[key].values for key in keys},
-        dict(zip(keys, mean, strict=True)),
-        dict(zip(keys, standard_error, strict=True)),
-        dict(zip(keys, map(int, totals.weight.tolist()), strict=True)),
+        [qids[i] for i in order.tolist()], keys, per_query, mean, standard_error, counted
     )
 
 
@@ -369,6 +411,10 @@ metrics: {", ".join(METRICS)}.
   -m ndcg@10 -m mrr -m precision@5,10   (no @k: the whole ranked list)
   trec_eval / ir_measures names work too: P_10, recall_100, success_1,
   recip_rank, map_cut_10, ndcg_cut_10, Rprec; P@10, R@100, nDCG@10, RR, AP.
+  trec_eval's own: -m P.5,10 (a family with cutoffs), -m P (its default cutoffs),
+  set_P, set_F, binG, rbp, relative_P, num_rel_ret, ..., and -m all_trec (every
+  trec_eval measure computed here); with --format trec_eval -q the output is
+  trec_eval's own layout.
   default: {" ".join("-m " + m for m in DEFAULT_METRICS)}
 
 exit status: 0 success, 1 a problem in an input file (FILE:LINE: what was
@@ -406,10 +452,10 @@ def build_parser() -> argparse.ArgumentParser:
     add(
         "--ties",
         choices=TIES,
-        default=COMMAND_DEFAULTS.ties,
+        default=None,
         help="what equal scores mean (default: average, the expected value over every "
-        "order of each tie group); 'first' is trec_eval's tie break (document id, "
-        "descending)",
+        "order of each tie group; first with --format trec_eval); 'first' is "
+        "trec_eval's tie break (document id, descending)",
     )
     add(
         "--gain",
@@ -448,6 +494,21 @@ def build_parser() -> argparse.ArgumentParser:
         "left out with a note on stderr",
     )
     add(
+        "--rbp-persistence",
+        type=float,
+        default=COMMAND_DEFAULTS.rbp_persistence,
+        metavar="P",
+        help="RBP's persistence p in (0, 1) (default: 0.9, trec_eval's; ir_measures uses 0.8)",
+    )
+    add(
+        "-c",
+        dest="unretrieved_queries",
+        action="store_const",
+        const="count",
+        default="skip",
+        help="trec_eval -c: the same as --unretrieved-queries count",
+    )
+    add(
         "--unretrieved-queries",
         choices=("skip", "count"),
         default="skip",
@@ -455,15 +516,17 @@ def build_parser() -> argparse.ArgumentParser:
         "(skip, default, as trec_eval) or counted with nothing retrieved (count, trec_eval -c)",
     )
     add(
+        "-q",
         "--per-query",
         action="store_true",
         help="also print every query's values (queries sorted as strings)",
     )
     add(
         "--format",
-        choices=("table", "json", "csv"),
+        choices=("table", "json", "csv", "trec_eval"),
         default="table",
-        help="output format (default: table, 4 decimals; json and csv: full precision)",
+        help="output format (default: table, 4 decimals; json and csv: full precision; "
+        "trec_eval: trec_eval's own layout, measures by trec_eval's names, to diff with it)",
     )
     for kind in ("qrels", "run"):
         add(
@@ -499,37 +562,42 @@ def run_evaluate(
     threshold = args.relevance_threshold
     if threshold is not None and not math.isfinite(threshold):
         parser.error(f"-l/--relevance-threshold must be a finite number, got {threshold}")
+    if args.ties is None:  # trec_eval's own layout comes with its tie break
+        args.ties = "first" if args.format == "trec_eval" else COMMAND_DEFAULTS.ties
+    persistence = args.rbp_persistence
+    if not 0 < persistence < 1:
+        parser.error(f"--rbp-persistence must be in (0, 1) (exclusive), got {persistence}")
     options = COMMAND_DEFAULTS.replace(
+        rbp_persistence=persistence,
         ties=args.ties,
         gain=args.gain,
         relevance_threshold=threshold,
         empty_target_action=args.empty_target_action,
         ap_denominator=args.ap_denominator,
     )
-    join = {
-        "trec_eval_order": args.ties == "first",
-        "relevance_threshold": threshold,
-        "unjudged": args.unjudged_queries,
-        "unretrieved": args.unretrieved_queries,
-    }
+    for name, _ in wanted:
+        name = GEOMETRIC_MEANS.get(name, name)
+        if args.ties not in METRICS[name].ties:
+            parser.error(
+                f"--ties {args.ties}: {name} is exact only under --ties "
+                f"{' or '.join(METRICS[name].ties)} (trec_eval's is first)"
+            )
     try:
         with _torch_threads(1):  # see _torch_threads
             qrels = read_records(args.qrels, "qrels", args.qrels_format, stderr)
-            # the run is read, joined and evaluated in parts of whole queries
-            last: list[Collection] = []
-            parts = iter_collections(qrels, args.run, args.run_format, stderr, **join)
-            try:
-                results = evaluate(_keep_last(parts, last), wanted, options, args.qrels)
-            except WholeRunNeeded:  # a query's lines are apart: the run is read whole
-                run = read_records(args.run, "run", args.run_format, stderr)
-                last = [build_collection(qrels, run, **join)]
-                del run
-                results = evaluate(last[0], wanted, options, args.qrels)
-            collection = last[-1]
+            results, collection = _evaluate_run(args, qrels, threshold, wanted, options, stderr)
             _notes(collection, args, stderr)
             if not results.qids:
                 nothing = "no query is both in the run and in the qrels"
                 raise FileFormatError(args.run, None, nothing)
+            if args.format == "trec_eval" and threshold is not None:
+                # trec_eval's -l leaves its graded measures alone: redo those without it
+                graded = [(name, k) for name, k in wanted if name in TREC_EVAL_GRADED]
+                if graded:
+                    unleveled = options.replace(relevance_threshold=None)
+                    redone, _ = _evaluate_run(args, qrels, threshold, graded, unleveled, stderr)
+                    for field in ("per_query", "mean", "standard_error", "counted"):
+                        getattr(results, field).update(getattr(redone, field))
     except (FileFormatError, MissingExtraError) as error:
         stderr.write(f"{PROG}: error: {error}\n")
         return 1
@@ -537,6 +605,18 @@ def run_evaluate(
         text = format_json(results, args.per_query, collection, options)
     elif args.format == "csv":
         text = format_csv(results, args.per_query)
+    elif args.format == "trec_eval":
+        rows = [
+            (
+                trec_eval_name(name, k),
+                key,
+                is_count(name),
+                results.per_query[key].tolist(),
+                results.mean[key],
+            )
+            for (name, k), key in zip(wanted, results.keys, strict=True)
+        ]
+        text = format_trec_eval(rows, results.qids, args.per_query)
     else:
         text = format_table(results, args.per_query)
     if args.output is None:
@@ -556,6 +636,37 @@ def run_evaluate(
         stderr.write(f"{PROG}: error: {args.output}: cannot write: {error.strerror or error}\n")
         return 1
     return 0
+
+
+#: trec_eval's measures that read the grades themselves and ignore its -l
+TREC_EVAL_GRADED = ("ndcg", "rbp")
+
+
+def _evaluate_run(
+    args: argparse.Namespace,
+    qrels: Records,
+    threshold: float | None,
+    wanted: Sequence[tuple[str, int | None]],
+    options: Options,
+    stderr: TextIO,
+) -> tuple[Results, Collection]:
+    """The run read, joined and evaluated in parts of whole queries; and its last part."""
+    join: dict[str, Any] = {
+        "trec_eval_order": args.ties == "first",
+        "relevance_threshold": threshold,
+        "unjudged": args.unjudged_queries,
+        "unretrieved": args.unretrieved_queries,
+    }
+    last: list[Collection] = []
+    parts = iter_collections(qrels, args.run, args.run_format, stderr, **join)
+    try:
+        results = evaluate(_keep_last(parts, last), wanted, options, args.qrels)
+    except WholeRunNeeded:  # a query's lines are apart: the run is read whole
+        run = read_records(args.run, "run", args.run_format, stderr)
+        last = [build_collection(qrels, run, **join)]
+        del run
+        results = evaluate(last[0], wanted, options, args.qrels)
+    return results, last[-1]
 
 
 @contextlib.contextmanager

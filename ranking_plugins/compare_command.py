@@ -167,12 +167,20 @@ def run_compare(
         evaluate,
         parse_metrics,
     )
+    from ranking_plugins.trec_eval_names import GEOMETRIC_MEANS
 
     parser = getattr(args, "command_parser", parser)
     try:
         wanted = parse_metrics(args.metric or list(DEFAULT_COMPARE_METRICS))
     except UsageError as error:
         parser.error(f"-m/--metric: {error}")
+    for name, _ in wanted:
+        if name in GEOMETRIC_MEANS:  # issue 13: a summary, it has no per-query values
+            parser.error(
+                f"-m/--metric: {name} is an aggregation (a geometric mean of "
+                f"{GEOMETRIC_MEANS[name]}), not a per-query measure; compare tests per-query "
+                f"differences: ask {GEOMETRIC_MEANS[name]}"
+            )
     if len(args.runs) < 2:
         parser.error(f"compare needs at least 2 runs, got {len(args.runs)}")
     for flag, value in (("--alpha", args.alpha), ("--confidence", args.confidence)):

@@ -169,6 +169,7 @@ class PackageOptions(TypedDict, total=False):
     ap_denominator: str
     adaptive_k: bool
     weighted: bool
+    rbp_persistence: float
     target_format: str | None
     validate_args: bool
     # the item inputs of the exposure metrics (issue 14), given once

@@ -12,13 +12,14 @@ rank statistics (:class:`ranking_plugins.kernel.RankedBatch`, made by
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
-from ranking_plugins.kernel import Cutoff, ListStats, RankedBatch, Unranked
+from ranking_plugins.kernel import TIES, Cutoff, ListStats, RankedBatch, Unranked
 from ranking_plugins.kernel.inputs.items import NO_ITEM_INPUTS, ItemInputs
 from ranking_plugins.kernel.statistics.exposure import (
     COUNTS,
@@ -95,6 +96,100 @@ def _auc(c: Cutoff, options: Options) -> MetricValue:
     s = c.stats
     pairs = (s.relevant_ranked * s.nonrelevant_ranked).unsqueeze(1)
     return _ratio(s.ordered_pairs.unsqueeze(1), pairs), _has_relevant(c) & (pairs > 0)
+
+
+# -- trec_eval's counts and set measures, RBP, DCG (issue 13) ------------------------------
+
+
+def _always(c: Cutoff) -> Tensor:
+    return torch.ones_like(c.k, dtype=torch.bool)
+
+
+def _num_ret(c: Cutoff, options: Options) -> MetricValue:
+    return c.retrieved, _always(c)
+
+
+def _num_rel(c: Cutoff, options: Options) -> MetricValue:
+    return c.relevant_count.expand_as(c.k), _always(c)
+
+
+def _num_rel_ret(c: Cutoff, options: Options) -> MetricValue:
+    return c.hits, _always(c)
+
+
+def _relative_precision(c: Cutoff, options: Options) -> MetricValue:
+    """hits@k / min(k, R): precision up to R, recall after (trec_eval's relative_P)."""
+    return _ratio(c.hits, torch.minimum(c.list_size, c.relevant_count)), _has_relevant(c)
+
+
+def _set_map(c: Cutoff, options: Options) -> MetricValue:
+    """precision × recall of the retrieved set: hits² / (retrieved · R) (trec_eval's set_map)."""
+    return _ratio(c.hits * c.hits, c.retrieved * c.relevant_count), _has_relevant(c)
+
+
+def _utility(c: Cutoff, options: Options) -> MetricValue:
+    """trec_eval's default utility: relevant retrieved minus non-relevant retrieved."""
+    return 2 * c.hits - c.retrieved, _always(c)
+
+
+def _dcg(c: Cutoff, options: Options) -> MetricValue:
+    return c.dcg, _always(c)
+
+
+def _rbp(c: Cutoff, options: Options) -> MetricValue:
+    """(1 - p) Σ_{j ≤ k} p^(j-1) gain_j / max gain (Moffat & Zobel 2008; trec_eval's scaling).
+
+    On binary relevance every gain is 1: the classic RBP. Graded gains are
+    scaled into [0, 1] by the query's largest gain, as trec_eval's rbp does.
+    """
+    p = options.rbp_persistence
+    scale = c.stats.max_gain.unsqueeze(1)
+    return (1 - p) * _ratio(c.geometric_gain(p), scale), _has_relevant(c)
+
+
+def _bin_g(c: Cutoff, options: Options) -> MetricValue:
+    """Σ_rel 1 / log2(2 + non-relevant ranked before it) / R (trec_eval's binG)."""
+    value = _ratio(c.stats.bin_g_sum.unsqueeze(1), c.relevant_count)
+    return value.expand_as(c.k), _has_relevant(c)
+
+
+#: trec_eval's recall levels of iprec_at_recall and 11pt_avg
+RECALL_LEVELS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
+#: the tie policies under which interpolated precision is exact (groups of interchangeable items)
+ORDERED_TIES = ("first", "pessimistic", "optimistic")
+
+
+def _iprec_at(level: int) -> Callable[[Cutoff, Options], MetricValue]:
+    def value(c: Cutoff, options: Options) -> MetricValue:
+        column = c.interpolated_precision(RECALL_LEVELS)[:, level : level + 1]
+        return column.expand_as(c.k), _has_relevant(c)
+
+    return value
+
+
+def _eleven_point(c: Cutoff, options: Options) -> MetricValue:
+    """The mean of the 11 interpolated precisions (trec_eval's 11pt_avg)."""
+    mean = c.interpolated_precision(RECALL_LEVELS).mean(dim=1, keepdim=True)
+    return mean.expand_as(c.k), _has_relevant(c)
+
+
+def _err(c: Cutoff, options: Options) -> MetricValue:
+    """Expected reciprocal rank (Chapelle et al. 2009), R = (2^g - 1) / 2^g_max."""
+    return c.err(options.gain == "exponential"), _has_relevant(c)
+
+
+#: trec_eval's multiples of R of Rprec_mult
+R_MULTIPLES = (0.2, 0.4, 0.6, 0.8, 1.0, 1.2, 1.4, 1.6, 1.8, 2.0)
+
+
+def _precision_at_r_multiple(multiple: float) -> Callable[[Cutoff, Options], MetricValue]:
+    """hits@c / c at c = int(multiple · R + 0.9) (trec_eval's Rprec_mult cut), list padded."""
+
+    def value(c: Cutoff, options: Options) -> MetricValue:
+        cut = torch.floor(multiple * c.relevant_count + 0.9)
+        return _ratio(c.stats.hits_at(cut), cut).expand_as(c.k), _has_relevant(c)
+
+    return value
 
 
 # -- beyond accuracy: which items the top k holds (kernel/statistics/exposure.py) ----------
@@ -180,6 +275,8 @@ class Metric:
     #: where the metric is read: at each k (``"k"``), at R (``"relevant_count"``,
     #: r_precision) or at the end of the list (``"whole_list"``)
     cutoff: str = "k"
+    #: the tie policies under which its value is exact (others are refused)
+    ties: tuple[str, ...] = TIES
     #: value of an empty query under empty_target_action="neg" (its worst value)
     empty_neg: float = 0.0
     lower_bound: float = 0.0
@@ -217,6 +314,67 @@ METRICS: dict[str, Metric] = {
             upper_bound=None,
         ),
         Metric(name="auc", higher_is_better=True, value=_auc, cutoff="whole_list"),
+        Metric(
+            name="num_ret",
+            higher_is_better=True,
+            value=_num_ret,
+            cutoff="whole_list",
+            upper_bound=None,
+        ),
+        Metric(
+            name="num_rel",
+            higher_is_better=True,
+            value=_num_rel,
+            cutoff="whole_list",
+            upper_bound=None,
+        ),
+        Metric(
+            name="num_rel_ret",
+            higher_is_better=True,
+            value=_num_rel_ret,
+            cutoff="whole_list",
+            upper_bound=None,
+        ),
+        Metric(name="relative_precision", higher_is_better=True, value=_relative_precision),
+        Metric(name="set_map", higher_is_better=True, value=_set_map, cutoff="whole_list"),
+        Metric(
+            name="utility",
+            higher_is_better=True,
+            value=_utility,
+            cutoff="whole_list",
+            lower_bound=-math.inf,
+            upper_bound=None,
+        ),
+        Metric(name="dcg", higher_is_better=True, value=_dcg, upper_bound=None),
+        Metric(name="rbp", higher_is_better=True, value=_rbp),
+        Metric(name="bin_g", higher_is_better=True, value=_bin_g, cutoff="whole_list"),
+        Metric(name="err", higher_is_better=True, value=_err, ties=ORDERED_TIES),
+        *(
+            Metric(
+                name=f"iprec_at_recall_{level:.2f}",
+                higher_is_better=True,
+                value=_iprec_at(index),
+                cutoff="whole_list",
+                ties=ORDERED_TIES,
+            )
+            for index, level in enumerate(RECALL_LEVELS)
+        ),
+        *(
+            Metric(
+                name=f"Rprec_mult_{multiple:.2f}",
+                higher_is_better=True,
+                value=_precision_at_r_multiple(multiple),
+                cutoff="whole_list",
+            )
+            for multiple in R_MULTIPLES
+        ),
+        Metric(
+            name="11pt_avg",
+            higher_is_better=True,
+            value=_eleven_point,
+            cutoff="whole_list",
+            ties=ORDERED_TIES,
+        ),
         Metric(
             name="coverage", higher_is_better=True, value=None, catalogue=_coverage, exposure=True
         ),

@@ -69,6 +69,15 @@ def _finite_number_or_none(name: str, value: object) -> float | None:
     return number
 
 
+def _persistence(name: str, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, Real):
+        raise TypeError(f"`{name}` must be a number in (0, 1), got {value!r}")
+    number = float(value)
+    if not 0 < number < 1:
+        raise ValueError(f"`{name}` must be in (0, 1) (exclusive), got {value!r}")
+    return number
+
+
 @dataclass(frozen=True, kw_only=True)
 class Options:
     """The options that change the numbers, validated when made (see the module)."""
@@ -105,6 +114,12 @@ class Options:
     adaptive_k: bool = option(False, "precision divides by min(k, number of ranked items)", _flag)
     weighted: bool = option(
         False, "each query weighs its number of relevant items in the mean", _flag
+    )
+    rbp_persistence: float = option(
+        0.8,
+        "RBP's persistence p in (0, 1), the chance of reading on (ir_measures' 0.8; "
+        "trec_eval's and the command's 0.9)",
+        _persistence,
     )
     target_format: str | None = option(
         None,
@@ -150,6 +165,7 @@ class OptionKeywords(TypedDict, total=False):
     ap_denominator: str
     adaptive_k: bool
     weighted: bool
+    rbp_persistence: float
     target_format: str | None
     validate_args: bool
 

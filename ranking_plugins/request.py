@@ -77,6 +77,13 @@ class RankingRequest:
             )
         items = NO_ITEM_INPUTS if items is None else items
         _check_exposure_metrics(metric_list, ks, items)
+        for metric in metric_list:
+            if options.ties not in metric.ties:
+                raise ValueError(
+                    f"`ties={options.ties!r}`: {metric.name} is exact only under ties in "
+                    f"{list(metric.ties)}; its expectation over the orders of a tie group is "
+                    "not a sum of per-place terms"
+                )
         return cls(metrics=tuple(metric_list), ks=ks, options=options, items=items)
 
     @property

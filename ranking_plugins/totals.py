@@ -94,4 +94,23 @@ def per_query_matrix(evaluation: Evaluation, keys: tuple[str, ...]) -> Tensor:
     return torch.stack(columns, dim=1)
 
 
-__all__ = ["Totals", "per_query_matrix"]
+#: trec_eval's floor of a value in a geometric mean (``MIN_GEO_MEAN``): a 0 would make it 0
+GEOMETRIC_FLOOR = 1e-5
+
+
+def geometric_mean(values: Tensor, floor: float = GEOMETRIC_FLOOR) -> float:
+    """exp(mean(log(max(x, floor)))) over the values that are not NaN (trec_eval's gm_map).
+
+    An aggregation of per-query values, not a formula: ``gm_map`` is the
+    geometric mean of the per-query ``map``. NaN when no value counts.
+
+    >>> geometric_mean(torch.tensor([0.5, 0.125, float("nan")], dtype=torch.float64))
+    0.25
+    """
+    counted = values[~torch.isnan(values)]
+    if counted.numel() == 0:
+        return float("nan")
+    return float(torch.exp(torch.log(counted.clamp(min=floor)).mean()))
+
+
+__all__ = ["Totals", "geometric_mean", "per_query_matrix"]

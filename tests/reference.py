@@ -109,7 +109,19 @@ def _metric_for_order(
     gain: str,
     ap_denominator: str,
     adaptive_k: bool,
+    persistence: float = 0.8,
 ) -> float | None:
+    if metric in TREC_MEASURES:  # issue 13's measures, below
+        return _trec_measure_for_order(
+            order,
+            grades,
+            metric,
+            None if metric in TREC_WHOLE_LIST else k,
+            relevance_threshold=relevance_threshold,
+            gain=gain,
+            persistence=persistence,
+            adaptive_k=adaptive_k,
+        )
     rel_all = [is_relevant(g, relevance_threshold) for g in grades]
     R = sum(rel_all)
     if R == 0:
@@ -200,6 +212,7 @@ def reference_query(
     gain: str = "exponential",
     ap_denominator: str = "relevant",
     adaptive_k: bool = False,
+    persistence: float = 0.8,
 ) -> dict[tuple[str, int | None], float | None]:
     """Values of several (metric, k) pairs for one query, enumerating the
     orders only once."""
@@ -222,6 +235,7 @@ def reference_query(
                 gain=gain,
                 ap_denominator=ap_denominator,
                 adaptive_k=adaptive_k,
+                persistence=persistence,
             )
             for order in orders
         ]
@@ -323,7 +337,7 @@ def result_keys(metrics, top_k):
         ks = sorted(set(int(k) for k in top_k))
     out = []
     for metric in metrics:
-        if metric in NO_K_METRICS:
+        if metric in NO_K_METRICS or metric in TREC_WHOLE_LIST:
             out.append((metric, metric, None))
         else:
             for k in ks:
@@ -348,6 +362,7 @@ def reference_rank_metrics(
     ap_denominator="relevant",
     adaptive_k=False,
     weighted=False,
+    rbp_persistence=0.8,
 ):
     """Mirror of ``ranking_plugins.rank_metrics``; returns a dict of float64
     tensors (0-d for reduction="mean", (Q,) for reduction="none")."""
@@ -371,6 +386,7 @@ def reference_rank_metrics(
                 gain=gain,
                 ap_denominator=ap_denominator,
                 adaptive_k=adaptive_k,
+                persistence=rbp_persistence,
             )
         )
         Rs.append(sum(is_relevant(float(g), relevance_threshold) for g in grades))
@@ -505,3 +521,136 @@ def reference_exposure(
         out[f"coverage@{k}"] = coverage / len(joint)
         out[f"personalisation@{k}"] = personalisation / len(joint) if q > 1 else math.nan
     return out
+
+
+# --------------------------------------------------------------------------- #
+# issue 13: trec_eval's counts and set measures, RBP, DCG, binG
+# --------------------------------------------------------------------------- #
+#: measures defined for every query (no relevant item needed)
+ALWAYS_DEFINED = ("num_ret", "num_rel", "num_rel_ret", "utility", "dcg")
+#: the measures read on the whole list (no cutoff)
+TREC_WHOLE_LIST = (
+    "num_ret",
+    "num_rel",
+    "num_rel_ret",
+    "set_map",
+    "utility",
+    "bin_g",
+    *(f"iprec_at_recall_{r:.2f}" for r in (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)),
+    "11pt_avg",
+    *(f"Rprec_mult_{x / 10:.2f}" for x in range(2, 21, 2)),
+)
+RECALL_LEVELS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
+#: interpolated precision: exact under the ordered policies only (average is refused)
+INTERPOLATED = (*(f"iprec_at_recall_{r:.2f}" for r in RECALL_LEVELS), "11pt_avg")
+#: precision at int(x · R + 0.9) for trec_eval's multiples x of R
+R_MULTIPLES = tuple(f"Rprec_mult_{x / 10:.2f}" for x in range(2, 21, 2))
+TREC_MEASURES = (
+    *ALWAYS_DEFINED,
+    "relative_precision",
+    "set_map",
+    "rbp",
+    "bin_g",
+    *INTERPOLATED,
+    *R_MULTIPLES,
+)
+
+
+def _trec_measure_for_order(
+    order: list[int],
+    grades: Sequence[float],
+    metric: str,
+    k: int | None,
+    *,
+    relevance_threshold: float | None,
+    gain: str,
+    persistence: float,
+    adaptive_k: bool = False,
+) -> float | None:
+    """trec_eval's loops over one ranked list (``order``: the ranked items, rank 1 first)."""
+    rel_all = [is_relevant(g, relevance_threshold) for g in grades]
+    R = sum(rel_all)
+    top = order if k is None else order[:k]
+    rels = [rel_all[i] for i in top]
+    if metric == "num_ret":
+        return float(len(top))
+    if metric == "num_rel":
+        return float(R)
+    if metric == "num_rel_ret":
+        return float(sum(rels))
+    if metric == "utility":
+        return float(sum(rels) - (len(rels) - sum(rels)))
+    if metric == "dcg":
+        return math.fsum(
+            gain_of(grades[i], relevance_threshold, gain) / math.log2(j + 2)
+            for j, i in enumerate(top)
+        )
+    if R == 0:
+        return None
+    if metric == "relative_precision":
+        size = len(order) if k is None else (min(k, len(order)) if adaptive_k else k)
+        return sum(rels) / min(size, R)
+    if metric == "set_map":
+        return 0.0 if not top else sum(rels) ** 2 / (len(top) * R)
+    if metric == "rbp":  # graded, scaled by the largest gain (trec_eval's rbp)
+        gains = [gain_of(grades[i], relevance_threshold, gain) for i in top]
+        largest = max(gain_of(g, relevance_threshold, gain) for g in grades)
+        return (
+            (1 - persistence) * math.fsum(persistence**j * g for j, g in enumerate(gains)) / largest
+        )
+    if metric == "bin_g":
+        total, nonrelevant = 0.0, 0
+        for r in rels:
+            if r:
+                total += 1 / math.log2(2 + nonrelevant)
+            else:
+                nonrelevant += 1
+        return total / R
+    if metric in R_MULTIPLES:
+        cut = int(float(metric.rpartition("_")[2]) * R + 0.9)
+        return sum(rel_all[i] for i in order[:cut]) / cut
+    if metric in INTERPOLATED:
+        levels = RECALL_LEVELS if metric == "11pt_avg" else (float(metric.rpartition("_")[2]),)
+        values = []
+        for level in levels:
+            needed = max(1, math.floor(level * R + 0.5))  # trec_eval's lround
+            best, hits = 0.0, 0
+            for j, r in enumerate(rels, 1):  # the largest precision once the hits reach it
+                hits += r
+                if hits >= needed:
+                    best = max(best, hits / j)
+            values.append(best)
+        return math.fsum(values) / len(values)
+    raise ValueError(f"unknown measure {metric!r}")
+
+
+def reference_trec_measure(
+    scores: Sequence[float],
+    grades: Sequence[float],
+    ranked: Sequence[bool],
+    metric: str,
+    k: int | None,
+    *,
+    ties: str,
+    relevance_threshold: float | None = None,
+    gain: str = "exponential",
+    persistence: float = 0.8,
+) -> float | None:
+    """One query's value of an issue-13 measure: the mean over the orders ``ties`` stands for."""
+    orders = all_orders(scores, [float(g) for g in grades], ranked, ties, relevance_threshold)
+    values = [
+        _trec_measure_for_order(
+            order,
+            grades,
+            metric,
+            k,
+            relevance_threshold=relevance_threshold,
+            gain=gain,
+            persistence=persistence,
+        )
+        for order in orders
+    ]
+    if any(v is None for v in values):
+        assert all(v is None for v in values), (metric, k, values)
+        return None
+    return math.fsum(v for v in values if v is not None) / len(values)

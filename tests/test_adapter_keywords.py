@@ -91,6 +91,7 @@ def test_every_documented_option_is_still_accepted(name: str) -> None:
         "ap_denominator": "relevant",
         "adaptive_k": True,
         "weighted": False,
+        "rbp_persistence": 0.9,  # issue 13
         "target_format": "dense",
         "validate_args": False,
         "relevance_threshold": 1.0,

@@ -72,3 +72,48 @@ def nonrelevant_below(
     nonrelevant_to_group_end = (group_start + t) - (relevant_before + r)
     below = nonrelevant_ranked - nonrelevant_to_group_end
     return below + (t - r) / 2
+
+
+def geometric_weight_sum(start: Tensor, count: Tensor, persistence: float) -> Tensor:
+    """Σ_{j=start+1}^{start+count} p^(j-1): the RBP weights of ``count`` places after ``start``.
+
+    A relevant member of a tie group is at each of the group's places with
+    probability 1/t_c, so its expected weight is this sum over the group's
+    places within k, divided by t_c.
+    """
+    p = persistence
+    return (p**start - p ** (start + count)) / (1 - p)
+
+
+def nonrelevant_slots_discount(
+    prefix: Tensor, nonrelevant_before: Tensor, group_nonrelevant: Tensor
+) -> Tensor:
+    """E[1 / log2(2 + non-relevant items ranked before a relevant member of the group)].
+
+    A relevant member's place among the group's n = t_c - r_c non-relevant items
+    is uniform over the n + 1 slots (the other relevant members do not matter),
+    so with B non-relevant items before the group the expectation is
+    (D(B + n + 1) - D(B)) / (n + 1), D(m) = Σ_{j ≤ m} 1/log2(j + 1) (``prefix``,
+    read at integer positions): trec_eval's binG term, exact under "average".
+    """
+    last = prefix.shape[0] - 1
+    low = nonrelevant_before.clamp(0, last).to(torch.int64)
+    high = (nonrelevant_before + group_nonrelevant + 1).clamp(0, last).to(torch.int64)
+    return (prefix[high] - prefix[low]) / (group_nonrelevant + 1)
+
+
+def recall_level_hits(recall_levels: Tensor, relevant_count: Tensor) -> Tensor:
+    """max(1, round(level · R)): the hits that reach a recall level (trec_eval's ``lround``).
+
+    ``recall_levels`` (L,) and ``relevant_count`` (Q, 1) broadcast to (Q, L);
+    halves round away from zero, as C's ``lround`` does on these positive values.
+    trec_eval 9.0.7 and earlier (so pytrec_eval) cut at int(level · R + 0.9) instead.
+    """
+    return torch.floor(recall_levels * relevant_count + 0.5).clamp(min=1)
+
+
+def stopping_probability(gain: Tensor, max_gain: Tensor, exponential: bool) -> Tensor:
+    """ERR's R = (2^g - 1) / 2^g_max, with g read from its gain (2^g - 1, or g when linear)."""
+    if exponential:
+        return gain / (max_gain + 1)
+    return (torch.exp2(gain) - 1) / torch.exp2(max_gain)

@@ -26,7 +26,11 @@ from ranking_plugins.kernel.statistics.closed_forms import (
     first_hit_at_first_place,
     first_hit_probabilities,
     first_hit_step,
+    geometric_weight_sum,
     nonrelevant_below,
+    nonrelevant_slots_discount,
+    recall_level_hits,
+    stopping_probability,
 )
 from ranking_plugins.kernel.statistics.list_stats import ListStats
 
@@ -173,6 +177,16 @@ class CountStats(ListStats):
             p = p_i[..., -1:] * step[..., -1:]
         return torch.where(several, total, 0.0)
 
+    @cached_property
+    def max_gain(self) -> Tensor:
+        """Item-index targets have one grade: gain 1 wherever a query has a relevant item."""
+        return (self.relevant_count > 0).to(torch.float64)
+
+    def geometric_gain_at(self, k: Tensor, persistence: float) -> Tensor:
+        start = self.start.unsqueeze(2)
+        weight = geometric_weight_sum(start, self._inside(k), persistence)
+        return self._total(weight / self.size.unsqueeze(2))
+
     # -- whole-list statistics ---------------------------------------------
 
     @cached_property
@@ -189,3 +203,39 @@ class CountStats(ListStats):
             self.start, self.size, self.group_relevant, self.before, nonrelevant
         )
         return torch.where(self.ranked, below, 0.0).sum(dim=1)
+
+    def interpolated_precision(self, recall_levels: tuple[float, ...]) -> Tensor:
+        """The best place of each group of relevant items is its last: hits / place grows there."""
+        hits = self.before + self.group_relevant
+        precision = torch.where(self.ranked, hits / (self.start + self.size), 0.0)
+        levels = torch.tensor(recall_levels, dtype=torch.float64, device=hits.device)
+        needed = recall_level_hits(levels, self.relevant_count.unsqueeze(1))  # (Q, L)
+        reached = self.ranked.unsqueeze(1) & (hits.unsqueeze(1) >= needed.unsqueeze(2) - 1e-9)
+        best = torch.where(reached, precision.unsqueeze(1), 0.0)
+        return best.amax(dim=2) if best.shape[2] else best.sum(dim=2)
+
+    def err_at(self, k: Tensor, exponential: bool) -> Tensor:
+        """Item-index targets: every relevant item has grade 1, R = 1/2 (g_max = 1).
+
+        Under the ordered policies a group holding a relevant item holds only
+        relevant items, at places T+1..T+t after ρ relevant ones: it adds
+        Σ_{i ≤ m} (1/2)^(ρ+i) / (T+i) for its m places within k, each member 1/t.
+        """
+        one = torch.ones((), dtype=torch.float64, device=self.start.device)
+        half = stopping_probability(one, one, exponential)
+        start, before = self.start.unsqueeze(2), self.before.unsqueeze(2)
+        m = self._inside(k)
+        total = torch.zeros_like(m)
+        for i in range(1, self.ranked.shape[1] + 1):  # t ≤ T places per group
+            term = half * (1 - half) ** (before + i - 1) / (start + i)
+            total = total + torch.where(m >= i, term, 0.0)
+        return self._total(total / self.size.unsqueeze(2))
+
+    @cached_property
+    def bin_g_sum(self) -> Tensor:
+        """Σ over the ranked relevant items of E[1/log2(2 + non-relevant before)] (closed_forms)."""
+        discount, _ = self._prefix
+        term = nonrelevant_slots_discount(
+            discount, self.start - self.before, self.size - self.group_relevant
+        )
+        return torch.where(self.ranked, term, 0.0).sum(dim=1)

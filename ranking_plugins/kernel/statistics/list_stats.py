@@ -67,6 +67,44 @@ class ListStats(ABC):
     def hit_probability_at(self, k: Tensor) -> Tensor:
         """P(a relevant item in the top k)."""
 
+    @abstractmethod
+    def geometric_gain_at(self, k: Tensor, persistence: float) -> Tensor:
+        """E[Σ_{j ≤ k} gain_j p^(j-1)]: RBP's sum (read only for rbp)."""
+
+    @property
+    @abstractmethod
+    def max_gain(self) -> Tensor:
+        """(Q,) the largest gain of each query's relevant items (0 without any): RBP's scale."""
+
+    @abstractmethod
+    def interpolated_precision(self, recall_levels: tuple[float, ...]) -> Tensor:
+        """(Q, L) trec_eval's interpolated precision at each recall level, whole list.
+
+        The largest precision at or below the ranked relevant item that brings
+        the hits to max(1, round(level · R)) (0 when the list never gets
+        there). Exact only when every tie group holds interchangeable items
+        (the ``first``, ``pessimistic`` and ``optimistic`` policies): the
+        metric refuses ``average``.
+        """
+
+    @abstractmethod
+    def err_at(self, k: Tensor, exponential: bool) -> Tensor:
+        """ERR@k (Chapelle et al., CIKM 2009): Σ_{j ≤ k} R_j / j Π_{i < j} (1 - R_i).
+
+        R_j = (2^g_j - 1) / 2^g_max, the grade g read from the gain (2^g - 1 with
+        ``exponential``, g itself otherwise) and g_max the query's largest grade.
+        Exact only where every tie group holds interchangeable items (the
+        ordered policies): the metric refuses ``average``.
+        """
+
+    @property
+    @abstractmethod
+    def bin_g_sum(self) -> Tensor:
+        """(Q,) E[Σ over relevant ranked items of 1 / log2(2 + non-relevant items before it)].
+
+        trec_eval's binG times R; read only for that metric.
+        """
+
     @property
     @abstractmethod
     def rank_sum(self) -> Tensor:
@@ -139,6 +177,27 @@ class Cutoff:
     @cached_property
     def hit_probability(self) -> Tensor:
         return self.stats.hit_probability_at(self.k)
+
+    def geometric_gain(self, persistence: float) -> Tensor:
+        """E[Σ_{j ≤ k} gain_j p^(j-1)], computed once per persistence p."""
+        cache: dict[float, Tensor] = self.__dict__.setdefault("_geometric", {})
+        if persistence not in cache:
+            cache[persistence] = self.stats.geometric_gain_at(self.k, persistence)
+        return cache[persistence]
+
+    def err(self, exponential: bool) -> Tensor:
+        """ERR@k (read only for err; ``exponential``: the gain is 2^g - 1), computed once."""
+        cache: dict[bool, Tensor] = self.__dict__.setdefault("_err", {})
+        if exponential not in cache:
+            cache[exponential] = self.stats.err_at(self.k, exponential)
+        return cache[exponential]
+
+    def interpolated_precision(self, recall_levels: tuple[float, ...]) -> Tensor:
+        """(Q, L) interpolated precision at the recall levels, computed once per levels."""
+        cache: dict[tuple[float, ...], Tensor] = self.__dict__.setdefault("_iprec", {})
+        if recall_levels not in cache:
+            cache[recall_levels] = self.stats.interpolated_precision(recall_levels)
+        return cache[recall_levels]
 
     @cached_property
     def retrieved(self) -> Tensor:

@@ -21,6 +21,9 @@ from ranking_plugins.kernel.statistics.closed_forms import (
     first_hit_probabilities,
     first_hit_step,
     nonrelevant_below,
+    nonrelevant_slots_discount,
+    recall_level_hits,
+    stopping_probability,
 )
 from ranking_plugins.kernel.statistics.list_stats import ListStats
 
@@ -152,6 +155,14 @@ class RankStats(ListStats):
     def hit_probability_at(self, k: Tensor) -> Tensor:
         return self._read(self.cum_first_hit, k)
 
+    def geometric_gain_at(self, k: Tensor, persistence: float) -> Tensor:
+        weight = persistence ** (self.position - 1)
+        return self._read(self._cumulative(self.gain * weight), k)
+
+    @cached_property
+    def max_gain(self) -> Tensor:
+        return self._relevance.ideal_gains(1, self._relevant_count_int)[:, 0]
+
     # -- whole-list statistics ---------------------------------------------
 
     @cached_property
@@ -166,3 +177,36 @@ class RankStats(ListStats):
         t, r = g.group_size, g.group_relevant
         below = nonrelevant_below(g.group_start, t, r, g.relevant_before, nonrelevant)
         return (self.relevance * below).sum(dim=1)
+
+    def interpolated_precision(self, recall_levels: tuple[float, ...]) -> Tensor:
+        """The best hits@j / j over the ranked relevant places from where hits@j reaches the level.
+
+        hits@j never decreases, so those places are a suffix of the list: a
+        suffix maximum of the precisions, read at the first place that reaches
+        the level (O(Q · places), not per level).
+        """
+        hits = self.cum_hits[:, 1:]
+        precision = torch.where(self.relevance > 0, hits / self.position, 0.0)
+        suffix_best = torch.cummax(precision.flip(1), dim=1).values.flip(1)
+        suffix_best = torch.cat([suffix_best, torch.zeros_like(suffix_best[:, :1])], dim=1)
+        levels = torch.tensor(recall_levels, dtype=torch.float64, device=hits.device)
+        needed = recall_level_hits(levels, self.relevant_count.unsqueeze(1))  # (Q, L)
+        first = torch.searchsorted(hits.contiguous(), (needed - 1e-9).contiguous())
+        return suffix_best.gather(1, first)
+
+    def err_at(self, k: Tensor, exponential: bool) -> Tensor:
+        stop = stopping_probability(self.gain, self.max_gain.unsqueeze(1), exponential)
+        stop = torch.where(self.list.ranked, stop, 0.0)
+        reach = torch.cumprod(torch.cat([torch.ones_like(stop[:, :1]), 1 - stop[:, :-1]], 1), 1)
+        return self._read(self._cumulative(reach * stop / self.position), k)
+
+    @cached_property
+    def bin_g_sum(self) -> Tensor:
+        """Σ over places of P(relevant) · E[1/log2(2 + non-relevant before)] (closed_forms)."""
+        g = self.list
+        prefix = self._cumulative(self.discount.unsqueeze(0))[0]
+        nonrelevant_before = g.group_start - g.relevant_before
+        term = nonrelevant_slots_discount(
+            prefix, nonrelevant_before, g.group_size - g.group_relevant
+        )
+        return (self.relevance * term).sum(dim=1)

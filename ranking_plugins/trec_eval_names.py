@@ -1,0 +1,194 @@
+"""trec_eval's measure names and its output layout, for the ``ranking-plugins`` command.
+
+``-m`` takes trec_eval's spellings as trec_eval does: a measure (``set_P``,
+``binG``), a family at its default cutoffs (``P``, ``relative_P``), a family
+with cutoffs (``P.5,10``, ``ndcg_cut.10``) or ``all_trec`` (every measure
+of :data:`TREC_EVAL_MEASURES` that the package computes, at trec_eval's
+default cutoffs). :func:`format_trec_eval` prints trec_eval's own layout
+(``measure<TAB>query<TAB>value``, 4 decimals, counts as integers, the
+``all`` lines last, counts summed there) so that the two outputs can be diffed.
+
+>>> trec_eval_measures("P.5,10")
+[('precision', 5), ('precision', 10)]
+>>> trec_eval_measures("set_P")
+[('precision', None)]
+>>> trec_eval_name("relative_precision", 20), trec_eval_name("bin_g", None)
+('relative_P_20', 'binG')
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+#: trec_eval's default cutoffs of the families that take one
+DEFAULT_CUTOFFS = (5, 10, 15, 20, 30, 100, 200, 500, 1000)
+
+
+@dataclass(frozen=True)
+class TrecEvalMeasure:
+    """A trec_eval measure or family: the package's metric, and its cutoffs if it takes any."""
+
+    metric: str
+    cutoffs: tuple[int, ...] | None = None  # None: read on the whole list
+    #: trec_eval prints it as an integer, and its "all" line is the sum over the queries
+    count: bool = False
+
+
+#: trec_eval's names, in the order ``trec_eval -m all_trec`` prints them
+TREC_EVAL_MEASURES: dict[str, TrecEvalMeasure] = {
+    "num_ret": TrecEvalMeasure("num_ret", count=True),
+    "num_rel": TrecEvalMeasure("num_rel", count=True),
+    "num_rel_ret": TrecEvalMeasure("num_rel_ret", count=True),
+    "map": TrecEvalMeasure("map"),
+    "gm_map": TrecEvalMeasure("gm_map"),
+    "Rprec": TrecEvalMeasure("r_precision"),
+    "recip_rank": TrecEvalMeasure("mrr"),
+    **{
+        name: TrecEvalMeasure(name)
+        for name in (f"iprec_at_recall_{level / 10:.2f}" for level in range(11))
+    },
+    "P": TrecEvalMeasure("precision", DEFAULT_CUTOFFS),
+    "recall": TrecEvalMeasure("recall", DEFAULT_CUTOFFS),
+    **{
+        name: TrecEvalMeasure(name)
+        for name in (f"Rprec_mult_{multiple / 10:.2f}" for multiple in range(2, 21, 2))
+    },
+    "utility": TrecEvalMeasure("utility"),
+    "11pt_avg": TrecEvalMeasure("11pt_avg"),
+    "binG": TrecEvalMeasure("bin_g"),
+    "ndcg": TrecEvalMeasure("ndcg"),
+    "ndcg_cut": TrecEvalMeasure("ndcg", DEFAULT_CUTOFFS),
+    "map_cut": TrecEvalMeasure("map", DEFAULT_CUTOFFS),
+    "relative_P": TrecEvalMeasure("relative_precision", DEFAULT_CUTOFFS),
+    "success": TrecEvalMeasure("hit_rate", (1, 5, 10)),
+    "set_P": TrecEvalMeasure("precision"),
+    "set_relative_P": TrecEvalMeasure("relative_precision"),
+    "set_recall": TrecEvalMeasure("recall"),
+    "set_map": TrecEvalMeasure("set_map"),
+    "set_F": TrecEvalMeasure("f1"),
+    "rbp": TrecEvalMeasure("rbp"),
+}
+
+#: trec_eval's geometric means: the aggregation (``totals.geometric_mean``) of a metric's
+#: per-query values, printed in the "all" line only
+GEOMETRIC_MEANS = {"gm_map": "map"}
+
+#: what ``-m all_trec`` asks for
+ALL_TREC = "all_trec"
+#: the families of trec_eval's ``iprec_at_recall_*`` and ``Rprec_mult_*`` measures, at
+#: its default levels and multiples only
+IPREC = "iprec_at_recall"
+RPREC_MULT = "Rprec_mult"
+LEVEL_FAMILIES = (IPREC, RPREC_MULT)
+
+#: the measures of ``trec_eval -m all_trec`` the package does not compute yet
+NOT_YET = (
+    "bpref",
+    "infAP",
+    "gm_bpref",
+    "G",
+    "ndcg_rel",
+    "Rndcg",
+    "num_nonrel_judged_ret",
+    "rbp_resid",
+    "unj",
+    "relstring",  # a string of the first grades, not a number
+)
+
+
+def trec_eval_measures(token: str) -> list[tuple[str, int | None]] | None:
+    """``(metric, k)`` pairs of a trec_eval spelling, or None when ``token`` is not one.
+
+    A family with cutoffs is read at trec_eval's defaults unless ``.k1,k2``
+    follows its name; a cutoff that is not a positive integer is a ValueError.
+    """
+    name, dot, params = token.partition(".")
+    if name == ALL_TREC and not dot:
+        return [pair for measure in TREC_EVAL_MEASURES.values() for pair in _pairs(measure)]
+    if name in LEVEL_FAMILIES:
+        if dot:
+            raise ValueError(
+                f"{token!r}: only trec_eval's default levels of {name} are computed (-m {name})"
+            )
+        return [(m, None) for m in TREC_EVAL_MEASURES if m.startswith(name + "_")]
+    measure = TREC_EVAL_MEASURES.get(name)
+    if measure is None:
+        if name in NOT_YET:
+            raise ValueError(
+                f"trec_eval's {name!r} is not computed yet; the trec_eval measures "
+                f"computed are {', '.join(TREC_EVAL_MEASURES)}"
+            )
+        return None
+    if not dot:
+        return _pairs(measure)
+    if measure.cutoffs is None:
+        raise ValueError(f"trec_eval's {name!r} takes no cutoff (got {token!r})")
+    ks = params.split(",")
+    if not all(k.isdigit() and int(k) > 0 for k in ks):
+        raise ValueError(f"the cutoffs in {token!r} must be positive integers")
+    return [(measure.metric, int(k)) for k in ks]
+
+
+def _pairs(measure: TrecEvalMeasure) -> list[tuple[str, int | None]]:
+    if measure.cutoffs is None:
+        return [(measure.metric, None)]
+    return [(measure.metric, k) for k in measure.cutoffs]
+
+
+def trec_eval_name(metric: str, k: int | None) -> str:
+    """trec_eval's name of a result (the package's key where trec_eval has none)."""
+    for name, measure in TREC_EVAL_MEASURES.items():
+        if measure.metric != metric:
+            continue
+        if k is None and measure.cutoffs is None:
+            return name
+        if k is not None and measure.cutoffs is not None:
+            return f"{name}_{k}"
+    return metric if k is None else f"{metric}@{k}"
+
+
+def is_count(metric: str) -> bool:
+    """Whether trec_eval prints the metric as an integer count, summed in its "all" line."""
+    return any(m.metric == metric and m.count for m in TREC_EVAL_MEASURES.values())
+
+
+def format_trec_eval(
+    rows: list[tuple[str, str, bool, list[float], float]], qids: list[str], per_query: bool
+) -> str:
+    """trec_eval's layout: ``name<TAB>query<TAB>value`` per query (with -q), then ``all``.
+
+    ``rows``: (trec_eval name, package key, is a count, per-query values, mean) in
+    the order to print. Counts print as integers and their ``all`` is the sum.
+    """
+
+    def value(number: float, count: bool) -> str:
+        if math.isnan(number):
+            return "nan"
+        return str(round(number)) if count else f"{number:.4f}"
+
+    lines: list[str] = []
+    if per_query:
+        for row, qid in enumerate(qids):
+            for name, _, count, values, _ in rows:
+                if name in GEOMETRIC_MEANS:  # trec_eval prints those in the "all" line only
+                    continue
+                lines.append(f"{name:<22}\t{qid}\t{value(values[row], count)}")
+    lines.append(f"{'num_q':<22}\tall\t{len(qids)}")
+    for name, _, count, values, mean in rows:
+        summary = math.fsum(v for v in values if not math.isnan(v)) if count else mean
+        lines.append(f"{name:<22}\tall\t{value(summary, count)}")
+    return "\n".join(lines) + "\n"
+
+
+__all__ = [
+    "ALL_TREC",
+    "DEFAULT_CUTOFFS",
+    "GEOMETRIC_MEANS",
+    "TREC_EVAL_MEASURES",
+    "TrecEvalMeasure",
+    "format_trec_eval",
+    "is_count",
+    "trec_eval_measures",
+    "trec_eval_name",
+]

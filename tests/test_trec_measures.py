@@ -1,0 +1,570 @@
+"""Issue 13's measures: trec_eval's counts and set measures, relative_P, binG, RBP, DCG.
+
+Checked four ways: trec_eval's own printed output (out.test.aq, out.test.aql
+with -l 2) per query and in the "all" line; pytrec_eval (trec_eval itself)
+on random collections with unjudged and unretrieved documents; ranx for RBP;
+and the brute-force reference (tests/reference.py) over every order of
+every tie group, under the four tie policies, in the dense and item-id layouts.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import re
+from functools import cache
+from pathlib import Path
+
+import pytest
+import torch
+from reference import (
+    ALWAYS_DEFINED,
+    INTERPOLATED,
+    R_MULTIPLES,
+    RECALL_LEVELS,
+    TIES,
+    TREC_MEASURES,
+    reference_trec_measure,
+)
+from trec_files import TOL_PRINTED, read_qrels, read_run, read_trec_eval_output, to_tensors
+
+from ranking_plugins import rank_metrics
+from ranking_plugins.cli import main, sample_path
+from ranking_plugins.options import Options
+from ranking_plugins.trec_eval_names import NOT_YET, TREC_EVAL_MEASURES
+
+#: trec_eval measure (or family with cutoffs) -> (metric, takes a cutoff)
+TREC_NAMES = {
+    "num_ret": ("num_ret", False),
+    "num_rel": ("num_rel", False),
+    "num_rel_ret": ("num_rel_ret", False),
+    "set_P": ("precision", False),
+    "set_recall": ("recall", False),
+    "set_F": ("f1", False),
+    "set_relative_P": ("relative_precision", False),
+    "set_map": ("set_map", False),
+    "utility": ("utility", False),
+    "binG": ("bin_g", False),
+    "rbp": ("rbp", False),
+    "relative_P": ("relative_precision", True),
+    **{name: (name, False) for name in (*INTERPOLATED, *R_MULTIPLES)},
+}
+#: trec_eval's "all" line of these is the sum over the queries, not the mean
+SUMMED = {"num_ret", "num_rel", "num_rel_ret"}
+#: trec_eval's rbp reads the grades (scaled by the largest), not -l
+UNTHRESHOLDED = {"rbp"}
+TREC_EVAL_RBP_PERSISTENCE = 0.9
+CASES = {
+    "aq": ("qrels.test", "out.test.aq", None),
+    "aql-l2": ("qrels.rel_level", "out.test.aql", 2),
+}
+
+
+@cache
+def _load(data_dir: str, case: str):
+    qrels_file, out_file, level = CASES[case]
+    d = Path(data_dir)
+    out = read_trec_eval_output(d / out_file)
+    qids = sorted(q for q in out if q != "all")
+    qids, preds, target, mask = to_tensors(
+        read_qrels(d / qrels_file), read_run(d / "results.test"), qids
+    )
+    return out, level, qids, preds, target, mask
+
+
+@pytest.mark.parametrize("case", list(CASES))
+@pytest.mark.parametrize("name", list(TREC_NAMES))
+def test_reproduces_trec_eval_output(trec_eval_dir, case, name):
+    out, level, qids, preds, target, mask = _load(str(trec_eval_dir), case)
+    metric, takes_k = TREC_NAMES[name]
+    measures = sorted(
+        (m for m in out["all"] if m == name or (takes_k and m.startswith(name + "_"))),
+        key=lambda m: int(m.rpartition("_")[2]) if takes_k else 0,
+    )
+    assert measures, f"{name} is not in {CASES[case][1]}"
+    ks = [int(m.rpartition("_")[2]) for m in measures] if takes_k else None
+    per_query = {}
+    for reduction in ("none", "mean"):
+        per_query[reduction] = rank_metrics(
+            preds,
+            target,
+            metrics=(metric,),
+            top_k=ks,
+            mask=mask,
+            ties="first",
+            gain="linear",
+            relevance_threshold=None if name in UNTHRESHOLDED else level,
+            rbp_persistence=TREC_EVAL_RBP_PERSISTENCE,
+            reduction=reduction,
+        )
+    mismatches = []
+    for measure in measures:
+        key = f"{metric}@{measure.rpartition('_')[2]}" if takes_k else metric
+        values = per_query["none"][key]
+        for q, qid in enumerate(qids):
+            if not abs(float(values[q]) - float(out[qid][measure])) <= TOL_PRINTED:
+                mismatches.append(
+                    f"{measure} {qid}: trec_eval {out[qid][measure]}, got {float(values[q])}"
+                )
+        summary = float(values.sum()) if name in SUMMED else float(per_query["mean"][key])
+        if not abs(summary - float(out["all"][measure])) <= TOL_PRINTED:
+            mismatches.append(f"{measure} all: trec_eval {out['all'][measure]}, got {summary}")
+    assert not mismatches, "\n".join(mismatches)
+
+
+# --------------------------------------------------------------------------- random collections
+
+
+def _random_collection(seed: int, queries: int = 20, columns: int = 30):
+    """Dense inputs with unjudged and unretrieved documents, no ties, graded 0..2."""
+    rng = random.Random(seed)
+    preds = torch.zeros(queries, columns, dtype=torch.float64)
+    target = torch.zeros(queries, columns, dtype=torch.int64)
+    mask = torch.zeros(queries, columns, dtype=torch.bool)
+    qrels: dict[str, dict[str, int]] = {}
+    run: dict[str, dict[str, float]] = {}
+    for q in range(queries):
+        qid = f"q{q}"
+        scores = rng.sample(range(1000), columns)
+        judged: dict[str, int] = {}
+        docs: dict[str, float] = {}
+        for j in range(columns):
+            docno = f"d{j:03d}"
+            preds[q, j] = scores[j] / 7.0
+            if rng.random() < 0.7:
+                mask[q, j] = True
+                docs[docno] = scores[j] / 7.0
+            if rng.random() < 0.6:
+                grade = rng.choice([0, 0, 1, 2])
+                judged[docno] = grade
+                target[q, j] = grade
+        if not docs:
+            mask[q, 0] = True
+            docs["d000"] = float(preds[q, 0])
+        judged.setdefault("d001", 0)
+        qrels[qid], run[qid] = judged, docs
+    return qrels, run, preds, target, mask
+
+
+PYTREC_NAMES = {
+    "num_ret": "num_ret",
+    "num_rel": "num_rel",
+    "num_rel_ret": "num_rel_ret",
+    "set_P": "precision",
+    "set_recall": "recall",
+    "set_F": "f1",
+    "set_relative_P": "relative_precision",
+    "set_map": "set_map",
+    "utility": "utility",
+    "binG": "bin_g",
+    **{name: name for name in (*INTERPOLATED, *R_MULTIPLES)},
+}
+
+
+def _same_recall_cut(name: str, relevant: int) -> bool:
+    """Whether trec_eval's rounding of level · R (lround, since 9.0.8: out.test.aq) and
+    pytrec_eval's older int(level · R + 0.9) reach the same number of hits."""
+    levels = RECALL_LEVELS if name == "11pt_avg" else (float(name.rpartition("_")[2]),)
+    return all(
+        max(1, math.floor(x * relevant + 0.5)) == max(1, int(x * relevant + 0.9)) for x in levels
+    )
+
+
+@pytest.mark.parametrize("level", [None, 2])
+def test_matches_pytrec_eval_on_random_collections(level):
+    pytrec_eval = pytest.importorskip("pytrec_eval")
+    ks = [1, 3, 10, 50]
+    qrels, run, preds, target, mask = _random_collection(seed=13 + (level or 0))
+    measures = (
+        {*PYTREC_NAMES, "relative_P.1,3,10,50", "iprec_at_recall", "Rprec_mult"}
+        - set(R_MULTIPLES)
+        - set(INTERPOLATED[:-1])
+    )  # the iprec_at_recall family is asked by its name
+    evaluator = pytrec_eval.RelevanceEvaluator(qrels, measures, relevance_level=level or 1)
+    expected = evaluator.evaluate(run)
+    # tie-free scores: every policy gives the same numbers, and interpolated
+    # precision needs an ordered one
+    options = {"mask": mask, "relevance_threshold": level, "reduction": "none", "ties": "first"}
+    whole = rank_metrics(
+        preds, target, metrics=sorted(set(PYTREC_NAMES.values())), top_k=None, **options
+    )
+    at_k = rank_metrics(preds, target, metrics=("relative_precision",), top_k=ks, **options)
+    mismatches = []
+    compared: set[str] = set()
+    qids = sorted(qrels, key=lambda q: int(q[1:]))
+    for q, qid in enumerate(qids):
+        relevant = sum(1 for g in qrels[qid].values() if g >= (level or 1))
+        for name, metric in PYTREC_NAMES.items():
+            if name in INTERPOLATED and not _same_recall_cut(name, relevant):
+                continue
+            compared.add(name)
+            if not math.isclose(float(whole[metric][q]), expected[qid][name], abs_tol=1e-9):
+                mismatches.append(
+                    f"{name} {qid}: {expected[qid][name]} vs {float(whole[metric][q])}"
+                )
+        for k in ks:
+            name = f"relative_P_{k}"
+            got = float(at_k[f"relative_precision@{k}"][q])
+            if not math.isclose(got, expected[qid][name], abs_tol=1e-9):
+                mismatches.append(f"{name} {qid}: {expected[qid][name]} vs {got}")
+    assert not mismatches, "\n".join(mismatches[:20])
+    assert compared == set(PYTREC_NAMES)  # every measure met at least one query
+
+
+@pytest.mark.parametrize("persistence", [0.5, 0.8, 0.95])
+def test_rbp_matches_ranx(persistence):
+    ranx = pytest.importorskip("ranx")
+    qrels, run, preds, target, mask = _random_collection(seed=31)
+    binary = {q: {d: 1 for d, g in docs.items() if g > 0} for q, docs in qrels.items()}
+    kept = [q for q in binary if binary[q]]  # ranx needs a relevant document per query
+    name = f"rbp.{str(persistence)[2:]}"
+    expected = ranx.evaluate(
+        ranx.Qrels({q: binary[q] for q in kept}),
+        ranx.Run({q: run[q] for q in kept}),
+        name,
+        return_mean=False,
+    )
+    got = rank_metrics(
+        preds,
+        target > 0,
+        metrics=("rbp",),
+        top_k=None,
+        mask=mask,
+        rbp_persistence=persistence,
+        reduction="none",
+    )["rbp"]
+    qids = sorted(qrels, key=lambda q: int(q[1:]))
+    for i, qid in enumerate(sorted(kept)):  # ranx reports queries sorted by id
+        assert float(got[qids.index(qid)]) == pytest.approx(float(expected[i]), abs=1e-9), qid
+
+
+# --------------------------------------------------------------------------- brute force under ties
+
+
+def _tied_problem(seed: int, queries: int = 6, columns: int = 7):
+    rng = random.Random(seed)
+    preds = torch.tensor(
+        [[rng.choice([0.0, 1.0, 2.0, 3.0]) for _ in range(columns)] for _ in range(queries)]
+    )
+    target = torch.tensor(
+        [[rng.choice([0, 0, 1, 2]) for _ in range(columns)] for _ in range(queries)]
+    )
+    mask = torch.rand(queries, columns, generator=torch.Generator().manual_seed(seed)) < 0.8
+    target[0] = 0  # a query without a relevant item
+    return preds, target, mask
+
+
+def _exact(ties: str) -> list[str]:
+    """The measures exact under ``ties`` (interpolated precision is refused under "average")."""
+    return [m for m in TREC_MEASURES if ties != "average" or m not in INTERPOLATED]
+
+
+@pytest.mark.parametrize("ties", TIES)
+@pytest.mark.parametrize("seed", [0, 1])
+def test_brute_force_dense(ties, seed):
+    preds, target, mask = _tied_problem(seed)
+    ks = [1, 2, 4, 9]
+    k_metrics = ("relative_precision", "rbp", "dcg")
+    options = {
+        "mask": mask,
+        "ties": ties,
+        "gain": "linear",
+        "empty_target_action": "skip",
+        "reduction": "none",
+    }
+    whole = rank_metrics(
+        preds, target, metrics=_exact(ties), top_k=None, rbp_persistence=0.7, **options
+    )
+    at_k = rank_metrics(preds, target, metrics=k_metrics, top_k=ks, rbp_persistence=0.7, **options)
+    for q in range(preds.shape[0]):
+        args = (preds[q].tolist(), target[q].tolist(), mask[q].tolist())
+        cases = [(m, None, whole[m]) for m in _exact(ties)]
+        cases += [(m, k, at_k[f"{m}@{k}"]) for m in k_metrics for k in ks]
+        for metric, k, values in cases:
+            expected = reference_trec_measure(
+                *args, metric, k, ties=ties, gain="linear", persistence=0.7
+            )
+            got = float(values[q])
+            if expected is None:
+                assert metric not in ALWAYS_DEFINED and math.isnan(got), (metric, k, q, got)
+            else:
+                assert got == pytest.approx(expected, abs=1e-12), (metric, k, q, ties)
+
+
+@pytest.mark.parametrize("ties", TIES)
+def test_brute_force_item_ids(ties):
+    """Item-id targets (counted, not ordered: CountStats) agree with the dense reference."""
+    rng = random.Random(5)
+    queries, items = 8, 9
+    preds = torch.tensor(
+        [[rng.choice([0.0, 1.0, 2.0]) for _ in range(items)] for _ in range(queries)]
+    )
+    ids = torch.tensor([rng.sample(range(items), 3) for _ in range(queries)])
+    ids[:, 2] = -1  # padding
+    ks = [1, 3, 20]
+    metrics = ("relative_precision", "rbp", "dcg")
+    options = {
+        "ties": ties,
+        "empty_target_action": "skip",
+        "reduction": "none",
+        "rbp_persistence": 0.6,
+    }
+    at_k = rank_metrics(preds, ids, metrics=metrics, top_k=ks, **options)
+    whole = rank_metrics(preds, ids, metrics=_exact(ties), top_k=None, **options)
+    for q in range(queries):
+        grades = [1 if i in ids[q].tolist() else 0 for i in range(items)]
+        args = (preds[q].tolist(), grades, [True] * items)
+        cases = [(m, k, at_k[f"{m}@{k}"]) for m in metrics for k in ks]
+        cases += [(m, None, whole[m]) for m in _exact(ties)]
+        for metric, k, values in cases:
+            expected = reference_trec_measure(*args, metric, k, ties=ties, persistence=0.6)
+            assert expected is not None
+            assert float(values[q]) == pytest.approx(expected, abs=1e-12), (metric, k, q, ties)
+
+
+# --------------------------------------------------------------------------- bad input
+
+
+@pytest.mark.parametrize("bad", [0, 1, 1.5, -0.2, math.nan])
+def test_rbp_persistence_outside_unit_interval(bad):
+    with pytest.raises(ValueError, match="`rbp_persistence` must be in \\(0, 1\\)"):
+        rank_metrics(
+            torch.rand(2, 3), torch.ones(2, 3), metrics=("rbp",), top_k=2, rbp_persistence=bad
+        )
+
+
+def test_rbp_persistence_type():
+    with pytest.raises(TypeError, match="`rbp_persistence` must be a number"):
+        Options(rbp_persistence="0.8")  # type: ignore[arg-type]
+
+
+# --------------------------------------------------------------------------- the command
+
+
+def _family(measure: str) -> str:
+    return re.sub(r"_\d+(\.\d+)?$", "", measure)
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_command_prints_trec_eval_lines(trec_eval_dir, case, capsys):
+    """``-m all_trec --format trec_eval -q`` prints trec_eval's own lines, byte for byte."""
+    qrels_file, out_file, level = CASES[case]
+    argv = ["evaluate", str(trec_eval_dir / qrels_file), str(trec_eval_dir / "results.test")]
+    argv += ["-m", "all_trec", "--format", "trec_eval", "-q"]
+    if level is not None:
+        argv += ["-l", str(level)]
+    assert main(argv) == 0
+    ours = capsys.readouterr().out.splitlines()
+    theirs = (trec_eval_dir / out_file).read_text().splitlines()
+    computed = {_family(name) for name in TREC_EVAL_MEASURES} | {"num_q"}
+    expected = [line for line in theirs if _family(line.split("\t")[0].strip()) in computed]
+    assert sorted(ours) == sorted(expected)
+    # the rest of trec_eval's output: the families not computed yet, named in the module
+    missing = {_family(line.split("\t")[0].strip()) for line in theirs} - computed - {"runid"}
+    assert missing == set(NOT_YET)
+
+
+def test_command_trec_eval_names_and_flags(tmp_path, capsys):
+    qrels = tmp_path / "qrels"
+    run = tmp_path / "run"
+    qrels.write_text("1 0 a 1\n1 0 b 0\n1 0 c 2\n2 0 a 1\n3 0 z 1\n")
+    run.write_text("1 Q0 a 1 2.0 r\n1 Q0 b 2 2.0 r\n1 Q0 d 3 1.0 r\n2 Q0 b 1 1.0 r\n")
+    base = ["evaluate", str(qrels), str(run), "--format", "trec_eval"]
+    assert main([*base, "-m", "P.1,2", "-m", "set_P,num_ret", "-q"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    # --format trec_eval breaks ties as trec_eval does (docno descending: b before a)
+    assert lines[:4] == ["P_1                   \t1\t0.0000", "P_2                   \t1\t0.5000",
+                         "set_P                 \t1\t0.3333", "num_ret               \t1\t3"]  # fmt: skip
+    assert "num_q                 \tall\t2" in lines
+    assert "num_ret               \tall\t4" in lines  # counts are summed, as trec_eval does
+    # -c counts the judged query the run has no line for (trec_eval -c)
+    assert main([*base, "-m", "num_rel", "-c"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines == ["num_q                 \tall\t3", "num_rel               \tall\t4"]
+
+
+@pytest.mark.parametrize(
+    ("value", "words"),
+    [
+        ("bpref", "not computed yet"),
+        ("P.x", "positive integers"),
+        ("set_P.5", "takes no cutoff"),
+        ("Pxx.5", "unknown metric"),
+    ],
+)
+def test_command_bad_trec_eval_name(value, words, capsys):
+    qrels, run = sample_path("sample.qrels"), sample_path("sample.run")
+    with pytest.raises(SystemExit) as done:
+        main(["evaluate", str(qrels), str(run), "-m", value])
+    assert done.value.code == 2
+    assert words in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("bad", ["1", "0", "-0.5", "nan"])
+def test_command_bad_persistence(bad, capsys):
+    qrels, run = sample_path("sample.qrels"), sample_path("sample.run")
+    with pytest.raises(SystemExit) as done:
+        main(["evaluate", str(qrels), str(run), "-m", "rbp", "--rbp-persistence", bad])
+    assert done.value.code == 2
+    assert "--rbp-persistence must be in (0, 1)" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name", INTERPOLATED)
+def test_interpolated_precision_refuses_average_ties(name, capsys):
+    preds, target = torch.tensor([[1.0, 1.0, 0.0]]), torch.tensor([[1, 0, 1]])
+    with pytest.raises(ValueError, match=rf"`ties='average'`: {name} is exact only under ties in"):
+        rank_metrics(preds, target, metrics=(name,), top_k=None)
+    qrels, run = sample_path("sample.qrels"), sample_path("sample.run")
+    with pytest.raises(SystemExit):
+        main(["evaluate", str(qrels), str(run), "-m", name, "--ties", "average"])
+    assert "exact only under --ties first or pessimistic or optimistic" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------- adapters
+
+
+def test_adapters_report_the_new_measures():
+    """Both adapters find the new metrics by name and agree with ``rank_metrics`` over batches."""
+    pytest.importorskip("ignite")
+    pytest.importorskip("torchmetrics")
+    from ignite.engine import Engine
+
+    import ranking_plugins.ignite as ignite_adapter
+    import ranking_plugins.torchmetrics as torchmetrics_adapter
+
+    names = ["num_rel_ret", "relative_precision", "rbp", "dcg", "bin_g", "Rprec_mult_1.00"]
+    names += ["11pt_avg", "iprec_at_recall_0.50", "utility", "set_map"]
+    g = torch.Generator().manual_seed(0)
+    batches = [
+        (torch.randint(0, 3, (4, 6), generator=g).float(), torch.randint(0, 3, (4, 6), generator=g))
+        for _ in range(2)
+    ]
+    options = {"ties": "pessimistic", "rbp_persistence": 0.6, "empty_target_action": "skip"}
+    expected = rank_metrics(
+        torch.cat([p for p, _ in batches]),
+        torch.cat([t for _, t in batches]),
+        names,
+        [2, 5],
+        gain="linear",
+        **options,
+    )
+    ignite_metric = ignite_adapter.RankingMetrics(
+        names, [2, 5], gain_function="linear_rank", **options
+    )
+    engine = Engine(lambda engine, batch: batch)
+    ignite_metric.attach(engine, "ranking")
+    got = engine.run(batches).metrics
+    tm_metric = torchmetrics_adapter.RankingMetrics(names, top_k=[2, 5], **options)
+    for preds, target in batches:
+        tm_metric.update(preds, target)
+    tm_got = tm_metric.compute()
+    for key, value in expected.items():
+        assert float(got[key]) == pytest.approx(float(value), abs=1e-12), key
+        assert float(tm_got[key]) == pytest.approx(float(value), abs=1e-12), key
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_gm_map_is_the_geometric_mean_of_map(trec_eval_dir, case):
+    """trec_eval's gm_map: an aggregation of the per-query map, not a new formula."""
+    from ranking_plugins.totals import geometric_mean
+
+    out, level, _qids, preds, target, mask = _load(str(trec_eval_dir), case)
+    per_query = rank_metrics(
+        preds,
+        target,
+        metrics=("map",),
+        top_k=None,
+        mask=mask,
+        ties="first",
+        relevance_threshold=level,
+        reduction="none",
+    )["map"]
+    got = geometric_mean(per_query)
+    assert abs(got - float(out["all"]["gm_map"])) <= TOL_PRINTED
+    # the floor: a query with AP 0 counts as 1e-5, as trec_eval's MIN_GEO_MEAN
+    zero = geometric_mean(torch.tensor([0.0, 1.0], dtype=torch.float64))
+    assert zero == pytest.approx(math.sqrt(1e-5))
+
+
+# --------------------------------------------------------------------------- ERR
+
+
+def _err_reference(order: list[int], grades: list[float], k: int | None, gain: str) -> float:
+    """ERR@k (Chapelle et al. 2009) of one order, written out: R = (2^g - 1) / 2^g_max."""
+    g_max = max(max(grades), 0.0)
+    if g_max <= 0:
+        return math.nan
+    total, reach = 0.0, 1.0
+    for j, item in enumerate(order[:k] if k is not None else order, 1):
+        g = max(grades[item], 0.0)
+        stop = (2**g - 1) / 2**g_max
+        total += reach * stop / j
+        reach *= 1 - stop
+    return total
+
+
+@pytest.mark.parametrize("ties", ["first", "pessimistic", "optimistic"])
+@pytest.mark.parametrize("gain", ["exponential", "linear"])
+def test_err_against_a_per_query_reference(ties, gain):
+    from reference import all_orders
+
+    preds, target, mask = _tied_problem(seed=3, queries=8, columns=8)
+    ks = [1, 3, 20]
+    got = rank_metrics(
+        preds,
+        target,
+        metrics=("err",),
+        top_k=ks,
+        mask=mask,
+        ties=ties,
+        gain=gain,
+        empty_target_action="skip",
+        reduction="none",
+    )
+    for q in range(preds.shape[0]):
+        grades = [float(g) for g in target[q]]
+        (order,) = all_orders(preds[q].tolist(), grades, mask[q].tolist(), ties, None)
+        for k in ks:
+            expected = _err_reference(order, grades, k, gain)
+            value = float(got[f"err@{k}"][q])
+            if math.isnan(expected):
+                assert math.isnan(value)
+            else:
+                assert value == pytest.approx(expected, abs=1e-12), (q, k, ties)
+
+
+@pytest.mark.parametrize("ties", ["first", "pessimistic", "optimistic"])
+def test_err_item_ids_counted(ties):
+    """Item-index targets (counted, CountStats): every listed item has grade 1."""
+    from reference import all_orders
+
+    rng = random.Random(9)
+    preds = torch.tensor([[rng.choice([0.0, 1.0, 2.0]) for _ in range(9)] for _ in range(8)])
+    ids = torch.tensor([rng.sample(range(9), 3) for _ in range(8)])
+    ids[::2, 2] = -1
+    got = rank_metrics(preds, ids, metrics=("err",), top_k=[1, 4, 20], ties=ties, reduction="none")
+    for q in range(8):
+        grades = [1.0 if i in ids[q].tolist() else 0.0 for i in range(9)]
+        (order,) = all_orders(preds[q].tolist(), grades, [True] * 9, ties, None)
+        for k in (1, 4, 20):
+            expected = _err_reference(order, grades, k, "exponential")
+            assert float(got[f"err@{k}"][q]) == pytest.approx(expected, abs=1e-12), (q, k)
+
+
+def test_err_refuses_average_ties():
+    with pytest.raises(ValueError, match=r"`ties='average'`: err is exact only under ties in"):
+        rank_metrics(torch.rand(2, 4), torch.randint(0, 3, (2, 4)), metrics=("err",), top_k=3)
+
+
+def test_gm_map_in_the_command(trec_eval_dir, capsys):
+    qrels, run = trec_eval_dir / "qrels.test", trec_eval_dir / "results.test"
+    argv = ["evaluate", str(qrels), str(run), "-m", "gm_map", "--ties", "first"]
+    assert main([*argv, "--format", "json", "--per-query"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    expected = read_trec_eval_output(trec_eval_dir / "out.test.aq")["all"]["gm_map"]
+    assert abs(document["metrics"]["gm_map"] - float(expected)) <= TOL_PRINTED
+    assert all(row["gm_map"] is None for row in document["per_query"].values())
+    with pytest.raises(SystemExit):
+        main(["compare", str(qrels), str(run), str(run), "-m", "gm_map", "--ties", "first"])
+    assert "gm_map is an aggregation" in capsys.readouterr().err
