@@ -19,7 +19,7 @@ from typing_extensions import Unpack
 
 from ranking_plugins import _validation as V
 from ranking_plugins.embeddings import EmbeddingInput
-from ranking_plugins.kernel.inputs.items import ItemInputs
+from ranking_plugins.kernel.inputs.items import ItemInputs, ItemKeywords
 from ranking_plugins.metrics import get_metrics
 from ranking_plugins.options import OptionKeywords, Options
 from ranking_plugins.request import RankingRequest, TopK
@@ -119,16 +119,12 @@ def rank_metrics(
     return dict(zip(request.keys, values.unbind(0), strict=True))
 
 
-class RankOptions(OptionKeywords, total=False):
+class RankOptions(OptionKeywords, ItemKeywords, total=False):
     """Keywords of :func:`~ranking_plugins.rank_metrics` that each single-metric function takes."""
 
     indexes: Tensor | None
     mask: Tensor | None
     reduction: str
-    item_popularity: Tensor | None
-    tail_items: Tensor | None
-    item_features: Tensor | None
-    item_categories: Tensor | None
 
 
 def _whole_list_metric(name: str, preds: Tensor, target: Tensor, options: RankOptions) -> Tensor:

@@ -92,7 +92,7 @@ import dataclasses
 import inspect
 from collections.abc import Callable, Mapping, Sequence
 from numbers import Integral, Real
-from typing import Any, ClassVar, TypedDict
+from typing import Any, ClassVar
 
 import torch
 from torch import Tensor
@@ -109,14 +109,11 @@ except ImportError as error:  # pragma: no cover - exercised only without the ex
     ) from error
 
 from ranking_plugins.embeddings import EmbeddingInput
-from ranking_plugins.kernel.inputs.items import ItemInputs
+from ranking_plugins.kernel.inputs.items import ITEM_KEYWORDS, AdapterItemKeywords, ItemInputs
 from ranking_plugins.kernel.statistics.exposure import Exposure
 from ranking_plugins.options import OPTION_NAMES, Options, unknown_keywords
 from ranking_plugins.request import RankingRequest, TopK
 from ranking_plugins.totals import Totals, per_query_matrix
-
-#: the constructor keywords of the item inputs (issue 14)
-_ITEM_KEYWORDS = ("item_popularity", "tail_items", "item_features", "item_categories", "num_items")
 
 __all__ = [
     "AUC",
@@ -156,7 +153,7 @@ IGNITE_NAMES = {"gain": "gain_function"}
 IGNITE_OPTION_NAMES = tuple(IGNITE_NAMES.get(name, name) for name in OPTION_NAMES)
 
 
-class PackageOptions(TypedDict, total=False):
+class PackageOptions(AdapterItemKeywords, total=False):
     """The options of :class:`ranking_plugins.options.Options`, keyword-only on every metric.
 
     Each has its default and meaning there; here ``empty_target_action``, when
@@ -172,12 +169,6 @@ class PackageOptions(TypedDict, total=False):
     rbp_persistence: float
     target_format: str | None
     validate_args: bool
-    # the item inputs of the exposure metrics (issue 14), given once
-    item_popularity: Tensor | None
-    tail_items: Tensor | None
-    item_features: Tensor | None
-    item_categories: Tensor | None
-    num_items: int | None
     #: also keep every query's values, for :meth:`BaseRankingMetric.compute_per_query`
     keep_per_query: bool
 
@@ -201,7 +192,7 @@ def _accepted_keywords(cls: type) -> list[str]:
         for name, parameter in inspect.signature(cls).parameters.items()
         if parameter.kind not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
     ]
-    options = [*IGNITE_OPTION_NAMES, "keep_per_query", *_ITEM_KEYWORDS]
+    options = [*IGNITE_OPTION_NAMES, "keep_per_query", *ITEM_KEYWORDS]
     return named + [name for name in options if name not in named]
 
 
@@ -414,15 +405,9 @@ class BaseRankingMetric(Metric):
             self._metrics if metrics is None else metrics,
             top_k,
             _options(ignore_zero_hits, options),
-            items=ItemInputs.create(**{n: options[n] for n in _ITEM_KEYWORDS if n in options}),  # type: ignore[literal-required]
+            items=ItemInputs.create(**{n: options[n] for n in ITEM_KEYWORDS if n in options}),  # type: ignore[literal-required]
         )
-        if self._request.catalogue and self._request.empty_exposure() is None:
-            names = ", ".join(m.name for m in self._request.metrics if m.catalogue is not None)
-            raise ValueError(
-                f"{type(self).__name__}: {names} keep one count per catalogue item: give "
-                "`num_items` (or an item input: `item_popularity`, `tail_items`, "
-                "`item_features`, `item_categories`)"
-            )
+        self._request.check_exposure_size(type(self).__name__)
         self.top_k: list[int] | None = None if self._request.ks is None else list(self._request.ks)
         self.ignore_zero_hits = ignore_zero_hits
         if not isinstance(skip_unrolling, bool):

@@ -123,6 +123,16 @@ class RankingRequest:
             return None
         return Exposure.zeros(len(self.ks), num_items, device)
 
+    def check_exposure_size(self, owner: str) -> None:
+        """An adapter's exposure state is made before any scores: it needs N given."""
+        if self.catalogue and self.empty_exposure() is None:
+            names = ", ".join(m.name for m in self.metrics if m.catalogue is not None)
+            raise ValueError(
+                f"{owner}: {names} keep one count per catalogue item: give "
+                "`num_items` (or an item input: `item_popularity`, `tail_items`, "
+                "`item_features`, `item_categories`)"
+            )
+
     def assemble(
         self, per_query: Tensor, exposure: Exposure | None, catalogue: bool = True
     ) -> Tensor:

@@ -63,7 +63,12 @@ from typing_extensions import Unpack
 from ranking_plugins import _validation as V
 from ranking_plugins.embeddings import EmbeddingInput
 from ranking_plugins.kernel import check_grouped, check_inputs, host_reads_are_free
-from ranking_plugins.kernel.inputs.items import ItemInputs
+from ranking_plugins.kernel.inputs.items import (
+    ITEM_FIELDS,
+    ITEM_KEYWORDS,
+    AdapterItemKeywords,
+    ItemInputs,
+)
 from ranking_plugins.kernel.statistics.exposure import Exposure
 from ranking_plugins.metrics import METRICS, EmptyQueryError, Evaluation, RankedBatch
 from ranking_plugins.options import OPTION_NAMES, OptionKeywords, Options
@@ -98,7 +103,7 @@ __all__ = [
 ]
 
 
-class RankingOptions(OptionKeywords, total=False):
+class RankingOptions(OptionKeywords, AdapterItemKeywords, total=False):
     """Keywords every metric of this module takes (see :class:`BaseRankingMetric`).
 
     The options of :class:`ranking_plugins.options.Options` (``gain`` defaults
@@ -108,12 +113,6 @@ class RankingOptions(OptionKeywords, total=False):
 
     ignore_index: int | None
     whole_queries: bool
-    # the item inputs of the exposure metrics (issue 14), given once
-    item_popularity: Tensor | None
-    tail_items: Tensor | None
-    item_features: Tensor | None
-    item_categories: Tensor | None
-    num_items: int | None
     keep_per_query: bool
     # torchmetrics.Metric keywords
     compute_on_cpu: bool
@@ -227,7 +226,7 @@ class BaseRankingMetric(Metric):
         # this package's options; the rest are torchmetrics.Metric's keywords
         given = {name: kwargs.pop(name) for name in OPTION_NAMES if name in kwargs}
         items = ItemInputs.create(
-            **{name: kwargs.pop(name) for name in _ITEM_KEYWORDS if name in kwargs}
+            **{name: kwargs.pop(name) for name in ITEM_KEYWORDS if name in kwargs}
         )
         super().__init__(**kwargs)
         _check_arguments(
@@ -283,21 +282,16 @@ class BaseRankingMetric(Metric):
         self._items: tuple[torch.device, ItemInputs] | None = None
         if not self.request.identities:
             return
-        for field in _ITEM_FIELDS:
+        for field in ITEM_FIELDS:
             value = getattr(items, field)
             if value is not None:
                 self.register_buffer("_item_" + field, value, persistent=False)
         self._item_size = items.size
         if not self.request.catalogue:  # per-query metrics only: the sums suffice
             return
+        self.request.check_exposure_size(type(self).__name__)
         empty = self.request.empty_exposure()
-        if empty is None:
-            names = ", ".join(m.name for m in self.request.metrics if m.catalogue is not None)
-            raise ValueError(
-                f"{type(self).__name__}: {names} keep one count per catalogue item: give "
-                "`num_items` (or an item input: `item_popularity`, `tail_items`, "
-                "`item_features`, `item_categories`)"
-            )
+        assert empty is not None  # checked just above
         self._exposure_name = "exposure_" + self._sums_name[len("sums_") :]
         self.add_state(self._exposure_name, default=empty.sums, dist_reduce_fx="sum")
         self.add_state(
@@ -307,7 +301,7 @@ class BaseRankingMetric(Metric):
     def _item_inputs(self) -> ItemInputs:
         """The item inputs on the metric's device (rebuilt only when it moved)."""
         if self._items is None or self._items[0] != self.device:
-            tensors = {f: getattr(self, "_item_" + f, None) for f in _ITEM_FIELDS}
+            tensors = {f: getattr(self, "_item_" + f, None) for f in ITEM_FIELDS}
             self._items = (self.device, ItemInputs(**tensors, size=self._item_size))
         return self._items[1]
 
@@ -884,13 +878,11 @@ _shared_rankings = _SharedRankings()
 
 
 #: the constructor keywords of the item inputs (issue 14) and their ItemInputs fields
-_ITEM_KEYWORDS = ("item_popularity", "tail_items", "item_features", "item_categories", "num_items")
-_ITEM_FIELDS = ("popularity", "tail", "features", "categories")
 
 
 def _items_digest(items: ItemInputs) -> str:
     """A suffix for the state names that tells apart metrics given other item inputs."""
-    tensors = [getattr(items, f) for f in _ITEM_FIELDS]
+    tensors = [getattr(items, f) for f in ITEM_FIELDS]
     if all(t is None for t in tensors) and items.size is None:
         return ""
     content = hashlib.sha1(repr(items.size).encode())

@@ -13,6 +13,7 @@ from ranking_plugins import ignite as ignite_adapter
 from ranking_plugins import rank_metrics
 from ranking_plugins import torchmetrics as torchmetrics_adapter
 from ranking_plugins.functional import RankOptions
+from ranking_plugins.kernel.inputs.items import ITEM_KEYWORDS
 from ranking_plugins.options import OPTION_NAMES, OptionKeywords, Options
 from ranking_plugins.request import RankingRequest
 
@@ -47,9 +48,9 @@ def test_the_typed_keywords_are_the_fields() -> None:
     ignite_names = set(ignite_adapter.IgniteOptions.__annotations__)
     # and the item inputs of the exposure metrics (issue 14) and keep_per_query
     # (issue 15), which are not options of the ranking
-    assert ignite_names == set(ignite_adapter.IGNITE_OPTION_NAMES) | set(
-        ignite_adapter._ITEM_KEYWORDS
-    ) | {"keep_per_query"}
+    assert ignite_names == set(ignite_adapter.IGNITE_OPTION_NAMES) | set(ITEM_KEYWORDS) | {
+        "keep_per_query"
+    }
 
 
 @pytest.mark.parametrize("name", list(BAD_VALUES))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from functools import cached_property
+from typing import TypedDict
 
 import torch
 from torch import Tensor
@@ -19,6 +20,24 @@ from ranking_plugins import _validation as V
 
 #: the keyword of each item input, as every entry point spells it
 ITEM_INPUTS = ("item_popularity", "tail_items", "item_features", "item_categories")
+#: the adapters' item keywords: the inputs, and ``num_items``, which sizes the
+#: exposure state of a catalogue-level metric when no input says N
+ITEM_KEYWORDS = (*ITEM_INPUTS, "num_items")
+
+
+class ItemKeywords(TypedDict, total=False):
+    """The item inputs of the exposure metrics, keywords of every entry point."""
+
+    item_popularity: Tensor | None
+    tail_items: Tensor | None
+    item_features: Tensor | None
+    item_categories: Tensor | None
+
+
+class AdapterItemKeywords(ItemKeywords, total=False):
+    """:class:`ItemKeywords` and ``num_items``, given once to an adapter's metric."""
+
+    num_items: int | None
 
 
 @dataclass(frozen=True)
@@ -176,7 +195,17 @@ class ItemInputs:
 
 
 _FIELDS = dict(zip(ITEM_INPUTS, ("popularity", "tail", "features", "categories"), strict=True))
+#: the :class:`ItemInputs` field of each item input, in :data:`ITEM_INPUTS` order
+ITEM_FIELDS = tuple(_FIELDS.values())
 
 NO_ITEM_INPUTS = ItemInputs()
 
-__all__ = ["ITEM_INPUTS", "NO_ITEM_INPUTS", "ItemInputs"]
+__all__ = [
+    "ITEM_FIELDS",
+    "ITEM_INPUTS",
+    "ITEM_KEYWORDS",
+    "NO_ITEM_INPUTS",
+    "AdapterItemKeywords",
+    "ItemInputs",
+    "ItemKeywords",
+]
