@@ -14,11 +14,11 @@ compares it with the functional API on all the data in one process.
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
 import torch
+from processes import parallel_main
 
 SHARES = {2: [[0], [1, 2, 3]], 3: [[0, 1], [], [2, 3]]}
 NUM_ITEMS = 12
@@ -106,13 +106,5 @@ def worker(local_rank: int, out_dir: str) -> None:
     Path(out_dir, f"rank{rank}.json").write_text(json.dumps(report))
 
 
-def main() -> None:
-    import ignite.distributed as idist
-
-    nproc, out_dir, port = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
-    with idist.Parallel(backend="gloo", nproc_per_node=nproc, master_port=port) as parallel:
-        parallel.run(worker, out_dir)
-
-
 if __name__ == "__main__":
-    main()
+    parallel_main(worker)

@@ -21,11 +21,11 @@ Each process writes ``OUT_DIR/rank{r}.pt``.
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
 import torch
+from processes import parallel_main
 
 METRICS = ["hit_rate", "mrr", "precision", "recall", "map", "ndcg", "r_precision", "auc"]
 TOP_K = [1, 2, 3, 5]
@@ -232,13 +232,5 @@ def worker(local_rank: int, out_dir: str) -> None:
     torch.save(report, Path(out_dir) / f"rank{rank}.pt")
 
 
-def main() -> None:
-    import ignite.distributed as idist
-
-    nproc, out_dir, port = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
-    with idist.Parallel(backend="gloo", nproc_per_node=nproc, master_port=port) as parallel:
-        parallel.run(worker, out_dir)
-
-
 if __name__ == "__main__":
-    main()
+    parallel_main(worker)

@@ -9,14 +9,13 @@ process, naming ``preds``, without a hang.
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
+from processes import spawn_and_wait
 
 import ranking_plugins
 
@@ -80,15 +79,7 @@ def run(rank: int, world_size: int, init_file: str, out_dir: str) -> None:
 @pytest.fixture(scope="module")
 def ddp_results(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
     tmp = tmp_path_factory.mktemp("ddp_grouped")
-    context = mp.start_processes(
-        run, args=(2, str(tmp / "init"), str(tmp)), nprocs=2, join=False, start_method="spawn"
-    )
-    deadline = time.monotonic() + 180
-    while not context.join(timeout=5):
-        if time.monotonic() > deadline:
-            for process in context.processes:
-                process.kill()
-            pytest.fail("the 2-process run hung")
+    spawn_and_wait(run, (2, str(tmp / "init"), str(tmp)), nprocs=2)
     return [torch.load(tmp / f"rank{r}.pt", weights_only=False) for r in range(2)]
 
 

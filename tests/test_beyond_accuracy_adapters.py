@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 import math
-import socket
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -25,6 +23,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import beyond_accuracy_ddp_worker as job  # noqa: E402
+from processes import run_worker_script  # noqa: E402
 
 import ranking_plugins.kernel  # noqa: E402
 import ranking_plugins.request  # noqa: E402
@@ -132,26 +131,13 @@ def test_adapters_refuse_bad_item_inputs() -> None:
 # ---------------------------------------------------------------- 2 and 3 processes
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.mark.skipif(
     not dist.is_available() or not dist.is_gloo_available(), reason="needs torch.distributed gloo"
 )
 @pytest.mark.slow
 @pytest.mark.parametrize("nproc", [2, 3])
 def test_processes_equal_one_process(nproc: int, tmp_path: Path) -> None:
-    result = subprocess.run(
-        [sys.executable, str(HERE / "beyond_accuracy_ddp_worker.py"), str(nproc), str(tmp_path), str(free_port())],
-        capture_output=True,
-        text=True,
-        timeout=240,
-        cwd=HERE.parent,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    run_worker_script("beyond_accuracy_ddp_worker.py", nproc, tmp_path)
     reports = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(nproc)]
     assert sorted(r["batches"] for r in reports) == sorted(len(s) for s in job.SHARES[nproc])
     expected = job.single_process()

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import json
 import math
-import socket
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -27,16 +25,11 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import ignite_distributed_worker as job  # noqa: E402
+from processes import run_worker_script  # noqa: E402
 
 pytestmark = pytest.mark.skipif(
     not dist.is_available() or not dist.is_gloo_available(), reason="needs torch.distributed gloo"
 )
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def assert_close(got: Any, expected: Any) -> None:
@@ -64,14 +57,7 @@ def reference() -> dict[str, Any]:
 def test_parallel_equals_single_process(
     nproc: int, reference: dict[str, Any], tmp_path: Path
 ) -> None:
-    result = subprocess.run(
-        [sys.executable, str(HERE / "ignite_distributed_worker.py"), str(nproc), str(tmp_path), str(free_port())],
-        capture_output=True,
-        text=True,
-        timeout=240,
-        cwd=HERE.parent,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    run_worker_script("ignite_distributed_worker.py", nproc, tmp_path)
     reports = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(nproc)]
     assert sorted(r["batches"] for r in reports) == sorted(len(s) for s in job.SHARES[nproc])
     if nproc == 3:

@@ -10,14 +10,12 @@ uneven (rank 0: 3 batches of 11 rows, rank 1: 1 batch of 2). The CSV that rank
 from __future__ import annotations
 
 import csv
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 from lightning_helpers import METRICS, TOP_K, expected
+from processes import run_lightning_script
 
 HERE = Path(__file__).resolve().parent
 
@@ -29,21 +27,7 @@ pytestmark = pytest.mark.skipif(
 @pytest.fixture(scope="module")
 def ddp_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("lightning_ddp")
-    env = dict(os.environ)
-    env.pop("LOCAL_RANK", None)
-    env["PYTHONPATH"] = os.pathsep.join([str(HERE.parent), env.get("PYTHONPATH", "")])
-    try:
-        done = subprocess.run(
-            [sys.executable, str(HERE / "lightning_ddp_script.py"), str(out)],
-            cwd=out,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=240,
-        )
-    except subprocess.TimeoutExpired as error:
-        pytest.fail(f"the ddp run hung:\n{error.stderr}")
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    run_lightning_script("lightning_ddp_script.py", out)
     return out
 
 

@@ -4,13 +4,12 @@ callback's confidence intervals, and both fed to ranking_plugins.compare."""
 from __future__ import annotations
 
 import csv
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
-import torch.multiprocessing as mp
+from processes import spawn_and_wait
 
 from ranking_plugins import rank_metrics
 from ranking_plugins.compare import bootstrap_interval, compare
@@ -228,19 +227,7 @@ def _worker(rank: int, init_file: str, out_dir: str) -> None:
     not torch.distributed.is_available(), reason="torch.distributed is not available"
 )
 def test_per_query_state_syncs_over_two_gloo_processes(tmp_path: Path) -> None:
-    context = mp.start_processes(
-        _worker,
-        args=(str(tmp_path / "init"), str(tmp_path)),
-        nprocs=2,
-        join=False,
-        start_method="spawn",
-    )
-    deadline = time.monotonic() + 180
-    while not context.join(timeout=5):
-        if time.monotonic() > deadline:
-            for process in context.processes:
-                process.kill()
-            pytest.fail("the 2-process run hung")
+    spawn_and_wait(_worker, (str(tmp_path / "init"), str(tmp_path)), nprocs=2)
     batches = dense_batches(5, (4, 6, 3, 5))
     preds, target, indexes = grouped_batch(6)
     dense_tm = reference(batches, gain="linear")

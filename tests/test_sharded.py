@@ -11,8 +11,6 @@ Ignite adapters must report the single-process means.
 
 from __future__ import annotations
 
-import socket
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -28,6 +26,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import sharded_worker as job  # noqa: E402
+from processes import run_worker_script  # noqa: E402
 
 pytestmark = [
     pytest.mark.skipif(
@@ -38,29 +37,13 @@ pytestmark = [
 ]
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module", params=[2, 3], ids=["2 processes", "3 processes"])
 def reports(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> list[dict[str, Any]]:
     nproc = request.param
     out = tmp_path_factory.mktemp(f"sharded{nproc}")
-    try:
-        done = subprocess.run(
-            [sys.executable, str(HERE / "sharded_worker.py"), str(nproc), str(out), str(free_port())],
-            capture_output=True,
-            text=True,
-            timeout=180,
-            cwd=HERE.parent,
-        )  # fmt: skip
-    except subprocess.TimeoutExpired as error:
-        pytest.fail(f"the {nproc}-process run hung:\n{error.stderr}")
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    run_worker_script("sharded_worker.py", nproc, out, timeout=180)
     return [torch.load(out / f"rank{r}.pt", weights_only=False) for r in range(nproc)]
 
 

@@ -11,8 +11,6 @@ Ignite adapter under ``idist.Parallel`` are checked in ``test_sharded.py``.)
 from __future__ import annotations
 
 import csv
-import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -25,6 +23,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import sharded_lightning_script as script  # noqa: E402
+from processes import run_lightning_script  # noqa: E402
 
 pytestmark = [
     pytest.mark.skipif(
@@ -37,21 +36,7 @@ pytestmark = [
 @pytest.fixture(scope="module")
 def ddp_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("sharded_ddp")
-    env = dict(os.environ)
-    env.pop("LOCAL_RANK", None)
-    env["PYTHONPATH"] = os.pathsep.join([str(HERE.parent), env.get("PYTHONPATH", "")])
-    try:
-        done = subprocess.run(
-            [sys.executable, str(HERE / "sharded_lightning_script.py"), str(out)],
-            cwd=out,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=240,
-        )
-    except subprocess.TimeoutExpired as error:
-        pytest.fail(f"the ddp run hung:\n{error.stderr}")
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    run_lightning_script("sharded_lightning_script.py", out)
     return out
 
 

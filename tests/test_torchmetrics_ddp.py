@@ -4,13 +4,12 @@ must get the single-process numbers, and nothing may hang."""
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import pytest
 import torch
-import torch.multiprocessing as mp
 import torchmetrics_ddp_worker as worker
+from processes import spawn_and_wait
 
 pytestmark = pytest.mark.skipif(
     not torch.distributed.is_available(), reason="torch.distributed is not available"
@@ -32,19 +31,7 @@ def single_process() -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def ddp_results(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
     tmp = tmp_path_factory.mktemp("ddp")
-    context = mp.start_processes(
-        worker.run,
-        args=(2, str(tmp / "init"), str(tmp)),
-        nprocs=2,
-        join=False,
-        start_method="spawn",
-    )
-    deadline = time.monotonic() + 180
-    while not context.join(timeout=5):
-        if time.monotonic() > deadline:
-            for process in context.processes:
-                process.kill()
-            pytest.fail("the 2-process run hung")
+    spawn_and_wait(worker.run, (2, str(tmp / "init"), str(tmp)), nprocs=2)
     return [torch.load(tmp / f"rank{r}.pt", weights_only=False) for r in range(2)]
 
 
