@@ -21,8 +21,8 @@ import shutil
 import subprocess
 import sys
 import threading
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 import torch
@@ -51,8 +51,9 @@ from ranking_plugins.cli import (
 TOL_EXACT = 1e-9  # against pytrec_eval's doubles
 
 
-@dataclass
-class Outcome:
+class Outcome(NamedTuple):
+    """What a run of the command returned and printed (unpacks as a tuple too)."""
+
     status: int
     out: str
     err: str

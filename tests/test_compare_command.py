@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import io
 import json
@@ -10,20 +9,9 @@ import random
 from pathlib import Path
 
 import pytest
-
-from ranking_plugins.cli import main
+from test_cli import run_cli
 
 stats = pytest.importorskip("scipy.stats")
-
-
-def run_cli(*argv: object) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            status = main([str(a) for a in argv])
-        except SystemExit as done:
-            status = done.code if isinstance(done.code, int) else 1
-    return status, out.getvalue(), err.getvalue()
 
 
 @pytest.fixture
