@@ -39,7 +39,7 @@ import os
 import re
 import sys
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any, TextIO
@@ -221,6 +221,7 @@ def evaluate(
     wanted: Sequence[tuple[str, int | None]],
     options: Options,
     qrels_path: str = "qrels",
+    judged_only: bool = False,
 ) -> Results:
     """Evaluate a joined collection, or its parts of whole queries, with the kernel.
 
@@ -228,8 +229,14 @@ def evaluate(
     metrics are one request and the @k metrics another (with every k asked
     for); each part is ranked once, by the first, and both read that ranking.
     Per-query values follow the query names, sorted as strings.
+
+    A run document absent from the qrels is unjudged (grade ``-inf`` in the
+    collection), any document of the qrels judged (grade 0 included; a negative
+    grade is trec_eval's "in the pool, not judged"): the measures of judged
+    items read that as ``judged``. ``judged_only``: trec_eval's ``-J``.
     """
     parts = [collections] if isinstance(collections, Collection) else collections
+    parts = (_judged_only(part) for part in parts) if judged_only else parts
     keys = [name if name in GEOMETRIC_MEANS else result_key(METRICS[name], k) for name, k in wanted]
     # a geometric mean (trec_eval's gm_map) aggregates its metric's per-query values
     computed = [(GEOMETRIC_MEANS.get(name, name), k) for name, k in wanted]
@@ -240,19 +247,24 @@ def evaluate(
     groups = [(whole, None), (at_k, ks)]
     requests = [RankingRequest.create(names, top_k, options) for names, top_k in groups if names]
     first = requests[0]
+    judgments = any(request.judgments for request in requests)
     results: dict[str, list[PerQuery]] = {key: [] for key in computed_keys}
     qids: list[str] = []
     for part in parts:
         if not part.qids:
             continue
         inputs = (part.preds, part.target)
+        # read only by the measures of judged items: the others never pay for it
+        judged = part.target > -math.inf if judgments else None
         try:
-            ranked = first.rank(*inputs, indexes=part.indexes, mask=part.mask)
+            ranked = first.rank(*inputs, indexes=part.indexes, mask=part.mask, judged=judged)
             for request in requests:
                 if request.reads(first.ranking_key, first.depth):
                     evaluation = request.read(ranked)
                 else:
-                    evaluation = request.evaluate(*inputs, indexes=part.indexes, mask=part.mask)
+                    evaluation = request.evaluate(
+                        *inputs, indexes=part.indexes, mask=part.mask, judged=judged
+                    )
                 for key in request.keys:
                     if key in results:
                         results[key].append(evaluation.results[key])
@@ -289,6 +301,15 @@ def evaluate(
     return Results(
         [qids[i] for i in order.tolist()], keys, per_query, mean, standard_error, counted
     )
+
+
+def _judged_only(part: Collection) -> Collection:
+    """trec_eval's ``-J``: the run's unjudged documents leave the ranking (masked).
+
+    Masked rather than dropped, so that a query whose every retrieved document
+    is unjudged is still evaluated, with nothing retrieved (as trec_eval does).
+    """
+    return replace(part, mask=part.mask & (part.target > -math.inf))
 
 
 # --------------------------------------------------------------------------- output
@@ -516,6 +537,13 @@ def build_parser() -> argparse.ArgumentParser:
         "(skip, default, as trec_eval) or counted with nothing retrieved (count, trec_eval -c)",
     )
     add(
+        "-J",
+        "--judged-only",
+        action="store_true",
+        help="trec_eval -J: judged documents only (condensed lists: a retrieved document "
+        "absent from the qrels is removed from the run before evaluation)",
+    )
+    add(
         "-q",
         "--per-query",
         action="store_true",
@@ -651,21 +679,26 @@ def _evaluate_run(
     stderr: TextIO,
 ) -> tuple[Results, Collection]:
     """The run read, joined and evaluated in parts of whole queries; and its last part."""
+    judgments = any(METRICS[GEOMETRIC_MEANS.get(name, name)].judgments for name, _ in wanted)
     join: dict[str, Any] = {
         "trec_eval_order": args.ties == "first",
-        "relevance_threshold": threshold,
+        # the join adds the unretrieved judged documents at or above this as masked
+        # items; bpref counts every judged non-relevant document: all of them then
+        "relevance_threshold": -math.inf if judgments else threshold,
         "unjudged": args.unjudged_queries,
         "unretrieved": args.unretrieved_queries,
     }
     last: list[Collection] = []
     parts = iter_collections(qrels, args.run, args.run_format, stderr, **join)
     try:
-        results = evaluate(_keep_last(parts, last), wanted, options, args.qrels)
+        results = evaluate(
+            _keep_last(parts, last), wanted, options, args.qrels, args.judged_only
+        )
     except WholeRunNeeded:  # a query's lines are apart: the run is read whole
         run = read_records(args.run, "run", args.run_format, stderr)
         last = [build_collection(qrels, run, **join)]
         del run
-        results = evaluate(last[0], wanted, options, args.qrels)
+        results = evaluate(last[0], wanted, options, args.qrels, args.judged_only)
     return results, last[-1]
 
 

@@ -57,6 +57,7 @@ def rank_metrics(
     *,
     indexes: Tensor | None = None,
     mask: Tensor | None = None,
+    judged: Tensor | None = None,
     reduction: str = "mean",
     item_popularity: Tensor | None = None,
     tail_items: Tensor | None = None,
@@ -79,6 +80,11 @@ def rank_metrics(
         indexes: query id of each item, for the grouped layout.
         mask: ``False`` marks items that were not retrieved; they are never ranked
             but a relevant one still counts in R and in the ideal DCG.
+        judged: which items carry a relevance judgment (None: every item), read by
+            ``bpref``, ``infap``, ``num_nonrel_judged_ret``, ``unj``, ``judged`` and
+            ``rbp_resid``: ``(Q, N)`` bool (dense), ``(M,)`` bool (grouped) or the
+            judged item ids ``(Q,)`` or ``(Q, J)`` padded with ``-1`` (item indices; a
+            relevant item is judged). An unjudged item is never relevant.
         reduction: ``"mean"`` (0-d float64 per key) or ``"none"`` (per query ``(Q,)``,
             NaN for skipped queries; not for the catalogue-level metrics
             ``coverage``, ``gini``, ``entropy`` and ``personalisation``, which
@@ -111,7 +117,7 @@ def rank_metrics(
             " (one value from every query's exposure, no per-query value); use "
             "reduction='mean', or ask the per-query metrics alone"
         )
-    evaluation = request.evaluate(preds, target, indexes=indexes, mask=mask)
+    evaluation = request.evaluate(preds, target, indexes=indexes, mask=mask, judged=judged)
     if reduction == "none":
         return {key: r.values for key, r in evaluation.results.items()}
     totals = Totals.of(evaluation, request.query_keys, request.options.weighted)

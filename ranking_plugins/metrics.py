@@ -192,6 +192,55 @@ def _precision_at_r_multiple(multiple: float) -> Callable[[Cutoff, Options], Met
     return value
 
 
+# -- judged measures (issue 13): they read which items are judged (kernel/statistics/judged.py)
+
+
+def _bpref(c: Cutoff, options: Options) -> MetricValue:
+    """Σ_rel (1 - min(n_r, R) / min(N, R)) / R (Buckley & Voorhees 2004; trec_eval's bpref).
+
+    n_r: judged non-relevant items ranked before the relevant item r; N: the
+    query's judged non-relevant items. Unjudged items are left out.
+    """
+    r = c.stats.relevant_count
+    value = _ratio(c.judged.bpref_sum(r).unsqueeze(1), c.relevant_count)
+    return value.expand_as(c.k), _has_relevant(c)
+
+
+def _infap(c: Cutoff, options: Options) -> MetricValue:
+    """Inferred AP (Yilmaz & Aslam, CIKM 2006), as trec_eval's infAP computes it."""
+    value = _ratio(c.judged.infap_sum.unsqueeze(1), c.relevant_count)
+    return value.expand_as(c.k), _has_relevant(c)
+
+
+def _num_nonrel_judged_ret(c: Cutoff, options: Options) -> MetricValue:
+    return c.judged.nonrelevant_judged_ranked.unsqueeze(1).expand_as(c.k), _always(c)
+
+
+def _unjudged(c: Cutoff, options: Options) -> MetricValue:
+    """Unjudged items in the top k / k (trec_eval's unj; past the list: judged)."""
+    return _ratio(c.list_size - c.judged_hits, c.list_size), _always(c)
+
+
+def _judged(c: Cutoff, options: Options) -> MetricValue:
+    """Judged items in the top k / k (ir_measures' Judged@k): 1 - unj@k."""
+    return _ratio(c.judged_hits, c.list_size), _always(c)
+
+
+def _rbp_resid(c: Cutoff, options: Options) -> MetricValue:
+    """RBP's residual: p^n + (1 - p) Σ_{unjudged j} p^(j-1), 0 with no unjudged item.
+
+    What the unjudged ranked items and the end of the list (n items) could add
+    to RBP if they all had the largest gain (Moffat & Zobel 2008; trec_eval's
+    rbp_resid, which is 0 when no ranked item is unjudged).
+    """
+    p = options.rbp_persistence
+    judged = c.judged
+    n = c.stats.num_ranked
+    residual = p**n + (1 - p) * judged.unjudged_geometric(p)
+    value = torch.where(judged.unjudged_ranked > 0, residual, 0.0)
+    return value.unsqueeze(1).expand_as(c.k), _always(c)
+
+
 # -- beyond accuracy: which items the top k holds (kernel/statistics/exposure.py) ----------
 
 
@@ -277,6 +326,8 @@ class Metric:
     cutoff: str = "k"
     #: the tie policies under which its value is exact (others are refused)
     ties: tuple[str, ...] = TIES
+    #: it reads which items are judged (issue 13): lists are ranked whole, never counted
+    judgments: bool = False
     #: value of an empty query under empty_target_action="neg" (its worst value)
     empty_neg: float = 0.0
     lower_bound: float = 0.0
@@ -375,6 +426,39 @@ METRICS: dict[str, Metric] = {
             cutoff="whole_list",
             ties=ORDERED_TIES,
         ),
+        # -- judged measures (issue 13)
+        Metric(
+            name="bpref",
+            higher_is_better=True,
+            value=_bpref,
+            cutoff="whole_list",
+            judgments=True,
+        ),
+        Metric(
+            name="infap",
+            higher_is_better=True,
+            value=_infap,
+            cutoff="whole_list",
+            ties=ORDERED_TIES,
+            judgments=True,
+        ),
+        Metric(
+            name="num_nonrel_judged_ret",
+            higher_is_better=False,
+            value=_num_nonrel_judged_ret,
+            cutoff="whole_list",
+            upper_bound=None,
+            judgments=True,
+        ),
+        Metric(name="unj", higher_is_better=False, value=_unjudged, judgments=True),
+        Metric(name="judged", higher_is_better=True, value=_judged, judgments=True),
+        Metric(
+            name="rbp_resid",
+            higher_is_better=False,
+            value=_rbp_resid,
+            cutoff="whole_list",
+            judgments=True,
+        ),
         Metric(
             name="coverage", higher_is_better=True, value=None, catalogue=_coverage, exposure=True
         ),
@@ -472,7 +556,7 @@ class Evaluation:
 
 def rank_depth(metrics: Sequence[Metric], ks: tuple[int, ...] | None) -> int | None:
     """How deep the ranked list must go: the largest k, or None for the whole list."""
-    if ks is None or any(not m.at_k for m in metrics):
+    if ks is None or any(not m.at_k or m.judgments for m in metrics):
         return None
     return max(ks)
 

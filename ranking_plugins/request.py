@@ -159,12 +159,14 @@ class RankingRequest:
         *,
         indexes: Tensor | None = None,
         mask: Tensor | None = None,
+        judged: Tensor | None = None,
     ) -> Evaluation:
         """Per-query values of every metric at every k for one batch (no gradient).
 
         ``preds`` is a score tensor, or :class:`EmbeddingScores` with item-index targets.
+        ``judged``: which items carry a judgment (issue 13; None: every item).
         """
-        return self.read(self.rank(preds, target, indexes=indexes, mask=mask))
+        return self.read(self.rank(preds, target, indexes=indexes, mask=mask, judged=judged))
 
     def rank(
         self,
@@ -173,6 +175,7 @@ class RankingRequest:
         *,
         indexes: Tensor | None = None,
         mask: Tensor | None = None,
+        judged: Tensor | None = None,
     ) -> RankedBatch:
         """The batch's rank statistics, as deep as this request reads (:meth:`read`).
 
@@ -183,8 +186,8 @@ class RankingRequest:
             # collective, never reused: reusing is each process's own decision, and
             # processes that decided differently would wait for each other forever
             with torch.no_grad():
-                return self._rank(preds, target, indexes, mask, depth)
-        inputs = (preds, target, indexes, mask)
+                return self._rank(preds, target, indexes, mask, depth, judged)
+        inputs = (preds, target, indexes, mask, judged)
         ranking = self.ranking_key
         identities = self.identities
         if identities and isinstance(preds, Tensor) and preds.ndim == 2 and indexes is None:
@@ -196,7 +199,7 @@ class RankingRequest:
             ranked = None  # counted, or made without the items' order: rank again
         if ranked is None:
             with torch.no_grad():
-                ranked = self._rank(preds, target, indexes, mask, depth)
+                ranked = self._rank(preds, target, indexes, mask, depth, judged)
             if ranked.reusable:
                 _last_batch.store(inputs, ranking, None if ranked.whole_lists else depth, ranked)
         return ranked
@@ -216,7 +219,14 @@ class RankingRequest:
     def ranking_key(self) -> tuple[object, ...]:
         """The options that change a ranking: two requests with equal keys rank alike."""
         options = self.options
-        return (options.target_format, options.rule, options.ties, options.validate_args)
+        key = (options.target_format, options.rule, options.ties, options.validate_args)
+        # the measures of judged items read ranked (never counted) lists
+        return (*key, "judgments") if self.judgments else key
+
+    @property
+    def judgments(self) -> bool:
+        """Whether a metric reads which items are judged (bpref, infAP, unj, ...; issue 13)."""
+        return any(metric.judgments for metric in self.metrics)
 
     def reads(self, ranking_key: tuple[object, ...], depth: int | None) -> bool:
         """Whether a ranking made under ``ranking_key``, ``depth`` deep, serves this request."""
@@ -230,6 +240,7 @@ class RankingRequest:
         indexes: Tensor | None,
         mask: Tensor | None,
         depth: int | None,
+        judged: Tensor | None = None,
     ) -> RankedBatch:
         if self.identities and isinstance(preds, EmbeddingScores) and self.ks is not None:
             # counting gives the accuracy statistics of whole lists whatever the
@@ -246,6 +257,8 @@ class RankingRequest:
             depth=depth,
             validate_args=self.options.validate_args,
             identities=self.identities,
+            judged=judged,
+            judgments=self.judgments,
         )
 
 

@@ -43,6 +43,7 @@ TREC_EVAL_MEASURES: dict[str, TrecEvalMeasure] = {
     "map": TrecEvalMeasure("map"),
     "gm_map": TrecEvalMeasure("gm_map"),
     "Rprec": TrecEvalMeasure("r_precision"),
+    "bpref": TrecEvalMeasure("bpref"),  # judged measures (issue 13)
     "recip_rank": TrecEvalMeasure("mrr"),
     **{
         name: TrecEvalMeasure(name)
@@ -50,6 +51,8 @@ TREC_EVAL_MEASURES: dict[str, TrecEvalMeasure] = {
     },
     "P": TrecEvalMeasure("precision", DEFAULT_CUTOFFS),
     "recall": TrecEvalMeasure("recall", DEFAULT_CUTOFFS),
+    "infAP": TrecEvalMeasure("infap"),  # judged measures (issue 13)
+    "gm_bpref": TrecEvalMeasure("gm_bpref"),
     **{
         name: TrecEvalMeasure(name)
         for name in (f"Rprec_mult_{multiple / 10:.2f}" for multiple in range(2, 21, 2))
@@ -67,12 +70,16 @@ TREC_EVAL_MEASURES: dict[str, TrecEvalMeasure] = {
     "set_recall": TrecEvalMeasure("recall"),
     "set_map": TrecEvalMeasure("set_map"),
     "set_F": TrecEvalMeasure("f1"),
+    "num_nonrel_judged_ret": TrecEvalMeasure("num_nonrel_judged_ret", count=True),
     "rbp": TrecEvalMeasure("rbp"),
+    # judged measures (issue 13)
+    "rbp_resid": TrecEvalMeasure("rbp_resid"),
+    "unj": TrecEvalMeasure("unj", (5, 10, 20)),
 }
 
 #: trec_eval's geometric means: the aggregation (``totals.geometric_mean``) of a metric's
 #: per-query values, printed in the "all" line only
-GEOMETRIC_MEANS = {"gm_map": "map"}
+GEOMETRIC_MEANS = {"gm_map": "map", "gm_bpref": "bpref"}
 
 #: what ``-m all_trec`` asks for
 ALL_TREC = "all_trec"
@@ -84,15 +91,9 @@ LEVEL_FAMILIES = (IPREC, RPREC_MULT)
 
 #: the measures of ``trec_eval -m all_trec`` the package does not compute yet
 NOT_YET = (
-    "bpref",
-    "infAP",
-    "gm_bpref",
     "G",
     "ndcg_rel",
     "Rndcg",
-    "num_nonrel_judged_ret",
-    "rbp_resid",
-    "unj",
     "relstring",  # a string of the first grades, not a number
 )
 

@@ -70,6 +70,8 @@ def rank_inputs(
     depth: int | None,
     validate_args: bool,
     identities: bool = False,
+    judged: Tensor | None = None,
+    judgments: bool = False,
 ) -> RankedBatch:
     """The rank statistics of one batch, from its inputs, for every layout.
 
@@ -82,7 +84,19 @@ def rank_inputs(
     place (the metrics of item exposure): dense and item-index inputs (a
     column of the scores is an item) and ``EmbeddingScores`` (whose top
     ``depth`` is kept chunk by chunk, :func:`embedding_top_list`) have them.
+
+    ``judged`` (issue 13): which items carry a judgment (None: every item);
+    ``judgments``: a metric reads them (bpref, infAP, unj, ...), so every list
+    is ranked, never counted (the caller asks whole lists, ``depth=None``).
     """
+    if (judgments or judged is not None) and isinstance(
+        preds, (EmbeddingScores, ShardedEmbeddingScores)
+    ):
+        raise ValueError(
+            "`judged` and the measures of judged items (bpref, infAP, num_nonrel_judged_ret, "
+            "unj, judged, rbp_resid) do not take EmbeddingScores or ShardedEmbeddingScores "
+            "yet; pass the (Q, N) score matrix (with `judged`)"
+        )
     if identities and isinstance(preds, ShardedEmbeddingScores):
         raise ValueError(
             "the metrics of item exposure (coverage, gini, entropy, novelty, arp, "
@@ -121,8 +135,11 @@ def rank_inputs(
         target_format=target_format,
         rule=rule,
         validate_args=validate_args,
+        judged=judged,
     )
-    return rank_batch(batch, ties, depth, identities=identities)
+    return rank_batch(
+        batch, ties, depth, method="rank" if judgments else None, identities=identities
+    )
 
 
 __all__ = [

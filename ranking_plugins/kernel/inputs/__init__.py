@@ -20,6 +20,7 @@ from ranking_plugins.kernel.inputs.checks import (
     check_grades,
     check_grouped,
     check_inputs,
+    check_judged,
 )
 from ranking_plugins.kernel.inputs.dense import dense
 from ranking_plugins.kernel.inputs.grouped import grouped
@@ -43,12 +44,18 @@ def normalize_input(
     target_format: str | None,
     rule: GainRule,
     validate_args: bool,
+    judged: Tensor | None = None,
 ) -> Batch:
-    """Check the inputs and bring any layout to :class:`Batch` (SPEC section 2)."""
+    """Check the inputs and bring any layout to :class:`Batch` (SPEC section 2).
+
+    ``judged`` (issue 13): which items carry a judgment, in the layout's own form
+    (:func:`~ranking_plugins.kernel.inputs.checks.check_judged`); None: every item.
+    """
     preds, target, indexes, mask = check_inputs(preds, target, indexes, mask, target_format)
     if preds.ndim == 1:
         indexes = check_grouped(preds, target, indexes, target_format)
-        return grouped(preds, target, indexes, mask, rule, validate_args)
+        judged = check_judged(judged, preds, target, "grouped")
+        return grouped(preds, target, indexes, mask, rule, validate_args, judged)
     if preds.ndim != 2:
         raise ValueError(
             "`preds` must be (Q, N) scores, or (M,) scores with `indexes` for the grouped "
@@ -62,8 +69,10 @@ def normalize_input(
     if target_format is None:
         target_format = "dense" if target.shape == preds.shape else "indices"
     if target_format == "dense":
-        return dense(preds, target, mask, rule, validate_args)
-    return item_ids(preds, target, mask, rule, validate_args)
+        judged = check_judged(judged, preds, target, "dense")
+        return dense(preds, target, mask, rule, validate_args, judged)
+    judged = check_judged(judged, preds, target, "indices")
+    return item_ids(preds, target, mask, rule, validate_args, judged)
 
 
 __all__ = [

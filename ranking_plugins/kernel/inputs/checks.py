@@ -127,3 +127,41 @@ def check_embedding_inputs(
         raise ValueError("`indexes` (grouped layout) does not apply to EmbeddingScores")
     if target_format == "dense":
         raise ValueError("EmbeddingScores needs item-index targets, not `target_format='dense'`")
+
+
+def check_judged(judged: object, preds: Tensor, target: Tensor, layout: str) -> Tensor | None:
+    """The ``judged`` input of a layout (issue 13), detached; None: every item is judged.
+
+    Dense and grouped: a bool tensor shaped like ``preds``. Item ids: an integer
+    tensor (Q,) or (Q, J) of judged item ids, -1 for padding.
+    """
+    if judged is None:
+        return None
+    judged = V.check_tensor("judged", judged).detach()
+    V.check_same_device(preds=preds, judged=judged)
+    if layout == "indices":
+        if not V.is_integer_dtype(judged.dtype):
+            raise TypeError(
+                "with item-index targets, `judged` must be an integer tensor of the judged "
+                f"item ids (Q,) or (Q, J), -1 for padding; got dtype {judged.dtype}"
+            )
+        if judged.ndim == 1:
+            judged = judged.unsqueeze(1)
+        if judged.ndim != 2 or judged.shape[0] != preds.shape[0]:
+            raise ValueError(
+                f"with item-index targets, `judged` must be (Q,) or (Q, J) with Q = "
+                f"{preds.shape[0]} rows of `preds`, got shape {tuple(judged.shape)}"
+            )
+        V.check_item_ids("judged", judged, preds.shape[1])
+        return judged.to(torch.int64)
+    if judged.dtype != torch.bool:
+        raise TypeError(
+            f"`judged` must be a bool tensor (True: the item carries a judgment), "
+            f"got dtype {judged.dtype}"
+        )
+    if judged.shape != preds.shape:
+        raise ValueError(
+            f"`judged` must have the shape of `preds` {tuple(preds.shape)}, "
+            f"got {tuple(judged.shape)}"
+        )
+    return judged

@@ -16,9 +16,14 @@ from ranking_plugins.kernel.inputs.relevance import DenseGrades, GainRule
 
 
 def dense(
-    preds: Tensor, target: Tensor, mask: Tensor | None, rule: GainRule, validate_args: bool
+    preds: Tensor,
+    target: Tensor,
+    mask: Tensor | None,
+    rule: GainRule,
+    validate_args: bool,
+    judged: Tensor | None = None,
 ) -> Batch:
-    """Checked (Q, N) scores and (Q, N) grades as one part."""
+    """Checked (Q, N) scores and (Q, N) grades as one part; ``judged``: (Q, N) bool or None."""
     if target.shape != preds.shape:
         raise ValueError(
             f"dense `target` must have the shape of `preds` {tuple(preds.shape)}, "
@@ -30,5 +35,5 @@ def dense(
         if not deferred:
             V.check_values(preds, None, None, preds.shape[1])
         row_max = check_grades(target, rule, preds.shape[1])
-    grades = DenseGrades(target, rule, row_max=row_max)
+    grades = DenseGrades(target, rule, judged, row_max=row_max)
     return one_part(RankingInput(preds, mask, grades, deferred))

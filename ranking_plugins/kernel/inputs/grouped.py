@@ -24,6 +24,7 @@ def grouped(
     mask: Tensor | None,
     rule: GainRule,
     validate_args: bool,
+    judged_items: Tensor | None = None,
 ) -> Batch:
     """Flat (M,) triples with query ids -> padded rows, items in input order.
 
@@ -70,11 +71,15 @@ def grouped(
         judged = torch.zeros((count, width), dtype=torch.bool, device=device)
         judged[row, column] = True
         ranked = judged.clone()
+        if judged_items is not None:
+            judged[row, column] = judged_items[entries]
         if mask is not None:
             ranked[row, column] = mask[entries]
         # lists of one length (the usual batch of candidates) have no padding
         padded = int(lengths.min()) < width
-        relevance = DenseGrades(grades, rule, judged if padded else None)
+        relevance = DenseGrades(
+            grades, rule, judged if padded or judged_items is not None else None
+        )
         data = RankingInput(scores, ranked, relevance, deferred)
         parts.append(Part(rows, data))
         first_query += count

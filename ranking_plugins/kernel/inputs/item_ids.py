@@ -16,9 +16,17 @@ from ranking_plugins.kernel.inputs.relevance import GainRule, ItemIds
 
 
 def item_ids(
-    preds: Tensor, target: Tensor, mask: Tensor | None, rule: GainRule, validate_args: bool
+    preds: Tensor,
+    target: Tensor,
+    mask: Tensor | None,
+    rule: GainRule,
+    validate_args: bool,
+    judged: Tensor | None = None,
 ) -> Batch:
-    """Checked (Q, N) scores and (Q,) or (Q, T) item ids (-1: padding) as one part."""
+    """Checked (Q, N) scores and (Q,) or (Q, T) item ids (-1: padding) as one part.
+
+    ``judged``: (Q, J) ids of the judged items (-1: padding), or None: every item.
+    """
     if not V.is_integer_dtype(target.dtype):
         raise TypeError(
             "item-index `target` must be an integer tensor of item ids (Q,) or (Q, T) "
@@ -37,5 +45,5 @@ def item_ids(
         V.check_item_ids("target", target, preds.shape[1])
     elif validate_args:
         V.check_values(preds, None, target, preds.shape[1])
-    ids = ItemIds(target.to(torch.int64), preds.shape[1], rule)
+    ids = ItemIds(target.to(torch.int64), preds.shape[1], rule, judged)
     return one_part(RankingInput(preds, mask, ids, deferred))

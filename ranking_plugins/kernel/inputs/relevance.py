@@ -116,6 +116,21 @@ class Relevance(Protocol):
         """The targets of the queries ``rows`` only."""
         ...
 
+    # -- judgments (issue 13): read only by the measures of incomplete judgments --
+
+    def judgment_at(self, items: Tensor) -> tuple[Tensor, Tensor]:
+        """(judged, pooled) of ``items`` (item indices per query), bool each.
+
+        pooled: the item carries a judgment entry (trec_eval: it is in the
+        qrels); judged: pooled with a grade of 0 or more (a negative grade is
+        trec_eval's "in the pool but not judged").
+        """
+        ...
+
+    def judged_nonrelevant_count(self) -> Tensor:
+        """(Q,) int64: judged items (grade >= 0) that are not relevant, over all items."""
+        ...
+
 
 class DenseGrades:
     """Targets given as a grade for every item: (Q, N) bool, int or float.
@@ -173,6 +188,21 @@ class DenseGrades:
             relevant &= self.judged
         return count_true(relevant if within is None else relevant & within)
 
+    def _judgments(self, grades: Tensor, pooled: Tensor | None) -> tuple[Tensor, Tensor]:
+        judged = grades >= 0 if grades.dtype != torch.bool else torch.ones_like(grades)
+        if pooled is None:
+            return judged, torch.ones_like(judged)
+        return judged & pooled, pooled
+
+    def judgment_at(self, items: Tensor) -> tuple[Tensor, Tensor]:
+        pooled = None if self.judged is None else self.judged.gather(1, items)
+        return self._judgments(self.grades.gather(1, items), pooled)
+
+    def judged_nonrelevant_count(self) -> Tensor:
+        judged, _ = self._judgments(self.grades, self.judged)
+        relevant, _ = self._relevant_and_gain(self.grades, self.judged)
+        return count_true(judged & ~relevant)
+
     def ideal_gains(self, length: int, relevant_count: Tensor) -> Tensor:
         if self.binary:
             return binary_ideal_gains(relevant_count, length)
@@ -220,11 +250,21 @@ class ItemIds:
 
     binary = True
 
-    def __init__(self, item_ids: Tensor, num_items: int, rule: GainRule) -> None:
+    def __init__(
+        self,
+        item_ids: Tensor,
+        num_items: int,
+        rule: GainRule,
+        judged_ids: Tensor | None = None,
+    ) -> None:
         self.rule = rule
         self.num_items = num_items
+        self.listed_ids = item_ids
         # with nothing relevant, no id is listed
         self.item_ids = item_ids if rule.grade_one_is_relevant else torch.full_like(item_ids, -1)
+        #: (Q, J) the ids of the judged items (-1: padding); None: every item is judged.
+        #: A listed (relevant) item is judged whether or not it is repeated here.
+        self.judged_ids = judged_ids
 
     def at(self, items: Tensor, rows: Tensor | None = None) -> tuple[Tensor, Tensor]:
         ids = self.item_ids if rows is None else self.item_ids[rows]
@@ -242,7 +282,26 @@ class ItemIds:
         return relevant, relevant.to(torch.float64)
 
     def take(self, rows: slice) -> ItemIds:
-        return ItemIds(self.item_ids[rows], self.num_items, self.rule)
+        judged = None if self.judged_ids is None else self.judged_ids[rows]
+        return ItemIds(self.listed_ids[rows], self.num_items, self.rule, judged)
+
+    def judgment_at(self, items: Tensor) -> tuple[Tensor, Tensor]:
+        if self.judged_ids is None:
+            judged = torch.ones_like(items, dtype=torch.bool)
+        else:
+            ids = torch.cat([self.listed_ids, self.judged_ids], dim=1)
+            judged = (items.unsqueeze(-1) == ids.unsqueeze(1)).any(dim=-1)
+        return judged, judged
+
+    def judged_nonrelevant_count(self) -> Tensor:
+        relevant = self.relevant_count()
+        if self.judged_ids is None:
+            return self.num_items - relevant
+        # the distinct ids judged (listed or in ``judged_ids``), less the relevant ones
+        ids = torch.cat([self.listed_ids, self.judged_ids], dim=1).sort(dim=1).values
+        counted = ids >= 0
+        counted[:, 1:] &= ids[:, 1:] != ids[:, :-1]
+        return counted.sum(dim=1) - relevant
 
     def relevant_count(self, within: Tensor | None = None) -> Tensor:
         ids = self.item_ids.sort(dim=1).values

@@ -18,6 +18,7 @@ from torch import Tensor
 
 if TYPE_CHECKING:
     from ranking_plugins.kernel.ranking.tie_groups import RankedList
+    from ranking_plugins.kernel.statistics.judged import JudgedStats
     from ranking_plugins.kernel.statistics.exposure import TopItems
 
 
@@ -119,6 +120,16 @@ class ListStats(ABC):
     def nonrelevant_ranked(self) -> Tensor:
         return self.num_ranked - self.relevant_ranked
 
+    # -- judgments (issue 13): read only by the measures of judged items ------------
+    # Only ranked lists (``RankStats``) answer them: a request that asks one of
+    # those measures ranks every list whole, never by counting (``rank_inputs``).
+
+    def judgments(self) -> JudgedStats:
+        """The statistics of judged items (bpref, infAP, unj, ...) of these lists."""
+        raise ValueError(
+            "the measures of judged items need ranked lists, not counted ranks"
+        )  # pragma: no cover - requests that read them always rank
+
     def at(
         self,
         cutoff: Tensor,
@@ -212,3 +223,13 @@ class Cutoff:
     @property
     def relevant_count(self) -> Tensor:
         return self.stats.relevant_count.unsqueeze(1)
+
+    @cached_property
+    def judged(self) -> JudgedStats:
+        """The statistics of judged items (issue 13), computed when a measure reads them."""
+        return self.stats.judgments()
+
+    @cached_property
+    def judged_hits(self) -> Tensor:
+        """E[judged items in the top k] (trec_eval's unj counts the others)."""
+        return self.judged.judged_at(self.k)

@@ -25,6 +25,7 @@ from ranking_plugins.kernel.statistics.closed_forms import (
     recall_level_hits,
     stopping_probability,
 )
+from ranking_plugins.kernel.statistics.judged import JudgedStats
 from ranking_plugins.kernel.statistics.list_stats import ListStats
 
 
@@ -210,3 +211,13 @@ class RankStats(ListStats):
             prefix, nonrelevant_before, g.group_size - g.group_relevant
         )
         return (self.relevance * term).sum(dim=1)
+
+    # -- judgments (issue 13) ------------------------------------------------
+
+    def judgments(self) -> JudgedStats:
+        """The statistics of judged items, made once, when a measure reads them."""
+        cached: JudgedStats | None = self.__dict__.get("_judged")
+        if cached is None:
+            cached = JudgedStats(self.list, self._relevance, self.relevance, self.position)
+            self.__dict__["_judged"] = cached
+        return cached

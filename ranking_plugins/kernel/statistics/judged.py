@@ -1,0 +1,158 @@
+"""Statistics of judged items (issue 13): what bpref, infAP, unj and rbp_resid read.
+
+An item is *pooled* when it carries a judgment entry (trec_eval: it is in the
+qrels) and *judged* when it is pooled with a grade of 0 or more (a negative
+grade is trec_eval's "in the pool but not judged"). :class:`JudgedStats`
+reads those states along a ranked list (:class:`RankedList`) and gives, per
+query, the sums the measures of incomplete judgments need, exactly under every
+tie policy where the measure is a sum of per-group terms:
+
+* under "average" a tie group's members share its places evenly, so the
+  chance that a place holds a judged item is the group's judged share;
+* a relevant item's count of judged non-relevant items before it is the
+  count before its group plus U, where U, the number of the group's n judged
+  non-relevant items placed before it, is uniform over 0..n (the item's place
+  among those n + 1 items is uniform): bpref's E[min(J + U, R)] is a
+  difference of prefix sums of min(v, R) (:func:`capped_prefix_sum`);
+* under the ordered policies a group that holds a relevant item holds only
+  relevant items, so those counts are the counts before the group, and the
+  same formulas give the deterministic value.
+
+Made only when a measure of judged items is read (``RankStats.judgments``):
+the requests of the other metrics never pay for it.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+
+import torch
+from torch import Tensor
+
+from ranking_plugins.kernel.inputs.relevance import Relevance
+from ranking_plugins.kernel.ranking.tie_groups import RankedList
+
+#: trec_eval's INFAP_EPSILON (trec_eval.h)
+INFAP_EPSILON = 0.00001
+
+
+def capped_prefix_sum(x: Tensor, cap: Tensor) -> Tensor:
+    """Σ_{v=0}^{x-1} min(v, cap): m(m - 1)/2 + (x - m)·cap with m = min(x, cap)."""
+    m = torch.minimum(x, cap)
+    return m * (m - 1) / 2 + (x - m) * cap
+
+
+class JudgedStats:
+    """Per-query sums over a ranked list of the judged, pooled and relevant items.
+
+    ``relevance``: the expected relevance of each place (``RankStats.relevance``);
+    ``position``: 1..L, float64.
+    """
+
+    def __init__(
+        self,
+        ranked_list: RankedList,
+        relevance: Relevance,
+        place_relevance: Tensor,
+        position: Tensor,
+    ) -> None:
+        g = ranked_list
+        assert g.items is not None, "a ranked list names its items"
+        ranked = g.ranked
+        relevant, _ = relevance.at(g.items)
+        judged, pooled = relevance.judgment_at(g.items)
+        relevant &= ranked
+        judged &= ranked
+        pooled &= ranked
+        self.list = g
+        self.ranked = ranked
+        self.position = position
+        self.place_relevance = place_relevance
+        self._relevance = relevance
+        self._group = g.group_start.to(torch.int64)
+        self._judged = judged.to(torch.float64)
+        self._nonrelevant_judged = (judged & ~relevant).to(torch.float64)
+        self._pooled_unjudged = (pooled & ~judged).to(torch.float64)
+
+    def _group_total(self, values: Tensor) -> Tensor:
+        """The sum of ``values`` over each place's tie group, at every place."""
+        total = torch.zeros_like(values).scatter_add_(1, self._group, values)
+        return total.gather(1, self._group)
+
+    def _before_group(self, values: Tensor) -> Tensor:
+        """The sum of ``values`` over the places before each place's tie group."""
+        cumulative = torch.cat(
+            [torch.zeros_like(values[:, :1]), torch.cumsum(values, dim=1)], dim=1
+        )
+        return cumulative.gather(1, self._group)
+
+    @cached_property
+    def judged_share(self) -> Tensor:
+        """(Q, L) P(the place holds a judged item)."""
+        share = self._group_total(self._judged) / self.list.group_size
+        return torch.where(self.ranked, share, 0.0)
+
+    @cached_property
+    def _cumulative_judged(self) -> Tensor:
+        share = self.judged_share
+        return torch.cat([torch.zeros_like(share[:, :1]), torch.cumsum(share, dim=1)], dim=1)
+
+    def judged_at(self, k: Tensor) -> Tensor:
+        """(Q, K) E[judged items in the top k]; places past the list hold none."""
+        cumulative = self._cumulative_judged
+        index = k.clamp(max=cumulative.shape[1] - 1).to(torch.int64)
+        return cumulative.gather(1, index)
+
+    @cached_property
+    def nonrelevant_judged_ranked(self) -> Tensor:
+        """(Q,) judged non-relevant ranked items (trec_eval's num_nonrel_judged_ret)."""
+        return self._nonrelevant_judged.sum(dim=1)
+
+    @cached_property
+    def unjudged_ranked(self) -> Tensor:
+        """(Q,) ranked items that are not judged."""
+        return (self.ranked.to(torch.float64) - self._judged).sum(dim=1)
+
+    def unjudged_geometric(self, persistence: float) -> Tensor:
+        """(Q,) E[Σ over unjudged ranked places j of p^(j-1)] (rbp_resid's sum)."""
+        unjudged = torch.where(self.ranked, 1 - self.judged_share, 0.0)
+        return (unjudged * persistence ** (self.position - 1)).sum(dim=1)
+
+    @cached_property
+    def judged_nonrelevant_count(self) -> Tensor:
+        """(Q,) N: judged non-relevant items of the query, ranked or not."""
+        return self._relevance.judged_nonrelevant_count().to(torch.float64)
+
+    def bpref_sum(self, relevant_count: Tensor) -> Tensor:
+        """(Q,) E[Σ over ranked relevant items of 1 - min(n_r, R) / min(N, R)].
+
+        n_r: judged non-relevant items ranked before the item (trec_eval's bpref,
+        before its division by R); J before the item's group plus U, uniform over
+        0..n, n the group's judged non-relevant items.
+        """
+        r = relevant_count.unsqueeze(1)
+        before = self._before_group(self._nonrelevant_judged)
+        inside = self._group_total(self._nonrelevant_judged)
+        expected_min = (
+            capped_prefix_sum(before + inside + 1, r) - capped_prefix_sum(before, r)
+        ) / (inside + 1)
+        scale = torch.minimum(self.judged_nonrelevant_count.unsqueeze(1), r)
+        term = 1 - torch.where(scale > 0, expected_min / torch.where(scale > 0, scale, 1.0), 0.0)
+        return (self.place_relevance * term).sum(dim=1)
+
+    @cached_property
+    def infap_sum(self) -> Tensor:
+        """(Q,) Σ over ranked relevant items at place j of trec_eval's infAP term.
+
+        (1 + d · (ρ + ε) / (ρ + n + 2ε)) / j, with ρ relevant, n judged
+        non-relevant and d = ρ + n + u pooled items before it (u pooled but not
+        judged). Exact under the ordered tie policies only (the metric refuses
+        "average"): there a group with a relevant item holds only relevant items.
+        """
+        g = self.list
+        rho = g.relevant_before + (self.position - g.group_start - 1)
+        n = self._before_group(self._nonrelevant_judged)
+        u = self._before_group(self._pooled_unjudged)
+        precision = (rho + INFAP_EPSILON) / (rho + n + 2 * INFAP_EPSILON)
+        term = (1 + (rho + n + u) * precision) / self.position
+        return (self.place_relevance * term).sum(dim=1)
