@@ -306,10 +306,12 @@ def evaluate(
 def _judged_only(part: Collection) -> Collection:
     """trec_eval's ``-J``: the run's unjudged documents leave the ranking (masked).
 
-    Masked rather than dropped, so that a query whose every retrieved document
-    is unjudged is still evaluated, with nothing retrieved (as trec_eval does).
+    Unjudged: absent from the qrels, or there with a negative grade (in the pool,
+    not judged); trec_eval keeps the grades >= 0. Masked rather than dropped, so
+    that a query whose every retrieved document is unjudged is still evaluated,
+    with nothing retrieved (as trec_eval does).
     """
-    return replace(part, mask=part.mask & (part.target > -math.inf))
+    return replace(part, mask=part.mask & (part.target >= 0))
 
 
 # --------------------------------------------------------------------------- output
@@ -541,7 +543,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--judged-only",
         action="store_true",
         help="trec_eval -J: judged documents only (condensed lists: a retrieved document "
-        "absent from the qrels is removed from the run before evaluation)",
+        "absent from the qrels, or there with a negative grade, is removed from the run "
+        "before evaluation)",
     )
     add(
         "-q",
@@ -691,9 +694,7 @@ def _evaluate_run(
     last: list[Collection] = []
     parts = iter_collections(qrels, args.run, args.run_format, stderr, **join)
     try:
-        results = evaluate(
-            _keep_last(parts, last), wanted, options, args.qrels, args.judged_only
-        )
+        results = evaluate(_keep_last(parts, last), wanted, options, args.qrels, args.judged_only)
     except WholeRunNeeded:  # a query's lines are apart: the run is read whole
         run = read_records(args.run, "run", args.run_format, stderr)
         last = [build_collection(qrels, run, **join)]

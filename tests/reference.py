@@ -654,3 +654,154 @@ def reference_trec_measure(
         assert all(v is None for v in values), (metric, k, values)
         return None
     return math.fsum(v for v in values if v is not None) / len(values)
+
+
+# --------------------------------------------------------------------------- #
+# judged measures (issue 13): bpref, infap, num_nonrel_judged_ret, unj, judged, rbp_resid
+# --------------------------------------------------------------------------- #
+#: the measures that read which items are judged; (takes a cutoff k)
+JUDGED_MEASURES = {
+    "bpref": False,
+    "infap": False,
+    "num_nonrel_judged_ret": False,
+    "unj": True,
+    "judged": True,
+    "rbp_resid": False,
+}
+#: defined for every query (no relevant item needed)
+JUDGED_ALWAYS_DEFINED = ("num_nonrel_judged_ret", "unj", "judged", "rbp_resid")
+INFAP_EPSILON = 0.00001
+
+
+def judged_orders(
+    scores: Sequence[float],
+    grades: Sequence[float],
+    ranked: Sequence[bool],
+    ties: str,
+    relevance_threshold: float | None,
+) -> list[list[int]]:
+    """The orders a tie policy stands for, for the measures of judged items.
+
+    "average" and "first" as :func:`all_orders`. "pessimistic" and "optimistic"
+    decide only where relevant items stand among their ties (and by grade); the
+    order of items they leave interchangeable (the non-relevant ones of a tie,
+    relevant ones of one grade), which no other measure sees but unj does, is
+    averaged: every order of those sub-blocks is equally likely.
+    """
+    if ties in ("average", "first"):
+        return all_orders(scores, grades, ranked, ties, relevance_threshold)
+    blocks: list[list[int]] = []
+    for group in tie_groups(scores, ranked):
+        nonrelevant = [i for i in group if not is_relevant(grades[i], relevance_threshold)]
+        by_grade: dict[float, list[int]] = {}
+        for i in group:
+            if is_relevant(grades[i], relevance_threshold):
+                by_grade.setdefault(float(grades[i]), []).append(i)
+        relevant = [by_grade[g] for g in sorted(by_grade, reverse=ties == "optimistic")]
+        parts = [*relevant, nonrelevant] if ties == "optimistic" else [nonrelevant, *relevant]
+        blocks += [p for p in parts if p]
+    per_block = [list(itertools.permutations(b)) for b in blocks]
+    return [[i for part in combo for i in part] for combo in itertools.product(*per_block)]
+
+
+def _judged_measure_for_order(
+    order: list[int],
+    grades: Sequence[float],
+    pooled: Sequence[bool],
+    metric: str,
+    k: int | None,
+    *,
+    relevance_threshold: float | None,
+    persistence: float,
+) -> float | None:
+    """trec_eval's loops (m_bpref.c, m_infap.c, m_unjudged.c, ...) over one ranked list.
+
+    ``pooled``: the item has a judgment entry (trec_eval: it is in the qrels);
+    judged: pooled with a grade >= 0 (a negative grade: in the pool, not judged);
+    relevant: pooled and relevant under the threshold.
+    """
+    n_items = len(grades)
+    relevant = [pooled[i] and is_relevant(grades[i], relevance_threshold) for i in range(n_items)]
+    judged = [pooled[i] and grades[i] >= 0 for i in range(n_items)]
+    R = sum(relevant)
+    N = sum(1 for i in range(n_items) if judged[i] and not relevant[i])
+    if metric == "num_nonrel_judged_ret":
+        return float(sum(1 for i in order if judged[i] and not relevant[i]))
+    if metric in ("unj", "judged"):
+        assert k is not None
+        count = sum(1 for i in order[:k] if judged[i])  # past the list: judged (trec_eval)
+        fraction = count / k
+        return fraction if metric == "judged" else 1 - fraction
+    if metric == "rbp_resid":
+        unjudged = [j for j, i in enumerate(order) if not judged[i]]
+        if not unjudged:
+            return 0.0
+        p = persistence
+        return p ** len(order) + (1 - p) * math.fsum(p**j for j in unjudged)
+    if R == 0:
+        return None
+    if metric == "bpref":
+        total, nonrelevant = 0.0, 0
+        for i in order:
+            if relevant[i]:
+                total += 1 - min(nonrelevant, R) / min(N, R) if nonrelevant else 1.0
+            elif judged[i]:
+                nonrelevant += 1
+        return total / R
+    if metric == "infap":
+        total, rel_so_far, nonrelevant, pool_only = 0.0, 0, 0, 0
+        for j, i in enumerate(order):
+            if not pooled[i]:
+                continue
+            if relevant[i]:
+                rel_so_far += 1
+                if j == 0:
+                    total += 1.0
+                else:
+                    d = rel_so_far - 1 + nonrelevant + pool_only
+                    precision = (rel_so_far - 1 + INFAP_EPSILON) / (
+                        rel_so_far - 1 + nonrelevant + 2 * INFAP_EPSILON
+                    )
+                    total += 1 / (j + 1) + (j / (j + 1)) * (d / j) * precision
+            elif judged[i]:
+                nonrelevant += 1
+            else:
+                pool_only += 1
+        return total / R
+    raise ValueError(f"unknown measure {metric!r}")
+
+
+def reference_judged_measure(
+    scores: Sequence[float],
+    grades: Sequence[float],
+    ranked: Sequence[bool],
+    pooled: Sequence[bool],
+    metric: str,
+    k: int | None,
+    *,
+    ties: str,
+    relevance_threshold: float | None = None,
+    persistence: float = 0.8,
+) -> float | None:
+    """One query's value of a judged measure: the mean over the orders ``ties`` stands for.
+
+    An item that is not ``pooled`` is never relevant, whatever its grade.
+    """
+    grades = [float(g) if pooled[i] else -math.inf for i, g in enumerate(grades)]
+    orders = judged_orders(scores, grades, ranked, ties, relevance_threshold)
+    values = [
+        _judged_measure_for_order(
+            order,
+            grades,
+            pooled,
+            metric,
+            k if JUDGED_MEASURES[metric] else None,
+            relevance_threshold=relevance_threshold,
+            persistence=persistence,
+        )
+        for order in orders
+    ]
+    if any(v is None for v in values):
+        assert all(v is None for v in values), (metric, k, values)
+        return None
+    return math.fsum(v for v in values if v is not None) / len(values)

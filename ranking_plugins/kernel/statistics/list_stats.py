@@ -18,8 +18,8 @@ from torch import Tensor
 
 if TYPE_CHECKING:
     from ranking_plugins.kernel.ranking.tie_groups import RankedList
-    from ranking_plugins.kernel.statistics.judged import JudgedStats
     from ranking_plugins.kernel.statistics.exposure import TopItems
+    from ranking_plugins.kernel.statistics.judged import JudgedStats
 
 
 class ListStats(ABC):

@@ -1,0 +1,371 @@
+"""Issue 13's judged items: the ``judged`` input and the measures that read it.
+
+bpref, gm_bpref, infap, num_nonrel_judged_ret, unj, judged (Judged@k) and
+rbp_resid, checked against trec_eval's printed output (out.test.aq,
+out.test.aql with -l 2) through ``rank_metrics`` (the command's lines are
+compared in tests/test_trec_measures.py::test_command_prints_trec_eval_lines);
+against pytrec_eval (trec_eval itself) and ranx on random collections with
+unjudged documents, and pytrec_eval's ``judged_docs_only_flag`` for ``-J``;
+and against the brute-force reference (tests/reference.py) over every order a
+tie policy stands for, in the dense, item-id and grouped layouts.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from functools import cache
+from pathlib import Path
+
+import pytest
+import torch
+from reference import JUDGED_ALWAYS_DEFINED, JUDGED_MEASURES, TIES, reference_judged_measure
+from trec_files import TOL_PRINTED, read_qrels, read_run, read_trec_eval_output, to_tensors
+
+from ranking_plugins import rank_metrics
+from ranking_plugins.cli import main
+from ranking_plugins.embeddings import EmbeddingScores
+from ranking_plugins.totals import geometric_mean
+
+CASES = {
+    "aq": ("qrels.test", "out.test.aq", None),
+    "aql-l2": ("qrels.rel_level", "out.test.aql", 2),
+}
+#: trec_eval's name -> (the package's metric, its cutoff)
+TREC_NAMES = {
+    "bpref": ("bpref", None),
+    "infAP": ("infap", None),
+    "num_nonrel_judged_ret": ("num_nonrel_judged_ret", None),
+    "rbp_resid": ("rbp_resid", None),
+    "unj_5": ("unj", 5),
+    "unj_10": ("unj", 10),
+    "unj_20": ("unj", 20),
+}
+
+
+def _judged_columns(qrels, run, qids, width):
+    """``judged`` (Q, width) in to_tensors' column order: the document is in the qrels."""
+    judged = torch.zeros(len(qids), width, dtype=torch.bool)
+    for q, qid in enumerate(qids):
+        docnos = sorted(set(qrels.get(qid, {})) | set(run.get(qid, {})), reverse=True)
+        for j, docno in enumerate(docnos):
+            judged[q, j] = docno in qrels.get(qid, {})
+    return judged
+
+
+@cache
+def _load(data_dir: str, case: str):
+    qrels_file, out_file, level = CASES[case]
+    d = Path(data_dir)
+    out = read_trec_eval_output(d / out_file)
+    qids = sorted(q for q in out if q != "all")
+    qrels, run = read_qrels(d / qrels_file), read_run(d / "results.test")
+    qids, preds, target, mask = to_tensors(qrels, run, qids)
+    judged = _judged_columns(qrels, run, qids, preds.shape[1])
+    return out, level, qids, preds, target, mask, judged
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_reproduces_trec_eval_output(trec_eval_dir, case):
+    out, level, qids, preds, target, mask, judged = _load(str(trec_eval_dir), case)
+    options = {
+        "mask": mask,
+        "judged": judged,
+        "ties": "first",
+        "gain": "linear",
+        "relevance_threshold": level,
+        "rbp_persistence": 0.9,
+    }
+    whole = ["bpref", "infap", "num_nonrel_judged_ret", "rbp_resid"]
+    per_query = rank_metrics(preds, target, whole, top_k=None, reduction="none", **options)
+    per_query |= rank_metrics(
+        preds, target, ["unj"], top_k=[5, 10, 20], reduction="none", **options
+    )
+    mean = rank_metrics(preds, target, whole, top_k=None, **options)
+    mean |= rank_metrics(preds, target, ["unj"], top_k=[5, 10, 20], **options)
+    mismatches = []
+    for name, (metric, k) in TREC_NAMES.items():
+        key = metric if k is None else f"{metric}@{k}"
+        for q, qid in enumerate(qids):
+            if not abs(float(per_query[key][q]) - float(out[qid][name])) <= TOL_PRINTED:
+                mismatches.append(f"{name} {qid}: {out[qid][name]} vs {float(per_query[key][q])}")
+        summary = (
+            float(per_query[key].sum()) if name == "num_nonrel_judged_ret" else float(mean[key])
+        )
+        if not abs(summary - float(out["all"][name])) <= TOL_PRINTED:
+            mismatches.append(f"{name} all: {out['all'][name]} vs {summary}")
+    gm_bpref = geometric_mean(per_query["bpref"])
+    if not abs(gm_bpref - float(out["all"]["gm_bpref"])) <= TOL_PRINTED:
+        mismatches.append(f"gm_bpref all: {out['all']['gm_bpref']} vs {gm_bpref}")
+    assert not mismatches, "\n".join(mismatches)
+
+
+# --------------------------------------------------------------------------- brute force
+
+
+def _judged_problem(seed: int, queries: int = 7, items: int = 7):
+    """Dense scores with many ties, grades -1..2, unjudged and masked items."""
+    rng = random.Random(seed)
+    preds = torch.tensor(
+        [[float(rng.choice([0, 1, 2, 3])) for _ in range(items)] for _ in range(queries)]
+    )
+    target = torch.tensor(
+        [[rng.choice([-1, 0, 0, 1, 2]) for _ in range(items)] for _ in range(queries)]
+    )
+    judged = torch.rand(queries, items, generator=torch.Generator().manual_seed(seed)) < 0.7
+    mask = torch.rand(queries, items, generator=torch.Generator().manual_seed(seed + 1)) < 0.85
+    return preds, target, mask, judged
+
+
+def _check_against_reference(preds, target, mask, judged_dense, ties, got, ks, persistence):
+    for q in range(preds.shape[0]):
+        args = (preds[q].tolist(), target[q].tolist(), mask[q].tolist(), judged_dense[q].tolist())
+        for metric, takes_k in JUDGED_MEASURES.items():
+            if metric == "infap" and ties == "average":
+                continue
+            for k in ks if takes_k else [None]:
+                key = metric if k is None else f"{metric}@{k}"
+                expected = reference_judged_measure(
+                    *args, metric, k, ties=ties, persistence=persistence
+                )
+                value = float(got[key][q])
+                if expected is None:
+                    assert metric not in JUDGED_ALWAYS_DEFINED and math.isnan(value), (key, q)
+                else:
+                    assert value == pytest.approx(expected, abs=1e-12), (key, q, ties)
+
+
+def _exact(ties: str) -> list[str]:
+    return [m for m in JUDGED_MEASURES if ties != "average" or m != "infap"]
+
+
+@pytest.mark.parametrize("ties", TIES)
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_brute_force_dense_and_grouped(ties, seed):
+    preds, target, mask, judged = _judged_problem(seed)
+    ks = [1, 3, 10]
+    options = {
+        "mask": mask,
+        "judged": judged,
+        "ties": ties,
+        "empty_target_action": "skip",
+        "reduction": "none",
+        "rbp_persistence": 0.7,
+    }
+    got = rank_metrics(preds, target, _exact(ties), top_k=ks, **options)
+    _check_against_reference(preds, target, mask, judged, ties, got, ks, 0.7)
+    # the grouped layout: one (M,) entry per item, judged (M,) bool
+    indexes = torch.arange(preds.shape[0]).repeat_interleave(preds.shape[1])
+    grouped = rank_metrics(
+        preds.flatten(),
+        target.flatten(),
+        _exact(ties),
+        top_k=ks,
+        indexes=indexes,
+        **{**options, "mask": mask.flatten(), "judged": judged.flatten()},
+    )
+    for key, values in got.items():
+        torch.testing.assert_close(grouped[key], values, equal_nan=True, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("ties", TIES)
+def test_brute_force_item_ids(ties):
+    """Item-id targets with judged ids (-1 padded): a listed relevant item is judged."""
+    rng = random.Random(7)
+    queries, items = 8, 7
+    preds = torch.tensor(
+        [[float(rng.choice([0, 1, 2])) for _ in range(items)] for _ in range(queries)]
+    )
+    ids = torch.tensor([rng.sample(range(items), 3) for _ in range(queries)])
+    ids[:, 2] = -1
+    judged_ids = torch.tensor([rng.sample(range(items), 4) for _ in range(queries)])
+    judged_ids[::3, 3] = -1
+    ks = [1, 2, 5, 9]
+    options = {"ties": ties, "empty_target_action": "skip", "reduction": "none"}
+    got = rank_metrics(preds, ids, _exact(ties), top_k=ks, judged=judged_ids, **options)
+    target = torch.zeros(queries, items, dtype=torch.int64)
+    judged = torch.zeros(queries, items, dtype=torch.bool)
+    for q in range(queries):
+        for i in ids[q].tolist() + judged_ids[q].tolist():
+            if i >= 0:
+                judged[q, i] = True
+        for i in ids[q].tolist():
+            if i >= 0:
+                target[q, i] = 1
+    mask = torch.ones(queries, items, dtype=torch.bool)
+    _check_against_reference(preds, target, mask, judged, ties, got, ks, 0.8)
+    # without `judged`, every item is judged: as a dense all-True mask
+    every = rank_metrics(preds, ids, _exact(ties), top_k=ks, **options)
+    dense = rank_metrics(preds, target, _exact(ties), top_k=ks, **options)
+    for key, values in every.items():
+        torch.testing.assert_close(dense[key], values, equal_nan=True, rtol=0, atol=1e-12)
+
+
+def test_infap_refuses_average():
+    with pytest.raises(ValueError, match="infap is exact only under ties in"):
+        rank_metrics(torch.rand(2, 4), torch.ones(2, 4), ["infap"], top_k=None, ties="average")
+
+
+# --------------------------------------------------------------------------- pytrec_eval, ranx
+
+
+def _random_collection(seed: int, queries: int = 25, columns: int = 30):
+    """Dense inputs with unjudged, unretrieved and pooled-unjudged (-1) documents, no ties."""
+    rng = random.Random(seed)
+    preds = torch.zeros(queries, columns, dtype=torch.float64)
+    target = torch.zeros(queries, columns, dtype=torch.int64)
+    mask = torch.zeros(queries, columns, dtype=torch.bool)
+    judged = torch.zeros(queries, columns, dtype=torch.bool)
+    qrels: dict[str, dict[str, int]] = {}
+    run: dict[str, dict[str, float]] = {}
+    for q in range(queries):
+        qid = f"q{q}"
+        scores = rng.sample(range(1000), columns)
+        grades: dict[str, int] = {}
+        docs: dict[str, float] = {}
+        for j in range(columns):
+            docno = f"d{j:03d}"
+            preds[q, j] = scores[j] / 7.0
+            if rng.random() < 0.7:
+                mask[q, j] = True
+                docs[docno] = scores[j] / 7.0
+            if rng.random() < 0.6:
+                grade = rng.choice([-1, 0, 0, 1, 2])
+                grades[docno] = grade
+                target[q, j] = grade
+                judged[q, j] = True
+        if not docs:
+            mask[q, 0] = True
+            docs["d000"] = float(preds[q, 0])
+        if "d001" not in grades:
+            grades["d001"] = 0
+            judged[q, 1] = True
+        qrels[qid], run[qid] = grades, docs
+    return qrels, run, preds, target, mask, judged
+
+
+PYTREC_NAMES = {
+    "bpref": "bpref",
+    "infAP": "infap",
+    "num_nonrel_judged_ret": "num_nonrel_judged_ret",
+}
+
+
+@pytest.mark.parametrize("judged_only", [False, True])
+@pytest.mark.parametrize("level", [None, 2])
+def test_matches_pytrec_eval_on_random_collections(level, judged_only):
+    """pytrec_eval (trec_eval's code); ``judged_only``: its -J, our masking of unjudged docs."""
+    pytrec_eval = pytest.importorskip("pytrec_eval")
+    qrels, run, preds, target, mask, judged = _random_collection(seed=31 + (level or 0))
+    evaluator = pytrec_eval.RelevanceEvaluator(
+        qrels, set(PYTREC_NAMES), relevance_level=level or 1, judged_docs_only_flag=judged_only
+    )
+    expected = evaluator.evaluate(run)
+    if judged_only:  # trec_eval -J keeps the documents judged with a grade >= 0
+        mask = mask & judged & (target >= 0)
+    got = rank_metrics(
+        preds,
+        target,
+        sorted(PYTREC_NAMES.values()),
+        top_k=None,
+        mask=mask,
+        judged=judged,
+        relevance_threshold=level,
+        reduction="none",
+        ties="first",
+    )
+    mismatches = []
+    for q, qid in enumerate(sorted(qrels, key=lambda q: int(q[1:]))):
+        for name, metric in PYTREC_NAMES.items():
+            if not math.isclose(float(got[metric][q]), expected[qid][name], abs_tol=1e-9):
+                mismatches.append(f"{name} {qid}: {expected[qid][name]} vs {float(got[metric][q])}")
+    assert not mismatches, "\n".join(mismatches[:20])
+
+
+def test_bpref_matches_ranx():
+    ranx = pytest.importorskip("ranx")
+    qrels, run, preds, target, mask, judged = _random_collection(seed=77)
+    # ranx reads its qrels as relevance grades; -1 would be a grade there
+    for qid in qrels:
+        qrels[qid] = {d: g for d, g in qrels[qid].items() if g >= 0}
+    judged &= target >= 0
+    qids = sorted(qrels, key=lambda q: int(q[1:]))
+    scores = [
+        float(ranx.evaluate(ranx.Qrels({q: qrels[q]}), ranx.Run({q: run[q]}), "bpref"))
+        for q in qids
+    ]
+    got = rank_metrics(
+        preds, target, ["bpref"], top_k=None, mask=mask, judged=judged, reduction="none"
+    )["bpref"]
+    torch.testing.assert_close(got, torch.tensor(scores, dtype=torch.float64), rtol=0, atol=1e-9)
+
+
+# --------------------------------------------------------------------------- the command
+
+
+def test_command_judged_only_matches_pytrec_eval(tmp_path, capsys):
+    """``-J``: unjudged run documents leave the ranking before every measure (trec_eval -J)."""
+    pytrec_eval = pytest.importorskip("pytrec_eval")
+    qrels, run, *_ = _random_collection(seed=5, queries=6)
+    (tmp_path / "qrels").write_text(
+        "".join(f"{q} 0 {d} {g}\n" for q, docs in qrels.items() for d, g in docs.items())
+    )
+    (tmp_path / "run").write_text(
+        "".join(f"{q} Q0 {d} 0 {s} r\n" for q, docs in run.items() for d, s in docs.items())
+    )
+    names = ["map", "P_5", "bpref", "num_ret", "num_nonrel_judged_ret"]
+    expected = pytrec_eval.RelevanceEvaluator(
+        qrels,
+        {"map", "P.5", "bpref", "num_ret", "num_nonrel_judged_ret"},
+        judged_docs_only_flag=True,
+    ).evaluate(run)
+    argv = ["evaluate", str(tmp_path / "qrels"), str(tmp_path / "run"), "-J", "-q"]
+    argv += ["--format", "trec_eval", "-m", "map,P.5,bpref,num_ret,num_nonrel_judged_ret"]
+    assert main(argv) == 0
+    lines = [line.split("\t") for line in capsys.readouterr().out.splitlines()]
+    seen = 0
+    for name, qid, value in lines:
+        if qid.strip() == "all" or name.strip() not in names:
+            continue
+        assert float(value) == pytest.approx(expected[qid][name.strip()], abs=1e-4), (name, qid)
+        seen += 1
+    assert seen == len(names) * len(qrels)
+
+
+# --------------------------------------------------------------------------- bad input
+
+
+@pytest.mark.parametrize(
+    ("layout", "judged", "error", "words"),
+    [
+        ("dense", torch.ones(2, 3, dtype=torch.bool), ValueError, "`judged` must have the shape"),
+        ("dense", torch.ones(2, 4, dtype=torch.int64), TypeError, "`judged` must be a bool"),
+        ("grouped", torch.ones(5, dtype=torch.bool), ValueError, "`judged` must have the shape"),
+        ("grouped", torch.ones(8), TypeError, "`judged` must be a bool"),
+        ("ids", torch.ones(2, 2, dtype=torch.bool), TypeError, "`judged` must be an integer"),
+        ("ids", torch.ones(3, 2, dtype=torch.int64), ValueError, "`judged` must be \\(Q,\\)"),
+        ("ids", torch.full((2, 2), 9), ValueError, "`judged` item indices must lie"),
+        ("dense", [[True] * 4] * 2, TypeError, "`judged`"),
+    ],
+)
+def test_bad_judged(layout, judged, error, words):
+    preds = torch.rand(2, 4)
+    if layout == "dense":
+        args = (preds, torch.ones(2, 4))
+        extra = {}
+    elif layout == "grouped":
+        args = (preds.flatten(), torch.ones(8))
+        extra = {"indexes": torch.tensor([0, 0, 0, 0, 1, 1, 1, 1])}
+    else:
+        args = (preds, torch.tensor([[0], [1]]))
+        extra = {}
+    with pytest.raises(error, match=words):
+        rank_metrics(*args, ["bpref"], top_k=None, judged=judged, **extra)
+
+
+def test_embedding_scores_refuse_judged():
+    scores = EmbeddingScores(torch.rand(2, 3), torch.rand(5, 3))
+    with pytest.raises(ValueError, match=r"`judged`.*EmbeddingScores"):
+        rank_metrics(scores, torch.tensor([0, 1]), ["mrr"], top_k=3, judged=torch.tensor([0, 1]))
+    with pytest.raises(ValueError, match="EmbeddingScores"):
+        rank_metrics(scores, torch.tensor([0, 1]), ["bpref"], top_k=None)
