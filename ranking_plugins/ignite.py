@@ -28,8 +28,9 @@ What every metric here reads from the engine's output (after
 * ``(y_pred, y)``: scores and relevance, as Ignite's own metrics;
 * ``(y_pred, y, mask)``: ``mask`` is a bool tensor shaped like ``y_pred``,
   False for items that were not candidates (already-seen items, say);
-* a dict with the keys ``"y_pred"`` and ``"y"`` and optionally ``"mask"`` and
-  ``"indexes"`` (other keys are ignored).
+* a dict with the keys ``"y_pred"`` and ``"y"`` and optionally ``"mask"``,
+  ``"indexes"`` and ``"judged"`` (which items carry a judgment, read by bpref,
+  infap, unj, ...; see ``rank_metrics``) (other keys are ignored).
 
 ``y_pred`` is what the rest of the package calls ``preds`` and ``y`` its
 ``target``; every layout of :func:`ranking_plugins.rank_metrics` works:
@@ -310,6 +311,17 @@ _EXPECTED_OUTPUT = (
 Batch = tuple[Tensor | EmbeddingInput, Tensor, Tensor | None, Tensor | None]
 
 
+def _judged(output: object, owner: str) -> Tensor | None:
+    """The optional ``"judged"`` entry of a dict output (issue 13), or None."""
+    judged = output.get("judged") if isinstance(output, Mapping) else None
+    if judged is not None and not isinstance(judged, Tensor):
+        raise TypeError(
+            f"{owner}: `judged` in the engine output must be a torch.Tensor or None, "
+            f"got {type(judged).__name__}"
+        )
+    return judged
+
+
 def _unpack(output: object, owner: str) -> Batch:
     """``(y_pred, y, mask, indexes)`` from an engine output, or a clear error."""
     if isinstance(output, Mapping):
@@ -464,7 +476,8 @@ class BaseRankingMetric(Metric):
             _check_same_shape(y_pred, y, request.options.target_format)
         # The tensors go to the kernel as they are, so that several metrics on one
         # engine find this batch's ranking in the kernel's last-batch cache.
-        evaluation = request.evaluate(y_pred, y, indexes=indexes, mask=mask)
+        judged = _judged(output, type(self).__name__)
+        evaluation = request.evaluate(y_pred, y, indexes=indexes, mask=mask, judged=judged)
         sums = Totals.of(evaluation, request.query_keys, request.options.weighted).sums
         # Not in place: a state_dict taken (or loaded) mid-epoch holds this very
         # tensor, and must not change under the caller as later batches come.

@@ -399,6 +399,7 @@ class BaseRankingMetric(Metric):
         target: Tensor,
         indexes: Tensor | None = None,
         mask: Tensor | None = None,
+        judged: Tensor | None = None,
     ) -> None:
         """Add one batch.
 
@@ -414,22 +415,37 @@ class BaseRankingMetric(Metric):
             indexes: the query id of each entry (grouped layout).
             mask: bool, ``preds``' shape; False marks items that were not
                 retrieved (never ranked, but a relevant one still counts in R).
+            judged: which items carry a judgment (None: every item), read by
+                bpref, infap, unj, ... (issue 13): bool of ``preds``' shape, or
+                the judged item ids ``(Q, J)`` with item-id targets. With
+                ``indexes`` it needs ``whole_queries=True`` (the kept grouped
+                state holds no judgments).
         """
         if indexes is None:
-            self._update_ranked(preds, target, mask)
+            self._update_ranked(preds, target, mask, judged)
         elif isinstance(preds, EmbeddingInput):
             raise ValueError("`indexes` (grouped layout) does not apply to EmbeddingScores")
+        elif judged is not None and not self.whole_queries:
+            raise ValueError(
+                "`judged` with the grouped layout (`indexes`) needs `whole_queries=True`: "
+                "the grouped state kept until compute holds no judgments"
+            )
         else:
-            self._update_flat(preds, target, indexes, mask)
+            self._update_flat(preds, target, indexes, mask, judged)
 
     def _update_ranked(
-        self, preds: Tensor | EmbeddingInput, target: Tensor, mask: Tensor | None
+        self,
+        preds: Tensor | EmbeddingInput,
+        target: Tensor,
+        mask: Tensor | None,
+        judged: Tensor | None = None,
     ) -> None:
         if self.ignore_index is not None:
             target, mask = _drop_ignored(
                 preds, target, mask, self.ignore_index, self.request.options.target_format
             )
-        evaluation = _evaluate(self._current_request(), preds, target, mask=mask)
+        extra = {} if judged is None else {"judged": judged}
+        evaluation = _evaluate(self._current_request(), preds, target, mask=mask, **extra)
         self._add(evaluation)
         self._add_exposure(evaluation)
 
@@ -442,7 +458,12 @@ class BaseRankingMetric(Metric):
             getattr(self, self._per_query_name).append(per_query)
 
     def _update_flat(
-        self, preds: Tensor, target: Tensor, indexes: Tensor, mask: Tensor | None
+        self,
+        preds: Tensor,
+        target: Tensor,
+        indexes: Tensor,
+        mask: Tensor | None,
+        judged: Tensor | None = None,
     ) -> None:
         tensors = (preds, target, indexes) + (() if mask is None else (mask,))
         if (
@@ -453,6 +474,7 @@ class BaseRankingMetric(Metric):
             # TorchMetrics' retrieval input: any shape, flattened
             preds, target, indexes = preds.flatten(), target.flatten(), indexes.flatten()
             mask = None if mask is None else mask.flatten()
+            judged = None if judged is None else judged.flatten()
         _check_flat(preds, target, indexes, mask, self.request.options.target_format)
         if self.request.identities:  # the kernel's message, at update rather than compute
             _evaluate(self.request, preds, target, indexes=indexes, mask=mask)
@@ -462,7 +484,7 @@ class BaseRankingMetric(Metric):
                 "(`indexes`); use int64 (or a floating-point dtype)"
             )
         if self.whole_queries:
-            self._update_whole_queries(preds, target, indexes, mask)
+            self._update_whole_queries(preds, target, indexes, mask, judged)
             return
         integer = V.is_integer_dtype(preds.dtype)
         scores, other = (
@@ -491,7 +513,12 @@ class BaseRankingMetric(Metric):
             state.append(copy)
 
     def _update_whole_queries(
-        self, preds: Tensor, target: Tensor, indexes: Tensor, mask: Tensor | None
+        self,
+        preds: Tensor,
+        target: Tensor,
+        indexes: Tensor,
+        mask: Tensor | None,
+        judged: Tensor | None = None,
     ) -> None:
         """A grouped batch of whole queries, ranked now into the sums (``whole_queries``)."""
         if self.ignore_index is not None:
@@ -499,9 +526,11 @@ class BaseRankingMetric(Metric):
             keep = target != self.ignore_index
             preds, target, indexes = preds[keep], target[keep], indexes[keep]
             mask = None if mask is None else mask[keep]
+            judged = None if judged is None or judged.shape != keep.shape else judged[keep]
         if preds.numel() == 0:
             return
-        evaluation = _evaluate(self.request, preds, target, indexes=indexes, mask=mask)
+        extra = {} if judged is None else {"judged": judged}
+        evaluation = _evaluate(self.request, preds, target, indexes=indexes, mask=mask, **extra)
         self._add(evaluation)
 
     def _flat_lists(self) -> tuple[list[Tensor], ...]:

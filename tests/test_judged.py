@@ -369,3 +369,38 @@ def test_embedding_scores_refuse_judged():
         rank_metrics(scores, torch.tensor([0, 1]), ["mrr"], top_k=3, judged=torch.tensor([0, 1]))
     with pytest.raises(ValueError, match="EmbeddingScores"):
         rank_metrics(scores, torch.tensor([0, 1]), ["bpref"], top_k=None)
+
+
+# --------------------------------------------------------------------------- adapters
+
+
+def test_adapters_take_judged():
+    """Ignite (a dict output's "judged") and TorchMetrics (``update(judged=...)``) agree
+    with rank_metrics, dense and grouped (``whole_queries=True``)."""
+    pytest.importorskip("ignite")
+    pytest.importorskip("torchmetrics")
+    from ranking_plugins.ignite import RankingMetrics as IgniteMetrics
+    from ranking_plugins.torchmetrics import RankingMetrics as TorchMetricsMetrics
+
+    preds, target, mask, judged = _judged_problem(3, queries=6, items=6)
+    metrics, ks = ["bpref", "unj", "judged", "rbp_resid"], [2, 4]
+    options = {"ties": "first"}
+    expected = rank_metrics(preds, target, metrics, top_k=ks, judged=judged, **options)
+    ignite = IgniteMetrics(metrics, ks, **options)
+    ignite.update({"y_pred": preds[:3], "y": target[:3], "judged": judged[:3]})
+    ignite.update({"y_pred": preds[3:], "y": target[3:], "judged": judged[3:]})
+    got = ignite.compute()
+    for key, value in expected.items():
+        assert float(got[key]) == pytest.approx(float(value), abs=1e-12), key
+    dense = TorchMetricsMetrics(metrics, ks, **options)
+    dense.update(preds, target, judged=judged)
+    indexes = torch.arange(6).repeat_interleave(6)
+    grouped = TorchMetricsMetrics(metrics, ks, whole_queries=True, **options)
+    grouped.update(preds.flatten(), target.flatten(), indexes, judged=judged.flatten())
+    for state in (dense, grouped):
+        got = state.compute()
+        for key, value in expected.items():
+            assert float(got[key]) == pytest.approx(float(value), abs=1e-12), key
+    kept = TorchMetricsMetrics(metrics, ks, **options)
+    with pytest.raises(ValueError, match="`judged` with the grouped layout"):
+        kept.update(preds.flatten(), target.flatten(), indexes, judged=judged.flatten())
