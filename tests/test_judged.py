@@ -382,7 +382,7 @@ def test_adapters_take_judged():
     from ranking_plugins.ignite import RankingMetrics as IgniteMetrics
     from ranking_plugins.torchmetrics import RankingMetrics as TorchMetricsMetrics
 
-    preds, target, mask, judged = _judged_problem(3, queries=6, items=6)
+    preds, target, _, judged = _judged_problem(3, queries=6, items=6)
     metrics, ks = ["bpref", "unj", "judged", "rbp_resid"], [2, 4]
     options = {"ties": "first"}
     expected = rank_metrics(preds, target, metrics, top_k=ks, judged=judged, **options)
