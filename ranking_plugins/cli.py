@@ -682,12 +682,9 @@ def _evaluate_run(
     stderr: TextIO,
 ) -> tuple[Results, Collection]:
     """The run read, joined and evaluated in parts of whole queries; and its last part."""
-    judgments = any(METRICS[GEOMETRIC_MEANS.get(name, name)].judgments for name, _ in wanted)
     join: dict[str, Any] = {
         "trec_eval_order": args.ties == "first",
-        # the join adds the unretrieved judged documents at or above this as masked
-        # items; bpref counts every judged non-relevant document: all of them then
-        "relevance_threshold": -math.inf if judgments else threshold,
+        "relevance_threshold": join_threshold(wanted, threshold),
         "unjudged": args.unjudged_queries,
         "unretrieved": args.unretrieved_queries,
     }
@@ -701,6 +698,19 @@ def _evaluate_run(
         del run
         results = evaluate(last[0], wanted, options, args.qrels, args.judged_only)
     return results, last[-1]
+
+
+def join_threshold(
+    wanted: Sequence[tuple[str, int | None]], threshold: float | None
+) -> float | None:
+    """The threshold the join adds unretrieved judged documents at or above, as masked items.
+
+    ``threshold`` itself (the unretrieved documents that count in R or the ideal
+    DCG), or −∞ when a measure of judged items is asked: bpref counts every
+    judged non-relevant document of the query (N), retrieved or not.
+    """
+    judgments = any(METRICS[GEOMETRIC_MEANS.get(name, name)].judgments for name, _ in wanted)
+    return -math.inf if judgments else threshold
 
 
 @contextlib.contextmanager

@@ -165,6 +165,7 @@ def run_compare(
         PROG,
         UsageError,
         evaluate,
+        join_threshold,
         parse_metrics,
     )
     from ranking_plugins.trec_eval_names import GEOMETRIC_MEANS
@@ -216,7 +217,7 @@ def run_compare(
                 qrels,
                 run,
                 trec_eval_order=args.ties == "first",
-                relevance_threshold=threshold,
+                relevance_threshold=join_threshold(wanted, threshold),
                 unjudged=args.unjudged_queries,
                 unretrieved=args.unretrieved_queries,
             )
