@@ -404,3 +404,40 @@ def test_adapters_take_judged():
     kept = TorchMetricsMetrics(metrics, ks, **options)
     with pytest.raises(ValueError, match="`judged` with the grouped layout"):
         kept.update(preds.flatten(), target.flatten(), indexes, judged=judged.flatten())
+
+
+def test_lightning_callback_reads_judged(tmp_path):
+    """The callback passes a step output's "judged" key to its TorchMetrics state."""
+    pytest.importorskip("lightning")
+    import lightning.pytorch as pl
+    from lightning_helpers import NUM_ITEMS, NextItem, loader
+
+    from ranking_plugins.lightning import RankingMetricsCallback
+
+    class JudgedIds(NextItem):
+        seen: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []
+
+        def validation_step(self, batch, batch_idx, dataloader_idx=0):
+            features, target, _ = batch
+            preds = self(features)
+            judged = torch.stack([target, (target + 1) % NUM_ITEMS, (target + 5) % NUM_ITEMS], 1)
+            self.seen.append((preds.detach(), target, judged))
+            return {"preds": preds, "target": target, "judged": judged}
+
+    metrics, ks = ["bpref", "unj", "judged"], [1, 3]
+    callback = RankingMetricsCallback(metrics=metrics, top_k=ks, ties="first")
+    model = JudgedIds()
+    trainer = pl.Trainer(
+        accelerator="cpu",
+        devices=1,
+        callbacks=[callback],
+        logger=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        enable_checkpointing=False,
+    )
+    trainer.validate(model, loader(seed=4, size=10, batch_size=4), verbose=False)
+    preds, target, judged = (torch.cat(parts) for parts in zip(*model.seen, strict=True))
+    expected = rank_metrics(preds, target, metrics, top_k=ks, judged=judged, ties="first")
+    for key, value in expected.items():
+        assert float(trainer.callback_metrics[f"val/{key}"]) == pytest.approx(float(value)), key
