@@ -414,14 +414,14 @@ def test_lightning_callback_reads_judged(tmp_path):
 
     from ranking_plugins.lightning import RankingMetricsCallback
 
-    class JudgedIds(NextItem):
-        seen: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []
+    seen: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []
 
+    class JudgedIds(NextItem):
         def validation_step(self, batch, batch_idx, dataloader_idx=0):
             features, target, _ = batch
             preds = self(features)
             judged = torch.stack([target, (target + 1) % NUM_ITEMS, (target + 5) % NUM_ITEMS], 1)
-            self.seen.append((preds.detach(), target, judged))
+            seen.append((preds.detach(), target, judged))
             return {"preds": preds, "target": target, "judged": judged}
 
     metrics, ks = ["bpref", "unj", "judged"], [1, 3]
@@ -437,7 +437,7 @@ def test_lightning_callback_reads_judged(tmp_path):
         enable_checkpointing=False,
     )
     trainer.validate(model, loader(seed=4, size=10, batch_size=4), verbose=False)
-    preds, target, judged = (torch.cat(parts) for parts in zip(*model.seen, strict=True))
+    preds, target, judged = (torch.cat(parts) for parts in zip(*seen, strict=True))
     expected = rank_metrics(preds, target, metrics, top_k=ks, judged=judged, ties="first")
     for key, value in expected.items():
         assert float(trainer.callback_metrics[f"val/{key}"]) == pytest.approx(float(value)), key
