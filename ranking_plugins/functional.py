@@ -83,8 +83,9 @@ def rank_metrics(
         judged: which items carry a relevance judgment (None: every item), read by
             ``bpref``, ``infap``, ``num_nonrel_judged_ret``, ``unj``, ``judged`` and
             ``rbp_resid``: ``(Q, N)`` bool (dense), ``(M,)`` bool (grouped) or the
-            judged item ids ``(Q,)`` or ``(Q, J)`` padded with ``-1`` (item indices; a
-            relevant item is judged). An unjudged item is never relevant.
+            judged item ids ``(Q,)`` or ``(Q, J)`` padded with ``-1`` (item indices and
+            ``EmbeddingScores``; a relevant item is judged). An unjudged item is never
+            relevant.
         reduction: ``"mean"`` (0-d float64 per key) or ``"none"`` (per query ``(Q,)``,
             NaN for skipped queries; not for the catalogue-level metrics
             ``coverage``, ``gini``, ``entropy`` and ``personalisation``, which

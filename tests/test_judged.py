@@ -363,12 +363,46 @@ def test_bad_judged(layout, judged, error, words):
         rank_metrics(*args, ["bpref"], top_k=None, judged=judged, **extra)
 
 
-def test_embedding_scores_refuse_judged():
+@pytest.mark.parametrize("ties", TIES)
+def test_embedding_scores_count_the_judged_items(ties):
+    """EmbeddingScores (counted chunk by chunk) equal the dense score matrix (ranked),
+    with judged ids, without (every item judged), and with excluded items."""
+    g = torch.Generator().manual_seed(11)
+    queries = torch.randint(-1, 2, (8, 2), generator=g).double()  # small integers: many ties
+    items = torch.randint(-1, 2, (11, 2), generator=g).double()
+    target = torch.randint(0, 11, (8, 2), generator=g)
+    target[::3, 1] = -1
+    judged = torch.randint(-1, 11, (8, 5), generator=g)
+    exclude = torch.randint(0, 11, (8, 2), generator=g)
+    mask = torch.ones(8, 11, dtype=torch.bool).scatter_(1, exclude, False)
+    options = {"ties": ties, "reduction": "none", "empty_target_action": "skip"}
+    for judged_ids in (judged, None):
+        for excluded in (None, exclude):
+            embedded = EmbeddingScores(queries, items, chunk_size=4, exclude=excluded)
+            got = rank_metrics(
+                embedded, target, _exact(ties), top_k=[1, 3, 20], judged=judged_ids, **options
+            )
+            expected = rank_metrics(
+                queries @ items.T,
+                target,
+                _exact(ties),
+                top_k=[1, 3, 20],
+                judged=judged_ids,
+                mask=None if excluded is None else mask,
+                **options,
+            )
+            for key, value in expected.items():
+                torch.testing.assert_close(got[key], value, equal_nan=True, rtol=0, atol=1e-12)
+
+
+def test_embedding_scores_bad_judged():
     scores = EmbeddingScores(torch.rand(2, 3), torch.rand(5, 3))
-    with pytest.raises(ValueError, match=r"`judged`.*EmbeddingScores"):
-        rank_metrics(scores, torch.tensor([0, 1]), ["mrr"], top_k=3, judged=torch.tensor([0, 1]))
-    with pytest.raises(ValueError, match="EmbeddingScores"):
-        rank_metrics(scores, torch.tensor([0, 1]), ["bpref"], top_k=None)
+    with pytest.raises(TypeError, match="`judged` must be an integer"):
+        rank_metrics(scores, torch.tensor([0, 1]), ["bpref"], top_k=None, judged=torch.ones(2, 5))
+    with pytest.raises(ValueError, match="`judged` item indices must lie"):
+        rank_metrics(
+            scores, torch.tensor([0, 1]), ["bpref"], top_k=None, judged=torch.tensor([7, 1])
+        )
 
 
 # --------------------------------------------------------------------------- adapters

@@ -28,6 +28,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from ranking_plugins import _validation as V
 from ranking_plugins.kernel.flags import count_true
 from ranking_plugins.kernel.host_reads import host_reads_are_free
 from ranking_plugins.kernel.inputs import (
@@ -44,6 +45,7 @@ from ranking_plugins.kernel.inputs import (
     check_inputs,
     normalize_input,
 )
+from ranking_plugins.kernel.inputs.checks import check_judged_ids
 from ranking_plugins.kernel.inputs.embeddings import EmbeddingScores, embedding_stats
 from ranking_plugins.kernel.inputs.sharded import ShardedEmbeddingScores, sharded_stats
 from ranking_plugins.kernel.ranked_batch import (
@@ -87,15 +89,14 @@ def rank_inputs(
 
     ``judged`` (issue 13): which items carry a judgment (None: every item);
     ``judgments``: a metric reads them (bpref, infAP, unj, ...), so every list
-    is ranked, never counted (the caller asks whole lists, ``depth=None``).
+    is ranked, never counted (the caller asks whole lists, ``depth=None``);
+    ``EmbeddingScores`` count the judged items too, in the same walk.
     """
-    if (judgments or judged is not None) and isinstance(
-        preds, (EmbeddingScores, ShardedEmbeddingScores)
-    ):
+    if (judgments or judged is not None) and isinstance(preds, ShardedEmbeddingScores):
         raise ValueError(
-            "`judged` and the measures of judged items (bpref, infAP, num_nonrel_judged_ret, "
-            "unj, judged, rbp_resid) do not take EmbeddingScores or ShardedEmbeddingScores "
-            "yet; pass the (Q, N) score matrix (with `judged`)"
+            "`judged` and the measures of judged items (bpref, infap, num_nonrel_judged_ret, "
+            "unj, judged, rbp_resid) do not take ShardedEmbeddingScores yet; pass "
+            "EmbeddingScores or the (Q, N) score matrix (with `judged`)"
         )
     if identities and isinstance(preds, ShardedEmbeddingScores):
         raise ValueError(
@@ -112,7 +113,19 @@ def rank_inputs(
         )
     if isinstance(preds, EmbeddingScores):
         check_embedding_inputs(indexes=indexes, mask=mask, target_format=target_format)
-        stats = embedding_stats(preds, target, ties=ties, rule=rule, validate_args=validate_args)
+        if judged is not None:
+            judged = V.check_tensor("judged", judged).detach()
+            V.check_same_device(query_emb=preds.query_emb, judged=judged)
+            judged = check_judged_ids(judged, preds.num_queries, preds.num_items)
+        stats = embedding_stats(
+            preds,
+            target,
+            ties=ties,
+            rule=rule,
+            validate_args=validate_args,
+            judged=judged,
+            judgments=judgments,
+        )
         if identities and depth is not None and preds.num_queries and preds.num_items:
             # the exposure metrics: each query's top, its best candidates kept chunk by chunk
             ids = target.to(torch.int64)

@@ -140,20 +140,7 @@ def check_judged(judged: object, preds: Tensor, target: Tensor, layout: str) -> 
     judged = V.check_tensor("judged", judged).detach()
     V.check_same_device(preds=preds, judged=judged)
     if layout == "indices":
-        if not V.is_integer_dtype(judged.dtype):
-            raise TypeError(
-                "with item-index targets, `judged` must be an integer tensor of the judged "
-                f"item ids (Q,) or (Q, J), -1 for padding; got dtype {judged.dtype}"
-            )
-        if judged.ndim == 1:
-            judged = judged.unsqueeze(1)
-        if judged.ndim != 2 or judged.shape[0] != preds.shape[0]:
-            raise ValueError(
-                f"with item-index targets, `judged` must be (Q,) or (Q, J) with Q = "
-                f"{preds.shape[0]} rows of `preds`, got shape {tuple(judged.shape)}"
-            )
-        V.check_item_ids("judged", judged, preds.shape[1])
-        return judged.to(torch.int64)
+        return check_judged_ids(judged, preds.shape[0], preds.shape[1])
     if judged.dtype != torch.bool:
         raise TypeError(
             f"`judged` must be a bool tensor (True: the item carries a judgment), "
@@ -165,3 +152,21 @@ def check_judged(judged: object, preds: Tensor, target: Tensor, layout: str) -> 
             f"got {tuple(judged.shape)}"
         )
     return judged
+
+
+def check_judged_ids(judged: Tensor, num_queries: int, num_items: int) -> Tensor:
+    """``judged`` as judged item ids (Q,) or (Q, J), -1 for padding: int64 (Q, J)."""
+    if not V.is_integer_dtype(judged.dtype):
+        raise TypeError(
+            "with item-index targets, `judged` must be an integer tensor of the judged "
+            f"item ids (Q,) or (Q, J), -1 for padding; got dtype {judged.dtype}"
+        )
+    if judged.ndim == 1:
+        judged = judged.unsqueeze(1)
+    if judged.ndim != 2 or judged.shape[0] != num_queries:
+        raise ValueError(
+            f"with item-index targets, `judged` must be (Q,) or (Q, J) with Q = "
+            f"{num_queries} queries, got shape {tuple(judged.shape)}"
+        )
+    V.check_item_ids("judged", judged, num_items)
+    return judged.to(torch.int64)

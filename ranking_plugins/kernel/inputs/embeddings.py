@@ -22,6 +22,7 @@ from ranking_plugins.kernel.host_reads import host_reads_are_free
 from ranking_plugins.kernel.inputs.relevance import GainRule, ItemIds
 from ranking_plugins.kernel.ranking.counting import RankCounter, distinct_ids
 from ranking_plugins.kernel.statistics.count_stats import CountStats
+from ranking_plugins.kernel.statistics.judged import CountedJudgedStats
 
 ScoreFn = Callable[[Tensor, Tensor], Tensor]
 
@@ -192,8 +193,15 @@ def embedding_stats(
     ties: str,
     rule: GainRule,
     validate_args: bool,
+    judged: Tensor | None = None,
+    judgments: bool = False,
 ) -> CountStats:
     """Rank statistics of the whole catalogue for item-index ``target`` (Q,) or (Q, T).
+
+    ``judgments`` (issue 13): also count the judged items (``judged``: their ids
+    (Q, J), -1 padding; None: every item) for the measures that read them
+    (:class:`~ranking_plugins.kernel.statistics.judged.CountedJudgedStats`), in
+    the same walk.
 
     Two walks over the catalogue: the first reads each relevant item's score
     from its own chunk's call (scoring only the chunks that hold one, where a
@@ -217,21 +225,50 @@ def embedding_stats(
         may_read = host_reads_are_free(ids) or validate_args
         own_scores = listed_scores(scores, ids, skip_unlisted=may_read)
         counter = RankCounter(ids, own_scores, num_items, ties, exclude=scores.exclude)
+        counters = [counter]
+        if judgments:
+            relevance = ItemIds(target.to(torch.int64), num_items, rule, judged)
+            tracked = ids if judged is None else distinct_ids(torch.cat([target, judged], 1))
+            tracked_scores = listed_scores(scores, tracked, skip_unlisted=may_read)
+            counters.append(
+                RankCounter(tracked, tracked_scores, num_items, ties, exclude=scores.exclude)
+            )
         for start in scores.chunks():
             block = scores.score_chunk(start)
             if validate_args and V.has_nan(block):
                 raise ValueError("`score_fn` gave NaN scores")
-            counter.add(block, start)
+            for each in counters:
+                each.add(block, start)
             del block  # freed before the next chunk is scored
         if may_read:
-            changed = counter.changed_rows()
+            changed = torch.stack([each.changed_rows() for each in counters]).any(dim=0)
             if bool(changed.any()):
                 raise ValueError(
                     "`score_fn` gave different scores to the same (query, item) pairs in two "
                     "calls over the same items; EmbeddingScores needs a deterministic "
                     "`score_fn` (see torch.use_deterministic_algorithms)"
                 )
-        return counter.stats()
+        stats = counter.stats()
+        if judgments:
+            stats.judged_stats = _judged_stats(counters[1], ids, relevance, ties, stats)
+        return stats
+
+
+def _judged_stats(
+    tracker: RankCounter, relevant_ids: Tensor, relevance: ItemIds, ties: str, stats: CountStats
+) -> CountedJudgedStats:
+    """The judged items' statistics from the counts of the tracked (judged or relevant) items."""
+    tracked = tracker.ids
+    listed = tracked >= 0
+    relevant = listed & (tracked.unsqueeze(2) == relevant_ids.unsqueeze(1)).any(dim=2)
+    counts = tracker.tracked_counts(relevant, listed)
+    return CountedJudgedStats(
+        counts,
+        ties,
+        stats.num_ranked,
+        relevance.judged_nonrelevant_count(),
+        every_judged=relevance.judged_ids is None,
+    )
 
 
 def item_targets(target: Tensor, query_emb: Tensor) -> Tensor:

@@ -199,6 +199,41 @@ class RankCounter:
         if self.ties == "first":
             self.tied_before = counts[2]
 
+    def tracked_counts(self, relevant: Tensor, judged: Tensor) -> dict[str, Tensor]:
+        """The counts of the measures of judged items (issue 13), for ``CountedJudgedStats``.
+
+        The listed ids are the tracked items (judged or relevant); ``relevant``
+        and ``judged`` (Q, T) bool say which they are. Besides the catalogue
+        counts (above, tied, tied with a lower index under "first"), the same
+        counts among the ranked tracked items: relevant ones, and judged
+        non-relevant ones; "tied before": tied with a lower id.
+        """
+        ranked = self.ranked
+        other = ranked.unsqueeze(1) & ~torch.eye(
+            self.ids.shape[1], dtype=torch.bool, device=ranked.device
+        )
+        v = self.block_score.unsqueeze(1)  # (Q, 1, T): the other item
+        s = self.score.unsqueeze(2)  # (Q, T, 1): the item compared with
+        above = (v > s) & other
+        tied = (v == s) & other
+        tied_before = tied & (self.ids.unsqueeze(1) < self.ids.unsqueeze(2))
+        rel = relevant.unsqueeze(1)
+        nonrelevant_judged = (judged & ~relevant).unsqueeze(1)
+        return {
+            "ranked": ranked,
+            "relevant": relevant,
+            "judged": judged,
+            "above": self.above,
+            "tied": self.tied,
+            "tied_before": self.tied_before,
+            "rel_above": (above & rel).sum(dim=2),
+            "rel_tied": (tied & rel).sum(dim=2),
+            "rel_tied_before": (tied_before & rel).sum(dim=2),
+            "jn_above": (above & nonrelevant_judged).sum(dim=2),
+            "jn_tied": (tied & nonrelevant_judged).sum(dim=2),
+            "jn_tied_before": (tied_before & nonrelevant_judged).sum(dim=2),
+        }
+
     def stats(self) -> CountStats:
         """The rank statistics; R counts every listed id, excluded or masked ones too."""
         ranked = self.ranked

@@ -32,6 +32,7 @@ from ranking_plugins.kernel.statistics.closed_forms import (
     recall_level_hits,
     stopping_probability,
 )
+from ranking_plugins.kernel.statistics.judged import CountedJudgedStats, JudgedReadings
 from ranking_plugins.kernel.statistics.list_stats import ListStats
 
 
@@ -70,6 +71,13 @@ class CountStats(ListStats):
         self.num_ranked = num_ranked.to(torch.float64)
         # positions read go up to the end of the longest list, or R ≤ T for the ideal list
         self._table_length = max(num_items, ranked.shape[1], 1)
+        #: the statistics of judged items, when counted (``EmbeddingScores``; issue 13)
+        self.judged_stats: CountedJudgedStats | None = None
+
+    def judgments(self) -> JudgedReadings:
+        if self.judged_stats is None:
+            return super().judgments()
+        return self.judged_stats
 
     @cached_property
     def _prefix(self) -> tuple[Tensor, Tensor]:

@@ -25,15 +25,33 @@ the requests of the other metrics never pay for it.
 from __future__ import annotations
 
 from functools import cached_property
+from typing import Protocol
 
 import torch
 from torch import Tensor
 
 from ranking_plugins.kernel.inputs.relevance import Relevance
 from ranking_plugins.kernel.ranking.tie_groups import RankedList
+from ranking_plugins.kernel.statistics.closed_forms import geometric_weight_sum
 
 #: trec_eval's INFAP_EPSILON (trec_eval.h)
 INFAP_EPSILON = 0.00001
+
+
+class JudgedReadings(Protocol):
+    """What the measures of judged items read, from a ranked list or from counts."""
+
+    @property
+    def nonrelevant_judged_ranked(self) -> Tensor: ...
+    @property
+    def unjudged_ranked(self) -> Tensor: ...
+    @property
+    def judged_nonrelevant_count(self) -> Tensor: ...
+    @property
+    def infap_sum(self) -> Tensor: ...
+    def judged_at(self, k: Tensor) -> Tensor: ...
+    def unjudged_geometric(self, persistence: float) -> Tensor: ...
+    def bpref_sum(self, relevant_count: Tensor) -> Tensor: ...
 
 
 def capped_prefix_sum(x: Tensor, cap: Tensor) -> Tensor:
@@ -156,3 +174,119 @@ class JudgedStats:
         precision = (rho + INFAP_EPSILON) / (rho + n + 2 * INFAP_EPSILON)
         term = (1 + (rho + n + u) * precision) / self.position
         return (self.place_relevance * term).sum(dim=1)
+
+
+class CountedJudgedStats:
+    """:class:`JudgedStats`' readings from counts, for item-id targets (``EmbeddingScores``).
+
+    The tracked items of each query (Q, T) are its judged and relevant items,
+    each with its counts over the whole catalogue (ranked items above, tied, and
+    tied with a lower index) and the same counts among the tracked items
+    (relevant, judged non-relevant), from :meth:`RankCounter.tracked_counts`.
+    Each tracked item's place is uniform over a range ``lo + 1 .. lo + m``
+    (the tie policy's: its tie group under "average", one place under
+    "first", the relevant or the non-relevant part of its tie under
+    "pessimistic" and "optimistic"), which gives the judged share of the top
+    k and the geometric sums; bpref's and infAP's terms follow from the counts
+    before the item as :class:`JudgedStats` reads them from a ranked list.
+    ``every_judged``: no ``judged`` was given, every item is judged (the tracked
+    items are then the relevant ones, and the judged non-relevant counts are
+    the non-relevant ones).
+    """
+
+    def __init__(
+        self,
+        counts: dict[str, Tensor],
+        ties: str,
+        num_ranked: Tensor,
+        judged_nonrelevant_count: Tensor,
+        every_judged: bool,
+    ) -> None:
+        c = {name: value.to(torch.float64) for name, value in counts.items()}
+        self.ranked = counts["ranked"]
+        self.relevant = counts["relevant"] & self.ranked
+        self.judged = counts["judged"] & self.ranked
+        self.ties = ties
+        self.num_ranked = num_ranked.to(torch.float64)
+        self.judged_nonrelevant_count = judged_nonrelevant_count.to(torch.float64)
+        self.every_judged = every_judged
+        above, tied, tied_before = c["above"], c["tied"], c["tied_before"]
+        rel_above, rel_tied, rel_tied_before = c["rel_above"], c["rel_tied"], c["rel_tied_before"]
+        if every_judged:  # every other item is judged: non-relevant = all less relevant
+            jn_above, jn_tied = above - rel_above, tied - rel_tied
+            jn_tied_before = tied_before - rel_tied_before
+        else:
+            jn_above, jn_tied, jn_tied_before = c["jn_above"], c["jn_tied"], c["jn_tied_before"]
+        relevant = self.relevant
+        # the range of places lo + 1 .. lo + m each tracked item is uniform over
+        if ties == "average":
+            lo, m = above, tied + 1
+        elif ties == "first":
+            lo, m = above + tied_before, torch.ones_like(above)
+        elif ties == "pessimistic":  # non-relevant ties first, then the relevant ones
+            lo = torch.where(relevant, above + tied - rel_tied, above)
+            m = torch.where(relevant, rel_tied + 1, tied - rel_tied + 1)
+        else:  # optimistic: relevant ties first
+            lo = torch.where(relevant, above, above + rel_tied)
+            m = torch.where(relevant, rel_tied + 1, tied - rel_tied + 1)
+        self._lo, self._m = lo, m
+        # bpref: judged non-relevant items before a relevant one: J + U, U uniform 0..n
+        if ties == "average":
+            self._before, self._inside = jn_above, jn_tied
+        elif ties == "first":
+            self._before, self._inside = jn_above + jn_tied_before, torch.zeros_like(above)
+        elif ties == "pessimistic":
+            self._before, self._inside = jn_above + jn_tied, torch.zeros_like(above)
+        else:
+            self._before, self._inside = jn_above, torch.zeros_like(above)
+        # infAP (ordered policies): the place and the relevant items before it
+        if ties == "first":
+            self._place = above + tied_before + 1
+            self._rho = rel_above + rel_tied_before
+        else:  # a relevant item takes the i-th place of its tie's relevant part
+            self._place = lo + rel_tied_before + 1
+            self._rho = rel_above + rel_tied_before
+
+    def judged_at(self, k: Tensor) -> Tensor:
+        if self.every_judged:
+            return torch.minimum(k, self.num_ranked.unsqueeze(1))
+        inside = (k.unsqueeze(1) - self._lo.unsqueeze(2)).clamp(min=0)
+        share = torch.minimum(inside, self._m.unsqueeze(2)) / self._m.unsqueeze(2)
+        return torch.where(self.judged.unsqueeze(2), share, 0.0).sum(dim=1)
+
+    @cached_property
+    def nonrelevant_judged_ranked(self) -> Tensor:
+        if self.every_judged:
+            return self.num_ranked - self.relevant.sum(dim=1)
+        return (self.judged & ~self.relevant).sum(dim=1).to(torch.float64)
+
+    @cached_property
+    def unjudged_ranked(self) -> Tensor:
+        if self.every_judged:
+            return torch.zeros_like(self.num_ranked)
+        return self.num_ranked - self.judged.sum(dim=1)
+
+    def unjudged_geometric(self, persistence: float) -> Tensor:
+        if self.every_judged:
+            return torch.zeros_like(self.num_ranked)
+        p = persistence
+        every_place = (1 - p**self.num_ranked) / (1 - p)
+        judged = geometric_weight_sum(self._lo, self._m, p) / self._m
+        return every_place - torch.where(self.judged, judged, 0.0).sum(dim=1)
+
+    def bpref_sum(self, relevant_count: Tensor) -> Tensor:
+        r = relevant_count.unsqueeze(1)
+        before, inside = self._before, self._inside
+        expected_min = (
+            capped_prefix_sum(before + inside + 1, r) - capped_prefix_sum(before, r)
+        ) / (inside + 1)
+        scale = torch.minimum(self.judged_nonrelevant_count.unsqueeze(1), r)
+        term = 1 - torch.where(scale > 0, expected_min / torch.where(scale > 0, scale, 1.0), 0.0)
+        return torch.where(self.relevant, term, 0.0).sum(dim=1)
+
+    @cached_property
+    def infap_sum(self) -> Tensor:
+        rho, n = self._rho, self._before
+        precision = (rho + INFAP_EPSILON) / (rho + n + 2 * INFAP_EPSILON)
+        term = (1 + (rho + n) * precision) / self._place
+        return torch.where(self.relevant, term, 0.0).sum(dim=1)

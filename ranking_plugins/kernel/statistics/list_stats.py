@@ -19,7 +19,7 @@ from torch import Tensor
 if TYPE_CHECKING:
     from ranking_plugins.kernel.ranking.tie_groups import RankedList
     from ranking_plugins.kernel.statistics.exposure import TopItems
-    from ranking_plugins.kernel.statistics.judged import JudgedStats
+    from ranking_plugins.kernel.statistics.judged import JudgedReadings
 
 
 class ListStats(ABC):
@@ -124,11 +124,11 @@ class ListStats(ABC):
     # Only ranked lists (``RankStats``) answer them: a request that asks one of
     # those measures ranks every list whole, never by counting (``rank_inputs``).
 
-    def judgments(self) -> JudgedStats:
+    def judgments(self) -> JudgedReadings:
         """The statistics of judged items (bpref, infAP, unj, ...) of these lists."""
         raise ValueError(
-            "the measures of judged items need ranked lists, not counted ranks"
-        )  # pragma: no cover - requests that read them always rank
+            "the measures of judged items need ranked lists, or counts of the judged items"
+        )  # pragma: no cover - requests that read them rank, or count the judged items
 
     def at(
         self,
@@ -225,7 +225,7 @@ class Cutoff:
         return self.stats.relevant_count.unsqueeze(1)
 
     @cached_property
-    def judged(self) -> JudgedStats:
+    def judged(self) -> JudgedReadings:
         """The statistics of judged items (issue 13), computed when a measure reads them."""
         return self.stats.judgments()
 
