@@ -116,7 +116,7 @@ def rank_inputs(
         if judged is not None:
             judged = V.check_tensor("judged", judged).detach()
             V.check_same_device(query_emb=preds.query_emb, judged=judged)
-            judged = check_judged_ids(judged, preds.num_queries, preds.num_items)
+            judged = check_judged_ids(judged, preds.num_queries, preds.num_items, validate_args)
         stats = embedding_stats(
             preds,
             target,

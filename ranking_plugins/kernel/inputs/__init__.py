@@ -54,7 +54,7 @@ def normalize_input(
     preds, target, indexes, mask = check_inputs(preds, target, indexes, mask, target_format)
     if preds.ndim == 1:
         indexes = check_grouped(preds, target, indexes, target_format)
-        judged = check_judged(judged, preds, target, "grouped")
+        judged = check_judged(judged, preds, target, "grouped", validate_args)
         return grouped(preds, target, indexes, mask, rule, validate_args, judged)
     if preds.ndim != 2:
         raise ValueError(
@@ -69,9 +69,9 @@ def normalize_input(
     if target_format is None:
         target_format = "dense" if target.shape == preds.shape else "indices"
     if target_format == "dense":
-        judged = check_judged(judged, preds, target, "dense")
+        judged = check_judged(judged, preds, target, "dense", validate_args)
         return dense(preds, target, mask, rule, validate_args, judged)
-    judged = check_judged(judged, preds, target, "indices")
+    judged = check_judged(judged, preds, target, "indices", validate_args)
     return item_ids(preds, target, mask, rule, validate_args, judged)
 
 

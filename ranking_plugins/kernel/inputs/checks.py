@@ -129,18 +129,21 @@ def check_embedding_inputs(
         raise ValueError("EmbeddingScores needs item-index targets, not `target_format='dense'`")
 
 
-def check_judged(judged: object, preds: Tensor, target: Tensor, layout: str) -> Tensor | None:
+def check_judged(
+    judged: object, preds: Tensor, target: Tensor, layout: str, validate_args: bool = True
+) -> Tensor | None:
     """The ``judged`` input of a layout (issue 13), detached; None: every item is judged.
 
     Dense and grouped: a bool tensor shaped like ``preds``. Item ids: an integer
-    tensor (Q,) or (Q, J) of judged item ids, -1 for padding.
+    tensor (Q,) or (Q, J) of judged item ids, -1 for padding (their range is
+    read, as the target's, only with ``validate_args``).
     """
     if judged is None:
         return None
     judged = V.check_tensor("judged", judged).detach()
     V.check_same_device(preds=preds, judged=judged)
     if layout == "indices":
-        return check_judged_ids(judged, preds.shape[0], preds.shape[1])
+        return check_judged_ids(judged, preds.shape[0], preds.shape[1], validate_args)
     if judged.dtype != torch.bool:
         raise TypeError(
             f"`judged` must be a bool tensor (True: the item carries a judgment), "
@@ -154,8 +157,13 @@ def check_judged(judged: object, preds: Tensor, target: Tensor, layout: str) -> 
     return judged
 
 
-def check_judged_ids(judged: Tensor, num_queries: int, num_items: int) -> Tensor:
-    """``judged`` as judged item ids (Q,) or (Q, J), -1 for padding: int64 (Q, J)."""
+def check_judged_ids(
+    judged: Tensor, num_queries: int, num_items: int, validate_args: bool = True
+) -> Tensor:
+    """``judged`` as judged item ids (Q,) or (Q, J), -1 for padding: int64 (Q, J).
+
+    The ids' range is read (a value read) only with ``validate_args``.
+    """
     if not V.is_integer_dtype(judged.dtype):
         raise TypeError(
             "with item-index targets, `judged` must be an integer tensor of the judged "
@@ -168,5 +176,6 @@ def check_judged_ids(judged: Tensor, num_queries: int, num_items: int) -> Tensor
             f"with item-index targets, `judged` must be (Q,) or (Q, J) with Q = "
             f"{num_queries} queries, got shape {tuple(judged.shape)}"
         )
-    V.check_item_ids("judged", judged, num_items)
+    if validate_args:
+        V.check_item_ids("judged", judged, num_items)
     return judged.to(torch.int64)
