@@ -10,6 +10,10 @@ after it) are compared as ratios measured in one run::
 
 With one tree it also times the judged measures (bpref, unj@k, ...) beside
 map on workload 1's tensors, with and without a ``judged`` mask.
+
+``--ops`` counts the torch operations each row runs instead of timing it
+(``TorchDispatchMode``): a count that load cannot blur. Equal counts in both
+trees mean the change adds no tensor work to those rows.
 """
 
 from __future__ import annotations
@@ -78,9 +82,27 @@ def _rows(quick: bool, judged_rows: bool) -> dict[str, Callable[[], object]]:
     return rows
 
 
+def _count_ops(fn: Callable[[], object]) -> int:
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Counter(TorchDispatchMode):
+        calls = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+            Counter.calls += 1
+            return func(*args, **(kwargs or {}))
+
+    with Counter():
+        fn()
+    return Counter.calls
+
+
 def _inner(args: argparse.Namespace) -> None:
     rows = _rows(args.quick, args.judged_rows)
-    result = {}
+    result: dict[str, float] = {}
+    if args.ops:
+        print(json.dumps({name: _count_ops(fn) for name, fn in rows.items()}))
+        return
     for name, fn in rows.items():
         fn()  # warm up
         times = []
@@ -98,6 +120,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="rounds over the trees")
     parser.add_argument("--repeats", type=int, default=5, help="timed runs per row (median)")
     parser.add_argument("--quick", action="store_true", help="tiny sizes: a smoke run")
+    parser.add_argument("--ops", action="store_true", help="count torch operations, not time")
     parser.add_argument("--inner", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--judged-rows", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -112,6 +135,7 @@ def main() -> None:
             env = {**os.environ, "PYTHONPATH": os.path.abspath(tree)}
             command = [sys.executable, __file__, "--inner", "--repeats", str(args.repeats)]
             command += ["--quick"] if args.quick else []
+            command += ["--ops"] if args.ops else []
             command += ["--judged-rows"] if judged_rows else []
             out = subprocess.run(command, env=env, check=True, capture_output=True, text=True)
             for name, seconds in json.loads(out.stdout).items():
@@ -121,9 +145,10 @@ def main() -> None:
         f"{os.path.basename(os.path.abspath(t))[:12]:>14}" for t in trees
     )
     print(header + ("   ratio (last / first)" if len(trees) > 1 else ""))
+    unit, scale = ("ops", 1) if args.ops else ("ms", 1000)
     for name in names:
         best = [min(found[tree][name]) for tree in trees]
-        line = name.ljust(40) + "".join(f"{b * 1000:>12.1f}ms" for b in best)
+        line = name.ljust(40) + "".join(f"{b * scale:>11.1f}{unit}" for b in best)
         if len(trees) > 1:
             line += f"   {best[-1] / best[0]:.3f}"
         print(line)
