@@ -111,6 +111,16 @@ def _metric_for_order(
     adaptive_k: bool,
     persistence: float = 0.8,
 ) -> float | None:
+    if metric in JUDGED_MEASURES:  # issue 13's judged measures, below: every item judged
+        return _judged_measure_for_order(
+            order,
+            grades,
+            [True] * len(grades),
+            metric,
+            k if JUDGED_MEASURES[metric] else None,
+            relevance_threshold=relevance_threshold,
+            persistence=persistence,
+        )
     if metric in TREC_MEASURES:  # issue 13's measures, below
         return _trec_measure_for_order(
             order,
@@ -337,7 +347,11 @@ def result_keys(metrics, top_k):
         ks = sorted(set(int(k) for k in top_k))
     out = []
     for metric in metrics:
-        if metric in NO_K_METRICS or metric in TREC_WHOLE_LIST:
+        if (
+            metric in NO_K_METRICS
+            or metric in TREC_WHOLE_LIST
+            or JUDGED_MEASURES.get(metric) is False
+        ):
             out.append((metric, metric, None))
         else:
             for k in ks:

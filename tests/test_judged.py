@@ -475,3 +475,38 @@ def test_lightning_callback_reads_judged(tmp_path):
     expected = rank_metrics(preds, target, metrics, top_k=ks, judged=judged, ties="first")
     for key, value in expected.items():
         assert float(trainer.callback_metrics[f"val/{key}"]) == pytest.approx(float(value)), key
+
+
+@pytest.mark.parametrize("ties", TIES)
+def test_item_ids_ranked_and_counted_agree(ties):
+    """Item ids are counted (CountedJudgedStats) unless ranked for another reason (an
+    exposure metric): both ways give the same judged statistics."""
+    from ranking_plugins.kernel import GainRule, normalize_input, rank_batch
+    from ranking_plugins.metrics import get_metrics, read_metrics
+    from ranking_plugins.options import Options
+
+    g = torch.Generator().manual_seed(2)
+    preds = torch.randint(0, 3, (9, 8), generator=g).float()
+    ids = torch.randint(-1, 8, (9, 3), generator=g)
+    judged = torch.randint(-1, 8, (9, 4), generator=g)
+    rule = GainRule(None, "exponential")
+    metrics = get_metrics(_exact(ties))
+    options = Options(ties=ties, empty_target_action="skip")
+    values = []
+    for method in ("count", "rank"):
+        batch = normalize_input(
+            preds,
+            ids,
+            indexes=None,
+            mask=None,
+            target_format=None,
+            rule=rule,
+            validate_args=True,
+            judged=judged,
+        )
+        ranked = rank_batch(batch, ties, None, method=method, judgments=True)
+        values.append(read_metrics(ranked, metrics, (1, 3, 9), options).results)
+    for key, counted in values[0].items():
+        torch.testing.assert_close(
+            values[1][key].values, counted.values, equal_nan=True, rtol=0, atol=1e-12
+        )

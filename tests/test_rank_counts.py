@@ -51,7 +51,7 @@ def _both_paths(case: dict, ties: str, ks: tuple[int, ...] | None, threshold: fl
     )
     results = []
     for method in ("rank", "count"):
-        ranked = rank_batch(data, ties, None, method)
+        ranked = rank_batch(data, ties, None, method, judgments=True)
         results.append(read_metrics(ranked, ALL, ks, Options(empty_target_action="skip")).results)
     return results
 

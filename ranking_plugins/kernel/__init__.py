@@ -88,9 +88,9 @@ def rank_inputs(
     ``depth`` is kept chunk by chunk, :func:`embedding_top_list`) have them.
 
     ``judged`` (issue 13): which items carry a judgment (None: every item);
-    ``judgments``: a metric reads them (bpref, infAP, unj, ...), so every list
-    is ranked, never counted (the caller asks whole lists, ``depth=None``);
-    ``EmbeddingScores`` count the judged items too, in the same walk.
+    ``judgments``: a metric reads them (bpref, infAP, unj, ...): the caller asks
+    whole lists (``depth=None``); counting (item ids, ``EmbeddingScores``)
+    counts the judged items too, in the same pass or walk.
     """
     if (judgments or judged is not None) and isinstance(preds, ShardedEmbeddingScores):
         raise ValueError(
@@ -150,9 +150,7 @@ def rank_inputs(
         validate_args=validate_args,
         judged=judged,
     )
-    return rank_batch(
-        batch, ties, depth, method="rank" if judgments else None, identities=identities
-    )
+    return rank_batch(batch, ties, depth, identities=identities, judgments=judgments)
 
 
 __all__ = [

@@ -42,6 +42,7 @@ def rank_stats(
     depth: int | None,
     method: str | None = None,
     identities: bool = False,
+    judgments: bool = False,
 ) -> ListStats:
     """Rank once (down to ``depth``, all when None) and describe the list.
 
@@ -52,13 +53,15 @@ def rank_stats(
     lists one id (next-item recommendation), where it is the cheaper of the two.
     ``identities``: the statistics must say which item holds each place (the
     metrics of item exposure), so the lists are ranked, never counted.
+    ``judgments``: a measure of judged items is read (issue 13): counting then
+    counts the judged items too (a ranked list knows them anyway).
     """
     relevance = data.relevance
     method = method or ranking_method(data, depth)
     if method == "count":
         if not isinstance(relevance, ItemIds):
             raise ValueError("ranking by counting needs item-index targets")
-        return count_ranks(data.scores, relevance, ties, data.ranked, data.nan_unchecked)
+        return count_ranks(data.scores, relevance, ties, data.ranked, data.nan_unchecked, judgments)
     ranked_list = rank(data, ties, depth, item_order=identities)
     num_ranked = (
         torch.full((data.num_queries,), data.num_items, device=data.scores.device)
@@ -91,9 +94,12 @@ class Unranked:
     depth: int | None
     method: str | None
     identities: bool = False
+    judgments: bool = False
 
     def rank(self) -> ListStats:
-        return rank_stats(self.data, self.ties, self.depth, self.method, self.identities)
+        return rank_stats(
+            self.data, self.ties, self.depth, self.method, self.identities, self.judgments
+        )
 
 
 @dataclass(frozen=True)
@@ -120,6 +126,7 @@ def rank_batch(
     depth: int | None,
     method: str | None = None,
     identities: bool = False,
+    judgments: bool = False,
 ) -> RankedBatch:
     """:func:`rank_stats` of every part of ``batch``.
 
@@ -147,7 +154,8 @@ def rank_batch(
             budget = max(WHOLE_ROW_BLOCK_ELEMENTS, size // 48)
             rows = max(1, budget // max(data.num_items, 1))
         if rows >= data.num_queries:
-            parts.append((part.queries, rank_stats(data, ties, depth, part_method, identities)))
+            stats = rank_stats(data, ties, depth, part_method, identities, judgments)
+            parts.append((part.queries, stats))
             continue
         if data.nan_unchecked:
             # blocks are ranked when read: check now, so that the error comes from here
@@ -161,7 +169,10 @@ def rank_batch(
                 else part.queries[block]
             )
             parts.append(
-                (queries, Unranked(data.rows(block), ties, depth, part_method, identities))
+                (
+                    queries,
+                    Unranked(data.rows(block), ties, depth, part_method, identities, judgments),
+                )
             )
     identified = identities or (every_part_ranked and ties in ("average", "first"))
     return RankedBatch(batch.num_queries, batch.device, tuple(parts), whole_lists, identified)

@@ -20,9 +20,13 @@ from torch import Tensor
 from ranking_plugins import _validation as V
 from ranking_plugins.kernel.host_reads import host_reads_are_free
 from ranking_plugins.kernel.inputs.relevance import GainRule, ItemIds
-from ranking_plugins.kernel.ranking.counting import RankCounter, distinct_ids
+from ranking_plugins.kernel.ranking.counting import (
+    RankCounter,
+    counted_judged_stats,
+    distinct_ids,
+    tracked_ids,
+)
 from ranking_plugins.kernel.statistics.count_stats import CountStats
-from ranking_plugins.kernel.statistics.judged import CountedJudgedStats
 
 ScoreFn = Callable[[Tensor, Tensor], Tensor]
 
@@ -217,22 +221,37 @@ def embedding_stats(
             V.check_item_ids("exclude", scores.exclude, num_items)
     with torch.no_grad():
         # ItemIds applies the relevance threshold (grade 1 for every listed id)
-        ids = distinct_ids(ItemIds(target.to(torch.int64), num_items, rule).item_ids)
+        relevance = ItemIds(target.to(torch.int64), num_items, rule, judged)
+        ids = distinct_ids(relevance.item_ids)
+        # judged measures: the judged (or relevant) items counted too, in the same walk;
+        # without `judged` every item is judged and the relevant items' counts serve
+        listed = (
+            [ids, tracked_ids(relevance, judged)] if judgments and judged is not None else [ids]
+        )
         if scores.num_queries == 0 or num_items == 0:
             # nothing to score: no query, or no item (then every listed id is padding)
-            nothing = torch.zeros(ids.shape, dtype=torch.float64, device=ids.device)
-            return RankCounter(ids, nothing, num_items, ties, exclude=scores.exclude).stats()
+            counters = [
+                RankCounter(
+                    each,
+                    torch.zeros(each.shape, dtype=torch.float64, device=each.device),
+                    num_items,
+                    ties,
+                    exclude=scores.exclude,
+                )
+                for each in listed
+            ]
+            return _stats(counters, ids, relevance, ties)
         may_read = host_reads_are_free(ids) or validate_args
-        own_scores = listed_scores(scores, ids, skip_unlisted=may_read)
-        counter = RankCounter(ids, own_scores, num_items, ties, exclude=scores.exclude)
-        counters = [counter]
-        if judgments:
-            relevance = ItemIds(target.to(torch.int64), num_items, rule, judged)
-            tracked = ids if judged is None else distinct_ids(torch.cat([target, judged], 1))
-            tracked_scores = listed_scores(scores, tracked, skip_unlisted=may_read)
-            counters.append(
-                RankCounter(tracked, tracked_scores, num_items, ties, exclude=scores.exclude)
+        counters = [
+            RankCounter(
+                each,
+                listed_scores(scores, each, skip_unlisted=may_read),
+                num_items,
+                ties,
+                exclude=scores.exclude,
             )
+            for each in listed
+        ]
         for start in scores.chunks():
             block = scores.score_chunk(start)
             if validate_args and V.has_nan(block):
@@ -248,27 +267,15 @@ def embedding_stats(
                     "calls over the same items; EmbeddingScores needs a deterministic "
                     "`score_fn` (see torch.use_deterministic_algorithms)"
                 )
-        stats = counter.stats()
-        if judgments:
-            stats.judged_stats = _judged_stats(counters[1], ids, relevance, ties, stats)
-        return stats
+        return _stats(counters, ids, relevance, ties)
 
 
-def _judged_stats(
-    tracker: RankCounter, relevant_ids: Tensor, relevance: ItemIds, ties: str, stats: CountStats
-) -> CountedJudgedStats:
-    """The judged items' statistics from the counts of the tracked (judged or relevant) items."""
-    tracked = tracker.ids
-    listed = tracked >= 0
-    relevant = listed & (tracked.unsqueeze(2) == relevant_ids.unsqueeze(1)).any(dim=2)
-    counts = tracker.tracked_counts(relevant, listed)
-    return CountedJudgedStats(
-        counts,
-        ties,
-        stats.num_ranked,
-        relevance.judged_nonrelevant_count(),
-        every_judged=relevance.judged_ids is None,
-    )
+def _stats(counters: list[RankCounter], ids: Tensor, relevance: ItemIds, ties: str) -> CountStats:
+    """The counted statistics; with a second counter, of the judged items too (issue 13)."""
+    stats = counters[0].stats()
+    if len(counters) > 1:
+        stats.judged_stats = counted_judged_stats(counters[1], ids, relevance, ties, stats)
+    return stats
 
 
 def item_targets(target: Tensor, query_emb: Tensor) -> Tensor:

@@ -23,6 +23,7 @@ from ranking_plugins import _validation as V
 from ranking_plugins.kernel.flags import count_true
 from ranking_plugins.kernel.inputs.relevance import ItemIds
 from ranking_plugins.kernel.statistics.count_stats import CountStats
+from ranking_plugins.kernel.statistics.judged import CountedJudgedStats
 
 
 def distinct_ids(item_ids: Tensor) -> Tensor:
@@ -262,7 +263,7 @@ class RankCounter:
             )
         else:  # optimistic
             start, size, relevant, before = above, rel_tied + 1, rel_tied + 1, rel_above
-        return CountStats(
+        stats = CountStats(
             ranked=ranked,
             group_start=start.to(torch.float64),
             group_size=size.to(torch.float64),
@@ -271,6 +272,19 @@ class RankCounter:
             relevant_count=self.listed.sum(dim=1),
             num_ranked=self.num_items - self.unranked,
             num_items=self.num_items,
+        )
+        stats.every_judged = self._every_judged  # read only by the judged measures
+        return stats
+
+    def _every_judged(self, stats: CountStats) -> CountedJudgedStats:
+        """The statistics of judged items when every item is judged, from these counts."""
+        counts = self.tracked_counts(self.listed, self.listed)
+        return CountedJudgedStats(
+            counts,
+            self.ties,
+            stats.num_ranked,
+            self.num_items - stats.relevant_count,
+            every_judged=True,
         )
 
 
@@ -301,13 +315,46 @@ def count_ranks(
     ties: str,
     ranked: Tensor | None = None,
     check_nan: bool = False,
+    judgments: bool = False,
 ) -> CountStats:
     """Rank statistics of a dense score matrix (Q, N) by counting, in one block.
 
     ``check_nan``: raise the NaN-scores error if a score is NaN, found block by
     block while each block of rows is in cache for the counting.
+    ``judgments``: count the judged items too (:func:`tracked_ids`), for the
+    measures that read them (issue 13); without ``judged_ids`` every item is
+    judged and the relevant items' own counts serve (``CountStats.every_judged``).
     """
     ids = distinct_ids(relevance.item_ids)
     counter = RankCounter(ids, scores.gather(1, ids.clamp(min=0)), scores.shape[1], ties)
     counter.add(scores, 0, ranked, check_nan=check_nan)
-    return counter.stats()
+    stats = counter.stats()
+    if judgments and relevance.judged_ids is not None:
+        tracked = tracked_ids(relevance, relevance.judged_ids)
+        tracker = RankCounter(
+            tracked, scores.gather(1, tracked.clamp(min=0)), scores.shape[1], ties
+        )
+        tracker.add(scores, 0, ranked)
+        stats.judged_stats = counted_judged_stats(tracker, ids, relevance, ties, stats)
+    return stats
+
+
+def tracked_ids(relevance: ItemIds, judged_ids: Tensor) -> Tensor:
+    """The items whose counts the measures of judged items read: judged or relevant (Q, T)."""
+    return distinct_ids(torch.cat([relevance.listed_ids, judged_ids], dim=1))
+
+
+def counted_judged_stats(
+    tracker: RankCounter, relevant_ids: Tensor, relevance: ItemIds, ties: str, stats: CountStats
+) -> CountedJudgedStats:
+    """The judged items' statistics from the counts of the tracked items (:func:`tracked_ids`)."""
+    tracked = tracker.ids
+    listed = tracked >= 0
+    relevant = listed & (tracked.unsqueeze(2) == relevant_ids.unsqueeze(1)).any(dim=2)
+    return CountedJudgedStats(
+        tracker.tracked_counts(relevant, listed),
+        ties,
+        stats.num_ranked,
+        relevance.judged_nonrelevant_count(),
+        every_judged=relevance.judged_ids is None,
+    )

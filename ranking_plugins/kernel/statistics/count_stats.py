@@ -15,6 +15,7 @@ A group with r_c relevant members is reported by each of them; each adds
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from functools import cached_property
 
 import torch
@@ -71,10 +72,14 @@ class CountStats(ListStats):
         self.num_ranked = num_ranked.to(torch.float64)
         # positions read go up to the end of the longest list, or R ≤ T for the ideal list
         self._table_length = max(num_items, ranked.shape[1], 1)
-        #: the statistics of judged items, when counted (``EmbeddingScores``; issue 13)
+        #: the statistics of judged items (issue 13), when the judged items were
+        #: counted; else ``every_judged`` makes them from these counts, every item judged
         self.judged_stats: CountedJudgedStats | None = None
+        self.every_judged: Callable[[CountStats], CountedJudgedStats] | None = None
 
     def judgments(self) -> JudgedReadings:
+        if self.judged_stats is None and self.every_judged is not None:
+            self.judged_stats = self.every_judged(self)
         if self.judged_stats is None:
             return super().judgments()
         return self.judged_stats
