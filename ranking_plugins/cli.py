@@ -639,7 +639,7 @@ def run_evaluate(
 
 
 #: trec_eval's measures that read the grades themselves and ignore its -l
-TREC_EVAL_GRADED = ("ndcg", "rbp")
+TREC_EVAL_GRADED = ("ndcg", "rbp", "g", "ndcg_rel", "rndcg")
 
 
 def _evaluate_run(

@@ -568,3 +568,84 @@ def test_gm_map_in_the_command(trec_eval_dir, capsys):
     with pytest.raises(SystemExit):
         main(["compare", str(qrels), str(run), str(run), "-m", "gm_map", "--ties", "first"])
     assert "gm_map is an aggregation" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------- G, ndcg_rel, Rndcg
+
+#: trec_eval name -> the package's metric; graded measures: trec_eval's -l leaves them alone
+GAIN_NAMES = {"G": "g", "ndcg_rel": "ndcg_rel", "Rndcg": "rndcg"}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+@pytest.mark.parametrize("name", list(GAIN_NAMES))
+def test_gain_measures_reproduce_trec_eval_output(trec_eval_dir, case, name):
+    """G, ndcg_rel and Rndcg per query and in "all", to trec_eval's 4 decimals."""
+    out, _, qids, preds, target, mask = _load(str(trec_eval_dir), case)
+    metric = GAIN_NAMES[name]
+    options = {"mask": mask, "ties": "first", "gain": "linear"}
+    values = rank_metrics(preds, target, metrics=(metric,), reduction="none", **options)[metric]
+    mean = rank_metrics(preds, target, metrics=(metric,), reduction="mean", **options)[metric]
+    mismatches = [
+        f"{name} {qid}: trec_eval {out[qid][name]}, got {float(values[q])}"
+        for q, qid in enumerate(qids)
+        if not abs(float(values[q]) - float(out[qid][name])) <= TOL_PRINTED
+    ]
+    if not abs(float(mean) - float(out["all"][name])) <= TOL_PRINTED:
+        mismatches.append(f"{name} all: trec_eval {out['all'][name]}, got {float(mean)}")
+    assert not mismatches, "\n".join(mismatches)
+
+
+def _graded_tied_problem(seed: int, queries: int = 6, columns: int = 7):
+    """Dense grades 0..3 with many ties (few distinct scores) and masked items."""
+    rng = random.Random(seed)
+    preds = torch.tensor(
+        [[rng.choice([0.0, 1.0, 2.0]) for _ in range(columns)] for _ in range(queries)]
+    )
+    target = torch.tensor(
+        [[rng.choice([0, 0, 1, 2, 3]) for _ in range(columns)] for _ in range(queries)]
+    )
+    mask = torch.rand(queries, columns, generator=torch.Generator().manual_seed(seed)) < 0.8
+    target[0] = 0  # a query without a relevant item
+    return preds, target, mask
+
+
+@pytest.mark.parametrize("ties", TIES)
+@pytest.mark.parametrize("gain", ["linear", "exponential"])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_gain_measures_brute_force_dense(ties, gain, seed):
+    """Every order of every tie group (tests/reference.py), graded, under the four policies."""
+    preds, target, mask = _graded_tied_problem(seed)
+    metrics = list(GAIN_NAMES.values())
+    options = {"mask": mask, "ties": ties, "gain": gain, "empty_target_action": "skip"}
+    got = rank_metrics(preds, target, metrics=metrics, reduction="none", **options)
+    for q in range(preds.shape[0]):
+        args = (preds[q].tolist(), target[q].tolist(), mask[q].tolist())
+        for metric in metrics:
+            expected = reference_trec_measure(*args, metric, None, ties=ties, gain=gain)
+            value = float(got[metric][q])
+            if expected is None:
+                assert math.isnan(value), (metric, q)
+            else:
+                assert value == pytest.approx(expected, abs=1e-12), (metric, q, ties, gain)
+
+
+@pytest.mark.parametrize("ties", TIES)
+def test_gain_measures_brute_force_item_ids(ties):
+    """Item-id targets (counted: CountStats, binary gains) agree with the dense reference."""
+    rng = random.Random(7)
+    queries, items = 10, 8
+    preds = torch.tensor(
+        [[rng.choice([0.0, 1.0, 2.0]) for _ in range(items)] for _ in range(queries)]
+    )
+    ids = torch.tensor([rng.sample(range(items), 4) for _ in range(queries)])
+    ids[:, 3] = -1  # padding
+    metrics = list(GAIN_NAMES.values())
+    got = rank_metrics(
+        preds, ids, metrics=metrics, ties=ties, empty_target_action="skip", reduction="none"
+    )
+    for q in range(queries):
+        grades = [1 if i in ids[q].tolist() else 0 for i in range(items)]
+        args = (preds[q].tolist(), grades, [True] * items)
+        for metric in metrics:
+            expected = reference_trec_measure(*args, metric, None, ties=ties)
+            assert float(got[metric][q]) == pytest.approx(expected, abs=1e-12), (metric, q)

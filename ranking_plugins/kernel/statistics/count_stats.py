@@ -239,3 +239,78 @@ class CountStats(ListStats):
             discount, self.start - self.before, self.size - self.group_relevant
         )
         return torch.where(self.ranked, term, 0.0).sum(dim=1)
+
+    # -- G, ndcg_rel, Rndcg (issue 13): computed only when one of them is read ----
+
+    @property
+    def g_sum(self) -> Tensor:
+        """Every relevant item has gain 1 and every cost is 1: trec_eval's G is its binG."""
+        return self.bin_g_sum
+
+    @property
+    def ideal_gain_sum(self) -> Tensor:
+        return self.relevant_count
+
+    @property
+    def gain_level_ends(self) -> Tensor:
+        """One gain, so one level: it ends at R."""
+        return self.relevant_count.unsqueeze(1)
+
+    @cached_property
+    def ndcg_rel_sum(self) -> Tensor:
+        """Σ over the group's places p of E[rel_p · DCG@p] / D(min(p, R)), per member / r.
+
+        Gain 1: E[rel_p · DCG@p] = (r/t) DB + r (r - 1) / (t (t - 1)) (D(p-1) - D(T))
+        + (r/t) d_p, DB the expected DCG of the top T; the ideal DCG@p is D(p) up to
+        R and D(R) after, so both stretches are differences of prefix tables.
+        """
+        discount, _ = self._prefix
+        by_place, shifted = _ndcg_rel_tables(self._table_length, discount.device)
+        t, r, start = self.size, self.group_relevant, self.start
+        before = self.dcg_at(start) if start.shape[1] else torch.zeros_like(start)
+        pair = torch.where(t > 1, (r - 1) / (t * (t - 1)).clamp(min=1), 0.0)
+        R = self.relevant_count.unsqueeze(1)
+        end = start + t
+        high = torch.minimum(end, R).clamp(min=start)  # places start+1..high: IDCG@p = D(p)
+        low = torch.maximum(start, R)  # places low+1..end: IDCG@p = D(R)
+        high2 = torch.maximum(end, low)
+        d_start = self._read(discount, start)
+
+        def span(table: Tensor, a: Tensor, b: Tensor) -> Tensor:
+            return self._read(table, b) - self._read(table, a)
+
+        inverse, previous, own = by_place
+        first = (
+            before * span(inverse, start, high) / t
+            + pair * (span(previous, start, high) - d_start * span(inverse, start, high))
+            + span(own, start, high) / t
+        )
+        count = high2 - low
+        second = (
+            before * count / t
+            + pair * (span(shifted, low, high2) - d_start * count)
+            + span(discount, low, high2) / t
+        ) / self._read(discount, R).clamp(min=1e-300)
+        return torch.where(self.ranked, first + second, 0.0).sum(dim=1)
+
+
+@functools.lru_cache(maxsize=4)
+def _ndcg_rel_tables(
+    length: int, device: torch.device
+) -> tuple[tuple[Tensor, Tensor, Tensor], Tensor]:
+    """Prefix sums over places p ≤ n of 1/D(p), D(p-1)/D(p), d_p/D(p), and of D(p-1).
+
+    D(p) = Σ_{j ≤ p} 1/log2(j + 1), d_p = 1/log2(p + 1): ndcg_rel's sums over a
+    stretch of places, for item-id targets (gain 1).
+    """
+    j = torch.arange(1, length + 1, dtype=torch.float64, device=device)
+    d = 1.0 / torch.log2(j + 1)
+    big_d = torch.cumsum(d, 0)
+    previous = big_d - d
+    zero = torch.zeros(1, dtype=torch.float64, device=device)
+
+    def prefix(values: Tensor) -> Tensor:
+        return torch.cat([zero, torch.cumsum(values, 0)])
+
+    tables = (prefix(1 / big_d), prefix(previous / big_d), prefix(d / big_d))
+    return tables, prefix(previous)

@@ -26,6 +26,7 @@ from ranking_plugins.kernel.statistics.closed_forms import (
     stopping_probability,
 )
 from ranking_plugins.kernel.statistics.list_stats import ListStats
+from ranking_plugins.kernel.statistics.tie_orders import g_group_expectation
 
 
 class RankStats(ListStats):
@@ -210,3 +211,85 @@ class RankStats(ListStats):
             prefix, nonrelevant_before, g.group_size - g.group_relevant
         )
         return (self.relevance * term).sum(dim=1)
+
+    # -- G, ndcg_rel, Rndcg (issue 13): computed only when one of them is read ----
+
+    @cached_property
+    def _ideal(self) -> Tensor:
+        """(Q, L') the ideal list's gains, descending (zeros after R)."""
+        return self._relevance.ideal_gains(self.length, self._relevant_count_int)
+
+    @cached_property
+    def ideal_gain_sum(self) -> Tensor:
+        return self._ideal.sum(dim=1)
+
+    @cached_property
+    def gain_level_ends(self) -> Tensor:
+        """Places where the ideal gain is positive and the next differs (or the list ends)."""
+        ideal = self._ideal
+        after = torch.cat([ideal[:, 1:], torch.zeros_like(ideal[:, :1])], dim=1)
+        ends = (ideal > 0) & (after != ideal)
+        return torch.where(ends, self.position[: ideal.shape[1]], 0.0)
+
+    @cached_property
+    def _cost_prefix(self) -> Tensor:
+        """(Q, L + 1) trec_eval's cost of the top n: Σ_{j ≤ n} max(ideal gain_j, 1)."""
+        ideal = self._ideal[:, : self.length]
+        pad = self.length - ideal.shape[1]
+        cost = torch.cat([ideal.clamp(min=1), torch.ones_like(ideal[:, :1]).expand(-1, pad)], 1)
+        return self._cumulative(cost)
+
+    @cached_property
+    def g_sum(self) -> Tensor:
+        """Position by position where groups hold interchangeable items; else group by group.
+
+        Under "average" a group of several members with a non-zero gain among
+        them is summed exactly over its orders on the host
+        (:func:`~ranking_plugins.kernel.statistics.tie_orders.g_group_expectation`).
+        """
+        g = self.list
+        gains = self._cumulative(self.gain)
+        left = 2 + self._cost_prefix[:, 1:] - gains[:, 1:]
+        term = torch.where(self.gain != 0, self.gain / torch.log2(left), 0.0)
+        if not g.shared_ties:
+            return term.sum(dim=1)
+        tied = g.ranked & (g.group_size > 1) & (g.group_gain != 0)
+        total = torch.where(tied, 0.0, term).sum(dim=1)
+        if not bool(tied.any()):
+            return total
+        assert g.items is not None, "a ranked list names its items"
+        item_gain = self._relevance.at(g.items)[1]
+        cost = self._cost_prefix.tolist()
+        starts, sizes = g.group_start.tolist(), g.group_size.tolist()
+        first = tied & (self.position - 1 == g.group_start)
+        for q, place in first.nonzero().tolist():
+            start, size = int(starts[q][place]), int(sizes[q][place])
+            members = item_gain[q, start : start + size].tolist()
+            total[q] += g_group_expectation(members, start, cost[q], float(gains[q, start]))
+        return total
+
+    @cached_property
+    def ndcg_rel_sum(self) -> Tensor:
+        """Σ over places of E[rel_p · DCG@p] / IDCG@min(p, R), E[rel_p · DCG@p] in closed form.
+
+        A place p of group c (T items before it, t members, r relevant, gains G)
+        holds a relevant item with probability r/t, independent of the groups
+        before (expected DCG ``DB``); a relevant item there and a gain at an
+        earlier place of the group go together with E = (r - 1) G / (t (t - 1));
+        at p itself E = G / t.
+        """
+        g = self.list
+        t, r = g.group_size, g.group_relevant
+        before = self.cum_dcg.gather(1, g.group_start.to(torch.int64))
+        prefix = self._cumulative(self.discount.unsqueeze(0))[0]
+        start = g.group_start.to(torch.int64)
+        inside = prefix[(self.position - 1).to(torch.int64)] - prefix[start]
+        pair = torch.where(t > 1, (r - 1) * g.group_gain / (t * (t - 1)).clamp(min=1), 0.0)
+        expected = self.relevance * before + pair * inside + self.discount * g.group_gain / t
+        ideal = self._read(self.cum_idcg, self.position.expand_as(t))
+        return torch.where(g.ranked & (r > 0), _ratio0(expected, ideal), 0.0).sum(dim=1)
+
+
+def _ratio0(numerator: Tensor, denominator: Tensor) -> Tensor:
+    positive = denominator > 0
+    return torch.where(positive, numerator / torch.where(positive, denominator, 1.0), 0.0)

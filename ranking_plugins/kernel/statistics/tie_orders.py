@@ -1,0 +1,69 @@
+"""Expectations over the orders of a tie group that are not sums of per-position terms.
+
+Under "average" every order of a tie group is equally likely (SPEC section 3).
+Most measures are sums of per-position terms, whose expectations are the
+closed forms of :mod:`~ranking_plugins.kernel.statistics.closed_forms`. The
+measures here read, at a place, what the members placed before it in the same
+group hold, so they take the distribution of that set: for a member at the
+group's place ``u + 1`` the members before it are a uniformly random
+``u``-subset of the others.
+
+* :func:`g_group_expectation`: trec_eval's G (a gain over the log of the cost
+  left, which depends on the gains placed before it).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Sequence
+
+
+def _subset_sums(values: Sequence[float]) -> list[Counter[float]]:
+    """For each size v, how many v-subsets of ``values`` (a multiset) have each sum."""
+    table: list[Counter[float]] = [Counter({0.0: 1})]
+    for value in values:
+        table.append(Counter())
+        for size in range(len(table) - 1, 0, -1):
+            for total, count in table[size - 1].items():
+                table[size][total + value] += count
+    return table
+
+
+def g_group_expectation(
+    gains: Sequence[float], start: int, cost: Sequence[float], gain_before: float
+) -> float:
+    """E[Σ over the group's members of g / log2(2 + cost[T + i] - gain_before - g - X)].
+
+    ``gains``: the gains of the group's t members; ``start``: T, the items
+    ranked before the group; ``cost[n]``: trec_eval's cost of the top n
+    (Σ_{j ≤ n} max(ideal gain_j, 1)); ``gain_before``: the gains of the top T.
+    A member at the group's place u + 1 has X, the gains of a random u-subset
+    of the other members, before it. Only members with a non-zero gain add a
+    term or move X, so the others (``n`` of them) are counted, not listed:
+    P(v given members and w others before it, at place v + w + 1) is
+    C(n, w) / C(t - 1, v + w) per v-subset, times 1/t for the place.
+
+    Cost: O(d · r · S · t) for d distinct non-zero gains among r members with
+    one, S distinct subset sums (at most 2^r, at most r · max gain for integer
+    grades) and t members; exact (binomials as Python integers).
+    """
+    t = len(gains)
+    weighted = [g for g in gains if g != 0]
+    n = t - len(weighted)
+    total = 0.0
+    for gain, multiplicity in Counter(weighted).items():
+        others = list(weighted)
+        others.remove(gain)
+        sums = _subset_sums(others)
+        member = 0.0
+        for v, by_sum in enumerate(sums):
+            for w in range(n + 1):
+                u = v + w
+                share = math.comb(n, w) / math.comb(t - 1, u)
+                left = 2 + cost[start + u + 1] - gain_before - gain
+                member += share * math.fsum(
+                    count / math.log2(left - s) for s, count in by_sum.items()
+                )
+        total += multiplicity * gain * member / t
+    return total
