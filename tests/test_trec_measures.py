@@ -649,3 +649,22 @@ def test_gain_measures_brute_force_item_ids(ties):
         for metric in metrics:
             expected = reference_trec_measure(*args, metric, None, ties=ties)
             assert float(got[metric][q]) == pytest.approx(expected, abs=1e-12), (metric, q)
+
+
+@pytest.mark.parametrize("seed", [3, 4])
+def test_gain_measures_match_pytrec_eval(seed):
+    """G, ndcg_rel and Rndcg against trec_eval itself, with unjudged and unretrieved documents."""
+    pytrec_eval = pytest.importorskip("pytrec_eval")
+    qrels, run, preds, target, mask = _random_collection(seed=seed)
+    expected = pytrec_eval.RelevanceEvaluator(qrels, set(GAIN_NAMES)).evaluate(run)
+    metrics = list(GAIN_NAMES.values())
+    options = {"mask": mask, "gain": "linear", "ties": "first", "empty_target_action": "neg"}
+    got = rank_metrics(preds, target, metrics=metrics, reduction="none", **options)
+    qids = sorted(qrels, key=lambda q: int(q[1:]))
+    mismatches = [
+        f"{name} {qid}: {expected[qid][name]} vs {float(got[metric][q])}"
+        for q, qid in enumerate(qids)
+        for name, metric in GAIN_NAMES.items()
+        if not math.isclose(float(got[metric][q]), expected[qid][name], abs_tol=1e-9)
+    ]
+    assert not mismatches, "\n".join(mismatches[:20])
