@@ -384,7 +384,7 @@ METRICS: dict[str, Metric] = {
         Metric(name="dcg", higher_is_better=True, value=_dcg, upper_bound=None),
         Metric(name="rbp", higher_is_better=True, value=_rbp),
         Metric(name="bin_g", higher_is_better=True, value=_bin_g, cutoff="whole_list"),
-        Metric(name="err", higher_is_better=True, value=_err, ties=ORDERED_TIES),
+        Metric(name="err", higher_is_better=True, value=_err),
         *(
             Metric(
                 name=f"iprec_at_recall_{level:.2f}",

@@ -570,6 +570,8 @@ def _trec_measure_for_order(
     """trec_eval's loops over one ranked list (``order``: the ranked items, rank 1 first)."""
     if metric in GAIN_MEASURES:
         return _gain_measure_for_order(order, grades, metric, relevance_threshold, gain)
+    if metric == "err":
+        return _err_for_order(order, grades, k, relevance_threshold, gain)
     rel_all = [is_relevant(g, relevance_threshold) for g in grades]
     R = sum(rel_all)
     top = order if k is None else order[:k]
@@ -670,6 +672,33 @@ def _gain_measure_for_order(
             ends.append(len(gains))
         return math.fsum(dcg(gains, b) / dcg(ideal, min(b, depth)) for b in ends) / len(ends)
     raise ValueError(f"unknown measure {metric!r}")
+
+
+def _err_for_order(
+    order: list[int],
+    grades: Sequence[float],
+    k: int | None,
+    relevance_threshold: float | None,
+    gain: str,
+) -> float | None:
+    """ERR@k (Chapelle et al. 2009) of one order: Σ_j R_j / j Π_{i<j} (1 - R_i).
+
+    R = (2^g - 1) / 2^g_max, g the grade of a relevant item (0 otherwise) and
+    g_max the largest over the query; the grade is read back from the gain.
+    """
+    def grade(i: int) -> float:
+        value = gain_of(grades[i], relevance_threshold, gain)
+        return math.log2(value + 1) if gain == "exponential" else value
+
+    g_max = max(grade(i) for i in range(len(grades)))
+    if g_max <= 0:
+        return None
+    total, reach = 0.0, 1.0
+    for j, i in enumerate(order if k is None else order[:k], 1):
+        stop = (2 ** grade(i) - 1) / 2**g_max
+        total += reach * stop / j
+        reach *= 1 - stop
+    return total
 
 
 def reference_trec_measure(

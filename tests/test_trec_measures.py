@@ -552,11 +552,6 @@ def test_err_item_ids_counted(ties):
             assert float(got[f"err@{k}"][q]) == pytest.approx(expected, abs=1e-12), (q, k)
 
 
-def test_err_refuses_average_ties():
-    with pytest.raises(ValueError, match=r"`ties='average'`: err is exact only under ties in"):
-        rank_metrics(torch.rand(2, 4), torch.randint(0, 3, (2, 4)), metrics=("err",), top_k=3)
-
-
 def test_gm_map_in_the_command(trec_eval_dir, capsys):
     qrels, run = trec_eval_dir / "qrels.test", trec_eval_dir / "results.test"
     argv = ["evaluate", str(qrels), str(run), "-m", "gm_map", "--ties", "first"]
@@ -668,3 +663,81 @@ def test_gain_measures_match_pytrec_eval(seed):
         if not math.isclose(float(got[metric][q]), expected[qid][name], abs_tol=1e-9)
     ]
     assert not mismatches, "\n".join(mismatches[:20])
+
+
+# --------------------------------------------------------------------------- ERR under "average"
+
+
+@pytest.mark.parametrize("ties", TIES)
+@pytest.mark.parametrize("gain", ["exponential", "linear"])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_err_every_policy_against_every_order(ties, gain, seed):
+    """ERR@k on graded data with ties: the mean over every order of every tie group.
+
+    Two references: tests/reference.py's brute force, and the per-query
+    ``_err_reference`` above averaged over the orders here. The cutoffs cut
+    tie groups (their members past k still count in the order's chances).
+    """
+    from reference import all_orders
+
+    preds, target, mask = _graded_tied_problem(seed, queries=8, columns=7)
+    ks = [1, 2, 3, 5, 20]
+    options = {"mask": mask, "ties": ties, "gain": gain, "empty_target_action": "skip"}
+    at_k = rank_metrics(preds, target, metrics=("err",), top_k=ks, reduction="none", **options)
+    whole = rank_metrics(preds, target, metrics=("err",), top_k=None, reduction="none", **options)[
+        "err"
+    ]
+    for q in range(preds.shape[0]):
+        args = (preds[q].tolist(), target[q].tolist(), mask[q].tolist())
+        grades = [float(g) for g in target[q]]
+        orders = all_orders(*args[:1], grades, args[2], ties, None)
+        for k, value in [*((k, at_k[f"err@{k}"][q]) for k in ks), (None, whole[q])]:
+            brute = reference_trec_measure(*args, "err", k, ties=ties, gain=gain)
+            written = math.fsum(_err_reference(o, grades, k, gain) for o in orders) / len(orders)
+            if brute is None:
+                assert math.isnan(float(value)) and math.isnan(written)
+                continue
+            assert float(value) == pytest.approx(brute, abs=1e-12), (q, k)
+            assert float(value) == pytest.approx(written, abs=1e-12), (q, k)
+
+
+@pytest.mark.parametrize("ties", TIES)
+@pytest.mark.parametrize("ids_per_query", [1, 4])
+def test_err_item_ids_every_policy(ties, ids_per_query):
+    """Item-id targets: counted whole lists (CountStats), and at k with one id per query
+    (counted too); groups that mix relevant and other items under "average"."""
+    rng = random.Random(11)
+    queries, items = 10, 9
+    preds = torch.tensor(
+        [[rng.choice([0.0, 1.0, 2.0]) for _ in range(items)] for _ in range(queries)]
+    )
+    ids = torch.tensor([rng.sample(range(items), ids_per_query) for _ in range(queries)])
+    if ids_per_query > 1:
+        ids[::2, -1] = -1  # padding
+    ks = [1, 3, 20]
+    options = {"ties": ties, "reduction": "none"}
+    at_k = rank_metrics(preds, ids, metrics=("err",), top_k=ks, **options)
+    whole = rank_metrics(preds, ids, metrics=("err",), top_k=None, **options)["err"]
+    for q in range(queries):
+        grades = [1 if i in ids[q].tolist() else 0 for i in range(items)]
+        args = (preds[q].tolist(), grades, [True] * items)
+        for k, value in [*((k, at_k[f"err@{k}"][q]) for k in ks), (None, whole[q])]:
+            expected = reference_trec_measure(*args, "err", k, ties=ties)
+            assert float(value) == pytest.approx(expected, abs=1e-12), (q, k, ties)
+
+
+def test_err_average_is_sound_on_large_tie_groups():
+    """A group of 3,000 tied items with 40 relevant of several grades: no overflow of
+    binomials, and the value agrees with the counted layout on its binary twin."""
+    n = 3000
+    scores = torch.zeros(1, n)
+    grades = torch.zeros(1, n, dtype=torch.int64)
+    grades[0, :40] = torch.arange(40) % 3 + 1
+    value = rank_metrics(scores, grades, metrics=("err",), top_k=[10, 2500], reduction="none")
+    for key in ("err@10", "err@2500"):
+        assert math.isfinite(float(value[key][0])) and 0 < float(value[key][0]) < 1
+    binary = (grades > 0).to(torch.int64)
+    ids = torch.nonzero(binary[0]).T
+    dense = rank_metrics(scores, binary, metrics=("err",), top_k=None, reduction="none")["err"]
+    counted = rank_metrics(scores, ids, metrics=("err",), top_k=None, reduction="none")["err"]
+    assert float(dense[0]) == pytest.approx(float(counted[0]), rel=1e-10)

@@ -223,6 +223,8 @@ class CountStats(ListStats):
         """
         one = torch.ones((), dtype=torch.float64, device=self.start.device)
         half = stopping_probability(one, one, exponential)
+        if bool((self.ranked & (self.size > self.group_relevant)).any()):
+            return self._err_mixed_groups(k, half)  # "average": relevant and not, tied
         start, before = self.start.unsqueeze(2), self.before.unsqueeze(2)
         m = self._inside(k)
         total = torch.zeros_like(m)
@@ -292,6 +294,51 @@ class CountStats(ListStats):
             + span(discount, low, high2) / t
         ) / self._read(discount, R).clamp(min=1e-300)
         return torch.where(self.ranked, first + second, 0.0).sum(dim=1)
+
+    # -- ERR under "average" (issue 13): read only for err -----------------------
+
+    def _err_mixed_groups(self, k: Tensor, stop: Tensor) -> Tensor:
+        """ERR@k when tie groups mix relevant and non-relevant items ("average").
+
+        The group's place u + 1 holds a relevant item reached with j relevant
+        items before it in the group with chance H(j) (r - j) / (t - u), H the
+        hypergeometric chance of j relevant among u of t; it adds that times
+        (1 - s)^(ρ + j) s / (T + u + 1), s = 1/2 (each member 1/r). The places are
+        walked in blocks up to the deepest one any group has within k (a host
+        read: on an accelerator it synchronises once). Cost O(Q · T · places · r).
+        """
+        t, r = self.size.unsqueeze(2), self.group_relevant.unsqueeze(2)
+        start, before = self.start.unsqueeze(2), self.before.unsqueeze(2)
+        m = self._inside(k)
+        places = int(torch.where(self.ranked.unsqueeze(2), m, 0).max()) if m.numel() else 0
+        widest = int(self.group_relevant.max()) if self.group_relevant.numel() else 0
+        keep = 1 - stop
+        total = torch.zeros_like(m)
+        block = 256
+        for first in range(0, places, block):
+            u = torch.arange(
+                first, min(first + block, places), dtype=torch.float64, device=m.device
+            )
+            reached = torch.zeros(*t.shape[:2], u.numel(), dtype=m.dtype, device=m.device)
+            for j in range(widest + 1):
+                possible = (j <= r) & (u - j >= 0) & (u - j <= t - r) & (u < t)
+                log_h = (
+                    _log_binomial(r, j) + _log_binomial(t - r, u - j) - _log_binomial(t, u)
+                )
+                h = torch.where(possible, torch.exp(torch.where(possible, log_h, 0.0)), 0.0)
+                chance = h * (r - j).clamp(min=0) / (t - u).clamp(min=1)
+                reached = reached + chance * keep**j
+            term = reached * stop * keep**before / (start + u + 1)
+            partial = torch.cumsum(term, dim=2)
+            partial = torch.cat([torch.zeros_like(partial[..., :1]), partial], dim=2)
+            read = (m - first).clamp(0, u.numel()).to(torch.int64)
+            total = total + partial.gather(2, read)
+        return self._total(total / r.clamp(min=1))
+
+
+def _log_binomial(n: Tensor, k: Tensor | int) -> Tensor:
+    k = torch.as_tensor(k, dtype=torch.float64, device=n.device)
+    return torch.lgamma(n + 1) - torch.lgamma(k + 1) - torch.lgamma((n - k).clamp(min=0) + 1)
 
 
 @functools.lru_cache(maxsize=4)

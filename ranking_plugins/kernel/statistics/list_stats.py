@@ -93,8 +93,9 @@ class ListStats(ABC):
 
         R_j = (2^g_j - 1) / 2^g_max, the grade g read from the gain (2^g - 1 with
         ``exponential``, g itself otherwise) and g_max the query's largest grade.
-        Exact only where every tie group holds interchangeable items (the
-        ordered policies): the metric refuses ``average``.
+        Under "average" the chance of reading past a place is a mean product over
+        the subsets of its tie group
+        (:func:`~ranking_plugins.kernel.statistics.tie_orders.subset_product_means`).
         """
 
     @property

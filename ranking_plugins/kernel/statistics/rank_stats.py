@@ -26,7 +26,7 @@ from ranking_plugins.kernel.statistics.closed_forms import (
     stopping_probability,
 )
 from ranking_plugins.kernel.statistics.list_stats import ListStats
-from ranking_plugins.kernel.statistics.tie_orders import g_group_expectation
+from ranking_plugins.kernel.statistics.tie_orders import g_group_expectation, subset_product_means
 
 
 class RankStats(ListStats):
@@ -196,6 +196,8 @@ class RankStats(ListStats):
         return suffix_best.gather(1, first)
 
     def err_at(self, k: Tensor, exponential: bool) -> Tensor:
+        if self.list.shared_ties:  # "average": survival over each group's orders (issue 13)
+            return self._read(self._cumulative(self._err_average(exponential)), k)
         stop = stopping_probability(self.gain, self.max_gain.unsqueeze(1), exponential)
         stop = torch.where(self.list.ranked, stop, 0.0)
         reach = torch.cumprod(torch.cat([torch.ones_like(stop[:, :1]), 1 - stop[:, :-1]], 1), 1)
@@ -288,6 +290,61 @@ class RankStats(ListStats):
         expected = self.relevance * before + pair * inside + self.discount * g.group_gain / t
         ideal = self._read(self.cum_idcg, self.position.expand_as(t))
         return torch.where(g.ranked & (r > 0), _ratio0(expected, ideal), 0.0).sum(dim=1)
+
+
+    # -- ERR under "average" (issue 13): computed only when err is read ----------
+
+    def _err_average(self, exponential: bool) -> Tensor:
+        """(Q, L) E[ERR's term at each place] over the orders of every tie group.
+
+        ERR = Σ_p (S(p-1) - S(p)) / p, S(p) = E[Π_{j ≤ p} (1 - R_j)]: the chance
+        of reading past place p. Groups are ordered independently and a whole
+        group's product does not depend on its order, so S at place u of group
+        c is P_c (the product over the groups before) times the mean product
+        over the u-subsets of the group's members
+        (:func:`~ranking_plugins.kernel.statistics.tie_orders.subset_product_means`).
+        """
+        g = self.list
+        assert g.items is not None, "a ranked list names its items"
+        relevant, gain = self._relevance.at(g.items)
+        relevant &= g.ranked
+        max_gain = self.max_gain.unsqueeze(1)
+        keep = torch.where(relevant, 1 - stopping_probability(gain, max_gain, exponential), 1.0)
+        survive = torch.cumprod(torch.cat([torch.ones_like(keep[:, :1]), keep], dim=1), dim=1)
+        tied = g.ranked & (g.group_size > 1) & (g.group_relevant > 0)
+        if bool(tied.any()):
+            survive = survive.clone()
+            first = tied & (self.position - 1 == g.group_start)
+            rows, starts = first.nonzero(as_tuple=True)
+            number = torch.full_like(g.group_start, -1, dtype=torch.int64)
+            number[rows, starts] = torch.arange(rows.numel(), device=rows.device)
+            group = number.gather(1, g.group_start.to(torch.int64))  # -1: not a tied group
+            size = g.group_size[rows, starts]
+            count = g.group_relevant[rows, starts]
+            # the relevant members' (1 - R), listed places first
+            member = (torch.cumsum(relevant, 1) - 1 - g.relevant_before).to(torch.int64)
+            width = int(count.max())
+            keeps = torch.ones(rows.numel(), width, dtype=torch.float64, device=keep.device)
+            listed = tied & relevant
+            keeps[group[listed], member[listed]] = keep[listed]
+            cut = g.cut_group
+            if cut is not None:  # its members past the list: from the whole row
+                row_relevant, row_gain = self._relevance.rows(cut.rows)
+                row_keep = 1 - stopping_probability(row_gain, max_gain[cut.rows], exponential)
+                for at_row, row in enumerate(cut.rows.tolist()):
+                    place = int(g.group_start[row, -1])
+                    index = int(number[row, place]) if bool(g.ranked[row, -1]) else -1
+                    if index >= 0:
+                        values = row_keep[at_row][cut.members[at_row] & row_relevant[at_row]]
+                        keeps[index, : values.numel()] = values
+            places = torch.minimum(size, self.length - starts.to(torch.float64))
+            means = subset_product_means(keeps, size, count, int(places.max()))
+            before = survive[rows, starts].unsqueeze(1)
+            inside = (self.position - 1 - g.group_start).to(torch.int64)  # place - 1 in the group
+            at = means[group.clamp(min=0), (inside + 1).clamp(max=means.shape[1] - 1)]
+            at = before[group.clamp(min=0)].squeeze(-1) * at
+            survive[:, 1:] = torch.where(group >= 0, at, survive[:, 1:])
+        return (survive[:, :-1] - survive[:, 1:]) / self.position
 
 
 def _ratio0(numerator: Tensor, denominator: Tensor) -> Tensor:

@@ -10,6 +10,8 @@ group's place ``u + 1`` the members before it are a uniformly random
 
 * :func:`g_group_expectation`: trec_eval's G (a gain over the log of the cost
   left, which depends on the gains placed before it).
+* :func:`subset_product_means`: ERR's chance of reading past the group's
+  first u places (a product over the members placed there).
 """
 
 from __future__ import annotations
@@ -17,6 +19,9 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Sequence
+
+import torch
+from torch import Tensor
 
 
 def _subset_sums(values: Sequence[float]) -> list[Counter[float]]:
@@ -67,3 +72,43 @@ def g_group_expectation(
                 )
         total += multiplicity * gain * member / t
     return total
+
+
+def subset_product_means(keeps: Tensor, size: Tensor, count: Tensor, places: int) -> Tensor:
+    """(G, places + 1) the mean of Π x over the u-subsets of each group, u = 0..places.
+
+    ``keeps`` (G, r): x of each group's r (``count``) members with x < 1 (the
+    others have x = 1, padding too); ``size`` (G,): t, the members in all. The
+    mean over the u-subsets is Σ_j H(j) F_j: H(j) the hypergeometric chance of
+    j of the r members among u drawn from t, F_j the mean product over the
+    j-subsets of the r members (elementary symmetric polynomials over their
+    binomials). F is built one member at a time as a convex combination,
+    F'_j = (n - j)/n F_j + j/n x F_{j-1} after n members, so nothing overflows
+    or cancels; H comes from log-binomials. Cost O(G · r²) for F and
+    O(G · places · r) for the means.
+    """
+    groups, width = keeps.shape
+    dtype, device = torch.float64, keeps.device
+    means = torch.zeros(groups, width + 1, dtype=dtype, device=device)
+    means[:, 0] = 1.0
+    j = torch.arange(1, width + 1, dtype=dtype, device=device)
+    for n in range(1, width + 1):
+        grow = (count >= n).unsqueeze(1)
+        updated = means.clone()
+        updated[:, 1:] = ((n - j) / n).clamp(min=0) * means[:, 1:] + (j / n) * keeps[
+            :, n - 1 : n
+        ] * means[:, :-1]
+        means = torch.where(grow, updated, means)
+    u = torch.arange(places + 1, dtype=dtype, device=device).view(1, -1, 1)
+    jj = torch.arange(width + 1, dtype=dtype, device=device).view(1, 1, -1)
+    t, r = size.view(-1, 1, 1), count.view(-1, 1, 1)
+    possible = (jj <= r) & (jj <= u) & (u - jj <= t - r) & (u <= t)
+    log_h = (
+        _log_binomial(r, jj) + _log_binomial(t - r, u - jj) - _log_binomial(t, u)
+    )
+    h = torch.where(possible, torch.exp(torch.where(possible, log_h, 0.0)), 0.0)
+    return (h * means.unsqueeze(1)).sum(dim=2)
+
+
+def _log_binomial(n: Tensor, k: Tensor) -> Tensor:
+    return torch.lgamma(n + 1) - torch.lgamma(k + 1) - torch.lgamma((n - k).clamp(min=0) + 1)
