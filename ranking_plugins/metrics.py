@@ -391,7 +391,6 @@ METRICS: dict[str, Metric] = {
                 higher_is_better=True,
                 value=_iprec_at(index),
                 cutoff="whole_list",
-                ties=ORDERED_TIES,
             )
             for index, level in enumerate(RECALL_LEVELS)
         ),
@@ -409,7 +408,6 @@ METRICS: dict[str, Metric] = {
             higher_is_better=True,
             value=_eleven_point,
             cutoff="whole_list",
-            ties=ORDERED_TIES,
         ),
         Metric(name="g", higher_is_better=True, value=_g, cutoff="whole_list"),
         Metric(name="ndcg_rel", higher_is_better=True, value=_ndcg_rel, cutoff="whole_list"),

@@ -256,8 +256,8 @@ def _tied_problem(seed: int, queries: int = 6, columns: int = 7):
 
 
 def _exact(ties: str) -> list[str]:
-    """The measures exact under ``ties`` (interpolated precision is refused under "average")."""
-    return [m for m in TREC_MEASURES if ties != "average" or m not in INTERPOLATED]
+    """The measures exact under ``ties``: every one, under every policy (issue 13)."""
+    return list(TREC_MEASURES)
 
 
 @pytest.mark.parametrize("ties", TIES)
@@ -408,17 +408,6 @@ def test_command_bad_persistence(bad, capsys):
         main(["evaluate", str(qrels), str(run), "-m", "rbp", "--rbp-persistence", bad])
     assert done.value.code == 2
     assert "--rbp-persistence must be in (0, 1)" in capsys.readouterr().err
-
-
-@pytest.mark.parametrize("name", INTERPOLATED)
-def test_interpolated_precision_refuses_average_ties(name, capsys):
-    preds, target = torch.tensor([[1.0, 1.0, 0.0]]), torch.tensor([[1, 0, 1]])
-    with pytest.raises(ValueError, match=rf"`ties='average'`: {name} is exact only under ties in"):
-        rank_metrics(preds, target, metrics=(name,), top_k=None)
-    qrels, run = sample_path("sample.qrels"), sample_path("sample.run")
-    with pytest.raises(SystemExit):
-        main(["evaluate", str(qrels), str(run), "-m", name, "--ties", "average"])
-    assert "exact only under --ties first or pessimistic or optimistic" in capsys.readouterr().err
 
 
 # --------------------------------------------------------------------------- adapters
@@ -741,3 +730,47 @@ def test_err_average_is_sound_on_large_tie_groups():
     dense = rank_metrics(scores, binary, metrics=("err",), top_k=None, reduction="none")["err"]
     counted = rank_metrics(scores, ids, metrics=("err",), top_k=None, reduction="none")["err"]
     assert float(dense[0]) == pytest.approx(float(counted[0]), rel=1e-10)
+
+
+# --------------------------------------------------------------------------- iprec under "average"
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+@pytest.mark.parametrize("layout", ["dense", "item_ids"])
+def test_interpolated_precision_average_against_every_order(seed, layout):
+    """iprec_at_recall_* and 11pt_avg under "average": the mean over every order of every
+    tie group (tests/reference.py), on lists whose tie groups mix relevant and other items."""
+    rng = random.Random(seed)
+    queries, columns = 6, 9
+    preds = torch.tensor(
+        [[rng.choice([0.0, 1.0, 2.0]) for _ in range(columns)] for _ in range(queries)]
+    )
+    grades = torch.tensor(
+        [[rng.choice([0, 0, 1, 2]) for _ in range(columns)] for _ in range(queries)]
+    )
+    if layout == "item_ids":
+        ids = torch.tensor([rng.sample(range(columns), 4) for _ in range(queries)])
+        grades = torch.zeros_like(grades).scatter_(1, ids, 1)
+    target = ids if layout == "item_ids" else grades
+    got = rank_metrics(
+        preds, target, metrics=INTERPOLATED, top_k=None, ties="average", reduction="none"
+    )
+    for q in range(queries):
+        args = (preds[q].tolist(), grades[q].tolist(), [True] * columns)
+        for name in INTERPOLATED:
+            expected = reference_trec_measure(*args, name, None, ties="average")
+            if expected is None:
+                assert math.isnan(float(got[name][q]))
+            else:
+                assert float(got[name][q]) == pytest.approx(expected, abs=1e-12), (name, q)
+
+
+def test_interpolated_precision_average_refuses_beyond_its_size(capsys):
+    """A tie group too large for the exact expected maximum: a clear error, no number."""
+    scores = torch.zeros(1, 1000)
+    grades = torch.zeros(1, 1000, dtype=torch.int64)
+    grades[0, :20] = 1
+    with pytest.raises(ValueError, match=r"under `ties='average'`.*pass ties='first'"):
+        rank_metrics(scores, grades, metrics=("11pt_avg",), top_k=None, ties="average")
+    first = rank_metrics(scores, grades, metrics=("11pt_avg",), top_k=None, ties="first")
+    assert float(first["11pt_avg"]) == pytest.approx(1.0)  # grades 1 first: every level at 1

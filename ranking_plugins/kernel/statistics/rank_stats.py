@@ -26,7 +26,11 @@ from ranking_plugins.kernel.statistics.closed_forms import (
     stopping_probability,
 )
 from ranking_plugins.kernel.statistics.list_stats import ListStats
-from ranking_plugins.kernel.statistics.tie_orders import g_group_expectation, subset_product_means
+from ranking_plugins.kernel.statistics.tie_orders import (
+    expected_interpolated_precision,
+    g_group_expectation,
+    subset_product_means,
+)
 
 
 class RankStats(ListStats):
@@ -193,7 +197,10 @@ class RankStats(ListStats):
         levels = torch.tensor(recall_levels, dtype=torch.float64, device=hits.device)
         needed = recall_level_hits(levels, self.relevant_count.unsqueeze(1))  # (Q, L)
         first = torch.searchsorted(hits.contiguous(), (needed - 1e-9).contiguous())
-        return suffix_best.gather(1, first)
+        best = suffix_best.gather(1, first)
+        if self.list.shared_ties:  # "average": an expected maximum where groups mix (issue 13)
+            best = self._iprec_mixed_groups(best, needed)
+        return best
 
     def err_at(self, k: Tensor, exponential: bool) -> Tensor:
         if self.list.shared_ties:  # "average": survival over each group's orders (issue 13)
@@ -345,6 +352,36 @@ class RankStats(ListStats):
             at = before[group.clamp(min=0)].squeeze(-1) * at
             survive[:, 1:] = torch.where(group >= 0, at, survive[:, 1:])
         return (survive[:, :-1] - survive[:, 1:]) / self.position
+
+    # -- interpolated precision under "average" (issue 13): read only for iprec ----
+
+    def _iprec_mixed_groups(self, best: Tensor, needed: Tensor) -> Tensor:
+        """Rows with a tie group of relevant and other items: the expected maximum, exactly.
+
+        :func:`~ranking_plugins.kernel.statistics.tie_orders.expected_interpolated_precision`
+        (on the host, group by group); the other rows keep the ordered reading.
+        """
+        g = self.list
+        mixed = g.ranked & (g.group_relevant > 0) & (g.group_size > g.group_relevant)
+        rows = mixed.any(dim=1).nonzero().squeeze(1).tolist()
+        if not rows:
+            return best
+        best = best.clone()
+        first = g.ranked & (g.group_relevant > 0) & (self.position - 1 == g.group_start)
+        for q in rows:
+            places = first[q].nonzero().squeeze(1)
+            groups = [
+                (int(start), int(size), int(relevant), int(before))
+                for start, size, relevant, before in zip(
+                    g.group_start[q, places].tolist(),
+                    g.group_size[q, places].tolist(),
+                    g.group_relevant[q, places].tolist(),
+                    g.relevant_before[q, places].tolist(),
+                )
+            ]
+            values = expected_interpolated_precision(groups, [int(n) for n in needed[q].tolist()])
+            best[q] = torch.tensor(values, dtype=best.dtype, device=best.device)
+        return best
 
 
 def _ratio0(numerator: Tensor, denominator: Tensor) -> Tensor:

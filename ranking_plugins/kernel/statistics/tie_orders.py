@@ -12,6 +12,8 @@ group's place ``u + 1`` the members before it are a uniformly random
   left, which depends on the gains placed before it).
 * :func:`subset_product_means`: ERR's chance of reading past the group's
   first u places (a product over the members placed there).
+* :func:`expected_interpolated_precision`: trec_eval's iprec_at_recall (an
+  expected maximum of precisions).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Sequence
+from fractions import Fraction
 
 import torch
 from torch import Tensor
@@ -112,3 +115,82 @@ def subset_product_means(keeps: Tensor, size: Tensor, count: Tensor, places: int
 
 def _log_binomial(n: Tensor, k: Tensor) -> Tensor:
     return torch.lgamma(n + 1) - torch.lgamma(k + 1) - torch.lgamma((n - k).clamp(min=0) + 1)
+
+
+#: the most DP steps :func:`expected_interpolated_precision` takes for one query (a few
+#: seconds on one CPU core); beyond, it refuses rather than approximate
+IPREC_AVERAGE_STEPS_MAX = 10**8
+
+
+def expected_interpolated_precision(
+    groups: Sequence[tuple[int, int, int, int]], needed: Sequence[int]
+) -> list[float]:
+    """E[max_{j: hits@j ≥ n} hits@j / j] over the orders of the tie groups, for each n.
+
+    ``groups``: (T, t, r, ρ) of each tie group holding a relevant item, in rank
+    order (groups without one never change the maximum); ``needed``: the hits n
+    of each recall level. The maximum V is below v exactly when the hits path
+    stays under max(n, v · j) at every place j; the hits are fixed at group
+    boundaries (ρ), and groups are ordered independently, so P(V < v) is a
+    product over groups of the chance that the group's random arrangement (a
+    lattice path of r hits in t places) stays under the line, a DP over its
+    places. V takes one of the values i / p (the i-th relevant item, i ≥ n, at
+    a place p its group allows), so E[V] = Σ_k (v_k - v_{k-1}) P(V ≥ v_k) over
+    those values in increasing order, compared as exact fractions.
+
+    Cost per level: C candidate values (Σ_c r_c (t_c - r_c + 1) at most) times
+    Σ_c t_c (r_c + 1) DP steps over the groups: exact, on the host, and
+    quadratic in the size of a tie group that mixes relevant and other items.
+    Beyond :data:`IPREC_AVERAGE_STEPS_MAX` steps for a query it raises a
+    ValueError (an exact number would take minutes; never an approximate one).
+    """
+    steps = sum(r * (t - r + 1) for _, t, r, _ in groups) * sum(
+        t * (r + 1) for _, t, r, _ in groups
+    )
+    if steps * len(set(needed)) > IPREC_AVERAGE_STEPS_MAX:
+        raise ValueError(
+            "interpolated precision (iprec_at_recall_*, 11pt_avg) under `ties='average'` "
+            f"is an expected maximum over the orders of each tie group; this query's tie "
+            f"groups (largest: {max(t for _, t, _, _ in groups)} items, "
+            f"{max(r for _, _, r, _ in groups)} relevant) would take about "
+            f"{steps * len(set(needed)):.1e} exact steps, beyond {IPREC_AVERAGE_STEPS_MAX:.0e}: "
+            "pass ties='first', 'pessimistic' or 'optimistic', or break the ties in the scores"
+        )
+    results: dict[int, float] = {}
+    for n in needed:
+        if n not in results:
+            results[n] = _expected_max_precision(groups, n)
+    return [results[n] for n in needed]
+
+
+def _expected_max_precision(groups: Sequence[tuple[int, int, int, int]], n: int) -> float:
+    candidates: set[Fraction] = set()
+    for start, size, relevant, before in groups:
+        for a in range(max(1, n - before), relevant + 1):  # the group's a-th relevant item
+            for place in range(start + a, start + size - (relevant - a) + 1):
+                candidates.add(Fraction(before + a, place))
+    if not candidates:
+        return 0.0
+    values = sorted(candidates)
+    numerator = torch.tensor([float(v.numerator) for v in values], dtype=torch.float64)
+    denominator = torch.tensor([float(v.denominator) for v in values], dtype=torch.float64)
+    below = torch.ones(len(values), dtype=torch.float64)
+    for start, size, relevant, before in groups:
+        if before + relevant < n:
+            continue
+        # chance of h hits so far in the group, with the path kept under the line
+        state = torch.zeros(len(values), relevant + 1, dtype=torch.float64)
+        state[:, 0] = 1.0
+        hits = torch.arange(relevant + 1, dtype=torch.float64)
+        for u in range(1, size + 1):
+            left = size - u + 1  # places left before this one is filled
+            take = ((relevant - hits) / left).clamp(min=0)
+            moved = state * take
+            state = state * (1 - take)
+            state[:, 1:] += moved[:, :-1]
+            total = before + hits
+            over = (total >= n) & (total * denominator.unsqueeze(1) >= numerator.unsqueeze(1) * (start + u))
+            state = torch.where(over, 0.0, state)
+        below = below * state.sum(dim=1)
+    steps = [float(values[0])] + [float(b - a) for a, b in zip(values, values[1:])]
+    return math.fsum(s * (1 - float(p)) for s, p in zip(steps, below))
