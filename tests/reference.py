@@ -686,6 +686,7 @@ def _err_for_order(
     R = (2^g - 1) / 2^g_max, g the grade of a relevant item (0 otherwise) and
     g_max the largest over the query; the grade is read back from the gain.
     """
+
     def grade(i: int) -> float:
         value = gain_of(grades[i], relevance_threshold, gain)
         return math.log2(value + 1) if gain == "exponential" else value

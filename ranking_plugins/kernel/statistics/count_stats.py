@@ -324,9 +324,7 @@ class CountStats(ListStats):
             reached = torch.zeros(*t.shape[:2], u.numel(), dtype=m.dtype, device=m.device)
             for j in range(widest + 1):
                 possible = (j <= r) & (u - j >= 0) & (u - j <= t - r) & (u < t)
-                log_h = (
-                    _log_binomial(r, j) + _log_binomial(t - r, u - j) - _log_binomial(t, u)
-                )
+                log_h = _log_binomial(r, j) + _log_binomial(t - r, u - j) - _log_binomial(t, u)
                 h = torch.where(possible, torch.exp(torch.where(possible, log_h, 0.0)), 0.0)
                 chance = h * (r - j).clamp(min=0) / (t - u).clamp(min=1)
                 reached = reached + chance * keep**j
@@ -360,6 +358,7 @@ class CountStats(ListStats):
                         self.size[q, members].tolist(),
                         self.group_relevant[q, members].tolist(),
                         self.before[q, members].tolist(),
+                        strict=True,
                     )
                 }
             )

@@ -298,7 +298,6 @@ class RankStats(ListStats):
         ideal = self._read(self.cum_idcg, self.position.expand_as(t))
         return torch.where(g.ranked & (r > 0), _ratio0(expected, ideal), 0.0).sum(dim=1)
 
-
     # -- ERR under "average" (issue 13): computed only when err is read ----------
 
     def _err_average(self, exponential: bool) -> Tensor:
@@ -377,6 +376,7 @@ class RankStats(ListStats):
                     g.group_size[q, places].tolist(),
                     g.group_relevant[q, places].tolist(),
                     g.relevant_before[q, places].tolist(),
+                    strict=True,
                 )
             ]
             values = expected_interpolated_precision(groups, [int(n) for n in needed[q].tolist()])

@@ -18,6 +18,7 @@ group's place ``u + 1`` the members before it are a uniformly random
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections import Counter
 from collections.abc import Sequence
@@ -106,9 +107,7 @@ def subset_product_means(keeps: Tensor, size: Tensor, count: Tensor, places: int
     jj = torch.arange(width + 1, dtype=dtype, device=device).view(1, 1, -1)
     t, r = size.view(-1, 1, 1), count.view(-1, 1, 1)
     possible = (jj <= r) & (jj <= u) & (u - jj <= t - r) & (u <= t)
-    log_h = (
-        _log_binomial(r, jj) + _log_binomial(t - r, u - jj) - _log_binomial(t, u)
-    )
+    log_h = _log_binomial(r, jj) + _log_binomial(t - r, u - jj) - _log_binomial(t, u)
     h = torch.where(possible, torch.exp(torch.where(possible, log_h, 0.0)), 0.0)
     return (h * means.unsqueeze(1)).sum(dim=2)
 
@@ -189,8 +188,10 @@ def _expected_max_precision(groups: Sequence[tuple[int, int, int, int]], n: int)
             state = state * (1 - take)
             state[:, 1:] += moved[:, :-1]
             total = before + hits
-            over = (total >= n) & (total * denominator.unsqueeze(1) >= numerator.unsqueeze(1) * (start + u))
+            over = (total >= n) & (
+                total * denominator.unsqueeze(1) >= numerator.unsqueeze(1) * (start + u)
+            )
             state = torch.where(over, 0.0, state)
         below = below * state.sum(dim=1)
-    steps = [float(values[0])] + [float(b - a) for a, b in zip(values, values[1:])]
-    return math.fsum(s * (1 - float(p)) for s, p in zip(steps, below))
+    steps = [float(values[0])] + [float(b - a) for a, b in itertools.pairwise(values)]
+    return math.fsum(s * (1 - float(p)) for s, p in zip(steps, below.tolist(), strict=True))
