@@ -353,11 +353,11 @@ def test_command_prints_trec_eval_lines(trec_eval_dir, case, capsys):
     argv = ["evaluate", str(trec_eval_dir / qrels_file), str(trec_eval_dir / "results.test")]
     argv += ["-m", "all_trec", "--format", "trec_eval", "-q"]
     if level is not None:
-        argv += ["-l", str(level)]
+        argv += ["-l", str(level), "-m", "relstring.20"]  # as trec_eval's Makefile makes it
     assert main(argv) == 0
     ours = capsys.readouterr().out.splitlines()
     theirs = (trec_eval_dir / out_file).read_text().splitlines()
-    computed = {_family(name) for name in TREC_EVAL_MEASURES} | {"num_q"}
+    computed = {_family(name) for name in TREC_EVAL_MEASURES} | {"num_q", "relstring"}
     expected = [line for line in theirs if _family(line.split("\t")[0].strip()) in computed]
     assert sorted(ours) == sorted(expected)
     # the rest of trec_eval's output: the families not computed yet, named in the module
@@ -774,3 +774,43 @@ def test_interpolated_precision_average_refuses_beyond_its_size(capsys):
         rank_metrics(scores, grades, metrics=("11pt_avg",), top_k=None, ties="average")
     first = rank_metrics(scores, grades, metrics=("11pt_avg",), top_k=None, ties="first")
     assert float(first["11pt_avg"]) == pytest.approx(1.0)  # grades 1 first: every level at 1
+
+
+# --------------------------------------------------------------------------- relstring
+
+
+def test_relstring_lines_in_trec_eval_order(trec_eval_dir, capsys):
+    """``-m relstring.N`` prints trec_eval's string per query, in its layout, after P_k."""
+    argv = ["evaluate", str(trec_eval_dir / "qrels.test"), str(trec_eval_dir / "results.test")]
+    argv += ["-m", "P.5", "-m", "relstring.3", "-m", "map", "--format", "trec_eval", "-q"]
+    assert main(argv) == 0
+    lines = capsys.readouterr().out.splitlines()
+    theirs = {
+        line.split("\t")[1]: line.split("\t")[2]
+        for line in (trec_eval_dir / "out.test.aq").read_text().splitlines()
+        if line.startswith("relstring ")
+    }
+    strings = [line.split("\t") for line in lines if line.startswith("relstring_3")]
+    assert len(strings) == len(theirs)
+    for _, qid, string in strings:  # the first 3 of trec_eval's first 10
+        assert string == theirs[qid][:4] + "'"
+    names = [line.split("\t")[0].strip() for line in lines]
+    assert names[:3] == ["P_5", "relstring_3", "map"]
+    assert not any(line.startswith("relstring") for line in lines if "\tall\t" in line)
+
+
+@pytest.mark.parametrize(
+    ("argv", "words"),
+    [
+        (["-m", "relstring", "-m", "map"], "printed with --format trec_eval -q only"),
+        (["-m", "relstring.0", "-m", "map", "--format", "trec_eval", "-q"], "positive integer"),
+        (["-m", "relstring.x", "-m", "map", "--format", "trec_eval", "-q"], "positive integer"),
+        (["-m", "relstring", "--format", "trec_eval", "-q"], "ask for a measure beside it"),
+    ],
+)
+def test_relstring_bad_requests(argv, words, capsys):
+    qrels, run = sample_path("sample.qrels"), sample_path("sample.run")
+    with pytest.raises(SystemExit) as exit_status:
+        main(["evaluate", str(qrels), str(run), *argv])
+    assert exit_status.value.code == 2
+    assert words in capsys.readouterr().err
