@@ -465,6 +465,15 @@ METRICS: dict[str, Metric] = {
     )
 }
 
+#: the metrics whose exact value under ``ties="average"`` is computed partly on the host
+#: (``kernel/statistics/tie_orders.py``): on an accelerator they synchronise with it
+HOST_UNDER_AVERAGE = (
+    "err",
+    "g",
+    "11pt_avg",
+    *(f"iprec_at_recall_{level:.2f}" for level in RECALL_LEVELS),
+)
+
 #: the catalogue-level metrics: one value per k from the accumulated exposure
 CATALOGUE_METRICS = tuple(name for name, m in METRICS.items() if m.catalogue is not None)
 

@@ -630,6 +630,9 @@ def _trec_measure_for_order(
 
 # -- G, ndcg_rel, Rndcg (issue 13): trec_eval's loops, written out -----------------------
 GAIN_MEASURES = ("g", "ndcg_rel", "rndcg")
+# read on the whole list; with ERR (at k), every measure of this module's reference
+TREC_WHOLE_LIST += GAIN_MEASURES
+TREC_MEASURES += (*GAIN_MEASURES, "err")
 
 
 def _gain_measure_for_order(
