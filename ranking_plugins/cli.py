@@ -76,6 +76,12 @@ from ranking_plugins.trec_files import (
     iter_collections,
     read_records,
 )
+from ranking_plugins.trec_relstring import (
+    RELSTRING,
+    RELSTRING_LENGTH,
+    relstring_length,
+    relstrings,
+)
 
 PROG = "ranking-plugins"
 #: what ``evaluate`` reports when no ``-m`` is given
@@ -586,6 +592,7 @@ def run_evaluate(
 ) -> int:
     """``evaluate`` with parsed arguments, writing to the given streams; returns the exit status."""
     parser = getattr(args, "command_parser", parser)
+    args.metric, relstring_name, relstring_size = _relstring_request(parser, args)
     try:
         wanted = parse_metrics(args.metric or list(DEFAULT_METRICS))
     except UsageError as error:
@@ -629,6 +636,10 @@ def run_evaluate(
                     redone, _ = _evaluate_run(args, qrels, threshold, graded, unleveled, stderr)
                     for field in ("per_query", "mean", "standard_error", "counted"):
                         getattr(results, field).update(getattr(redone, field))
+            strings = None
+            if relstring_size is not None and args.format == "trec_eval" and args.per_query:
+                run = read_records(args.run, "run", args.run_format, stderr)
+                strings = (relstring_name, relstrings(qrels, run, results.qids, relstring_size))
     except (FileFormatError, MissingExtraError) as error:
         stderr.write(f"{PROG}: error: {error}\n")
         return 1
@@ -647,7 +658,7 @@ def run_evaluate(
             )
             for (name, k), key in zip(wanted, results.keys, strict=True)
         ]
-        text = format_trec_eval(rows, results.qids, args.per_query)
+        text = format_trec_eval(rows, results.qids, args.per_query, strings)
     else:
         text = format_table(results, args.per_query)
     if args.output is None:
@@ -669,8 +680,45 @@ def run_evaluate(
     return 0
 
 
+# -- trec_eval's relstring (issue 13): a string per query, not a metric ------------------
+
+
+def _relstring_request(
+    parser: argparse.ArgumentParser, args: argparse.Namespace
+) -> tuple[list[str] | None, str, int | None]:
+    """``-m`` without its ``relstring[.N]`` values; the name trec_eval prints and N, if asked.
+
+    ``-m all_trec`` asks for it (N = 10) with ``--format trec_eval -q``; asked by
+    name, it needs that layout (it is a string, printed per query only).
+    """
+    if args.metric is None:
+        return None, RELSTRING, None
+    kept: list[str] = []
+    name, size = RELSTRING, None
+    for value in args.metric:
+        try:
+            length = relstring_length(value.strip())
+        except ValueError as error:
+            parser.error(f"-m/--metric: {error}")
+        if length is None:
+            kept.append(value)
+            continue
+        if args.format != "trec_eval" or not args.per_query:
+            parser.error(
+                f"-m {value}: trec_eval's relstring is a string per query, printed with "
+                "--format trec_eval -q only"
+            )
+        name, size = (f"{RELSTRING}_{length}" if "." in value else RELSTRING), length
+    if not kept and size is not None:
+        parser.error(f"-m {RELSTRING}: ask for a measure beside it (e.g. -m all_trec)")
+    asks_all = any(ALL_TREC in (t.strip() for t in value.split(",")) for value in kept)
+    if size is None and asks_all and args.format == "trec_eval" and args.per_query:
+        size = RELSTRING_LENGTH
+    return kept, name, size
+
+
 #: trec_eval's measures that read the grades themselves and ignore its -l
-TREC_EVAL_GRADED = ("ndcg", "rbp")
+TREC_EVAL_GRADED = ("ndcg", "rbp", "g", "ndcg_rel", "rndcg")
 
 
 def _evaluate_run(

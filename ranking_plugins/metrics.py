@@ -239,6 +239,40 @@ def _rbp_resid(c: Cutoff, options: Options) -> MetricValue:
     residual = p**n + (1 - p) * judged.unjudged_geometric(p)
     value = torch.where(judged.unjudged_ranked > 0, residual, 0.0)
     return value.unsqueeze(1).expand_as(c.k), _always(c)
+# -- G, ndcg_rel, Rndcg (issue 13) ---------------------------------------------------------
+
+
+def _g(c: Cutoff, options: Options) -> MetricValue:
+    """Σ gain_j / log2(2 + cost@j - gain@j) / (every relevant item's gain) (trec_eval's G)."""
+    s = c.stats
+    return _ratio(s.g_sum, s.ideal_gain_sum).unsqueeze(1).expand_as(c.k), _has_relevant(c)
+
+
+def _ndcg_rel(c: Cutoff, options: Options) -> MetricValue:
+    """nDCG averaged over the relevant items (trec_eval's ndcg_rel).
+
+    A ranked relevant item at place j adds DCG@j / IDCG@min(j, R); each relevant
+    item not ranked adds the whole list's DCG / IDCG; the sum is divided by R.
+    """
+    s = c.stats
+    missing = (c.relevant_count - c.hits) * _ratio(c.dcg, c.idcg)
+    return _ratio(s.ndcg_rel_sum.unsqueeze(1) + missing, c.relevant_count), _has_relevant(c)
+
+
+def _rndcg(c: Cutoff, options: Options) -> MetricValue:
+    """nDCG averaged over trec_eval's R levels (Rndcg).
+
+    The places where each gain of the ideal list ends (the last is R), and the
+    end of the list when it is longer than R; at each, DCG / IDCG.
+    """
+    s = c.stats
+    ends = s.gain_level_ends
+    beyond = torch.where(s.num_ranked > s.relevant_count, s.num_ranked, 0.0).unsqueeze(1)
+    ends = torch.cat([ends, beyond], dim=1)
+    at_end = _ratio(s.dcg_at(ends), s.idcg_at(ends, whole_list=False))
+    points = (ends > 0).sum(dim=1, keepdim=True)
+    value = _ratio(torch.where(ends > 0, at_end, 0.0).sum(dim=1, keepdim=True), points)
+    return value.expand_as(c.k), _has_relevant(c)
 
 
 # -- beyond accuracy: which items the top k holds (kernel/statistics/exposure.py) ----------
@@ -399,14 +433,13 @@ METRICS: dict[str, Metric] = {
         Metric(name="dcg", higher_is_better=True, value=_dcg, upper_bound=None),
         Metric(name="rbp", higher_is_better=True, value=_rbp),
         Metric(name="bin_g", higher_is_better=True, value=_bin_g, cutoff="whole_list"),
-        Metric(name="err", higher_is_better=True, value=_err, ties=ORDERED_TIES),
+        Metric(name="err", higher_is_better=True, value=_err),
         *(
             Metric(
                 name=f"iprec_at_recall_{level:.2f}",
                 higher_is_better=True,
                 value=_iprec_at(index),
                 cutoff="whole_list",
-                ties=ORDERED_TIES,
             )
             for index, level in enumerate(RECALL_LEVELS)
         ),
@@ -424,7 +457,6 @@ METRICS: dict[str, Metric] = {
             higher_is_better=True,
             value=_eleven_point,
             cutoff="whole_list",
-            ties=ORDERED_TIES,
         ),
         # -- judged measures (issue 13)
         Metric(
@@ -459,6 +491,9 @@ METRICS: dict[str, Metric] = {
             cutoff="whole_list",
             judgments=True,
         ),
+        Metric(name="g", higher_is_better=True, value=_g, cutoff="whole_list"),
+        Metric(name="ndcg_rel", higher_is_better=True, value=_ndcg_rel, cutoff="whole_list"),
+        Metric(name="rndcg", higher_is_better=True, value=_rndcg, cutoff="whole_list"),
         Metric(
             name="coverage", higher_is_better=True, value=None, catalogue=_coverage, exposure=True
         ),
@@ -511,6 +546,15 @@ METRICS: dict[str, Metric] = {
         ),
     )
 }
+
+#: the metrics whose exact value under ``ties="average"`` is computed partly on the host
+#: (``kernel/statistics/tie_orders.py``): on an accelerator they synchronise with it
+HOST_UNDER_AVERAGE = (
+    "err",
+    "g",
+    "11pt_avg",
+    *(f"iprec_at_recall_{level:.2f}" for level in RECALL_LEVELS),
+)
 
 #: the catalogue-level metrics: one value per k from the accumulated exposure
 CATALOGUE_METRICS = tuple(name for name, m in METRICS.items() if m.catalogue is not None)

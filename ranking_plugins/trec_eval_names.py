@@ -19,6 +19,7 @@ default cutoffs). :func:`format_trec_eval` prints trec_eval's own layout
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 #: trec_eval's default cutoffs of the families that take one
@@ -60,7 +61,10 @@ TREC_EVAL_MEASURES: dict[str, TrecEvalMeasure] = {
     "utility": TrecEvalMeasure("utility"),
     "11pt_avg": TrecEvalMeasure("11pt_avg"),
     "binG": TrecEvalMeasure("bin_g"),
+    "G": TrecEvalMeasure("g"),
     "ndcg": TrecEvalMeasure("ndcg"),
+    "ndcg_rel": TrecEvalMeasure("ndcg_rel"),
+    "Rndcg": TrecEvalMeasure("rndcg"),
     "ndcg_cut": TrecEvalMeasure("ndcg", DEFAULT_CUTOFFS),
     "map_cut": TrecEvalMeasure("map", DEFAULT_CUTOFFS),
     "relative_P": TrecEvalMeasure("relative_precision", DEFAULT_CUTOFFS),
@@ -95,6 +99,12 @@ NOT_YET = (
     "ndcg_rel",
     "Rndcg",
     "relstring",  # a string of the first grades, not a number
+    "bpref",
+    "infAP",
+    "gm_bpref",
+    "num_nonrel_judged_ret",
+    "rbp_resid",
+    "unj",
 )
 
 
@@ -155,12 +165,17 @@ def is_count(metric: str) -> bool:
 
 
 def format_trec_eval(
-    rows: list[tuple[str, str, bool, list[float], float]], qids: list[str], per_query: bool
+    rows: list[tuple[str, str, bool, list[float], float]],
+    qids: list[str],
+    per_query: bool,
+    strings: tuple[str, Mapping[str, str]] | None = None,
 ) -> str:
     """trec_eval's layout: ``name<TAB>query<TAB>value`` per query (with -q), then ``all``.
 
     ``rows``: (trec_eval name, package key, is a count, per-query values, mean) in
     the order to print. Counts print as integers and their ``all`` is the sum.
+    ``strings``: trec_eval's relstring (its printed name, each query's string),
+    printed per query where trec_eval prints it (after the ``P_k`` lines).
     """
 
     def value(number: float, count: bool) -> str:
@@ -169,12 +184,18 @@ def format_trec_eval(
         return str(round(number)) if count else f"{number:.4f}"
 
     lines: list[str] = []
+    # relstring: after the last P_k line, as trec_eval's all_trec order has it
+    names = [row[0] for row in rows if row[0] not in GEOMETRIC_MEANS]
+    precisions = [n for n in names if n.startswith("P_")]
+    after_strings = precisions[-1] if precisions else (names[-1] if names else None)
     if per_query:
         for row, qid in enumerate(qids):
             for name, _, count, values, _ in rows:
                 if name in GEOMETRIC_MEANS:  # trec_eval prints those in the "all" line only
                     continue
                 lines.append(f"{name:<22}\t{qid}\t{value(values[row], count)}")
+                if strings is not None and name == after_strings:
+                    lines.append(f"{strings[0]:<22}\t{qid}\t'{strings[1][qid]}'")
     lines.append(f"{'num_q':<22}\tall\t{len(qids)}")
     for name, _, count, values, mean in rows:
         summary = math.fsum(v for v in values if not math.isnan(v)) if count else mean

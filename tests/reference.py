@@ -582,6 +582,10 @@ def _trec_measure_for_order(
     adaptive_k: bool = False,
 ) -> float | None:
     """trec_eval's loops over one ranked list (``order``: the ranked items, rank 1 first)."""
+    if metric in GAIN_MEASURES:
+        return _gain_measure_for_order(order, grades, metric, relevance_threshold, gain)
+    if metric == "err":
+        return _err_for_order(order, grades, k, relevance_threshold, gain)
     rel_all = [is_relevant(g, relevance_threshold) for g in grades]
     R = sum(rel_all)
     top = order if k is None else order[:k]
@@ -636,6 +640,83 @@ def _trec_measure_for_order(
             values.append(best)
         return math.fsum(values) / len(values)
     raise ValueError(f"unknown measure {metric!r}")
+
+
+# -- G, ndcg_rel, Rndcg (issue 13): trec_eval's loops, written out -----------------------
+GAIN_MEASURES = ("g", "ndcg_rel", "rndcg")
+# read on the whole list; with ERR (at k), every measure of this module's reference
+TREC_WHOLE_LIST += GAIN_MEASURES
+TREC_MEASURES += (*GAIN_MEASURES, "err")
+
+
+def _gain_measure_for_order(
+    order: list[int],
+    grades: Sequence[float],
+    metric: str,
+    relevance_threshold: float | None,
+    gain: str,
+) -> float | None:
+    """trec_eval's G, ndcg_rel and Rndcg (m_G.c, m_ndcg_rel.c, m_Rndcg.c) on one order."""
+    gains = [gain_of(grades[i], relevance_threshold, gain) for i in order]
+    ideal = sorted((gain_of(g, relevance_threshold, gain) for g in grades), reverse=True)
+    ideal = [g for g in ideal if g > 0]
+    R = len(ideal)
+    if R == 0:
+        return None
+    depth = max(len(gains), R)
+
+    def at(values: list[float], j: int) -> float:  # the value at place j (1-based), 0 past the end
+        return values[j - 1] if j <= len(values) else 0.0
+
+    def dcg(values: list[float], n: int) -> float:
+        return math.fsum(at(values, j) / math.log2(j + 1) for j in range(1, n + 1))
+
+    if metric == "g":
+        total, results, cost = 0.0, 0.0, 0.0
+        for j, g in enumerate(gains, 1):
+            results += g
+            cost += max(at(ideal, j), 1.0)
+            if g != 0:
+                total += g / math.log2(2 + cost - results)
+        return total / math.fsum(ideal)
+    if metric == "ndcg_rel":
+        terms = [dcg(gains, j) / dcg(ideal, min(j, R)) for j, g in enumerate(gains, 1) if g > 0]
+        missing = (R - len(terms)) * dcg(gains, len(gains)) / dcg(ideal, R)
+        return (math.fsum(terms) + missing) / R
+    if metric == "rndcg":
+        ends = [j for j in range(1, R + 1) if j == R or ideal[j] != ideal[j - 1]]
+        if len(gains) > R:
+            ends.append(len(gains))
+        return math.fsum(dcg(gains, b) / dcg(ideal, min(b, depth)) for b in ends) / len(ends)
+    raise ValueError(f"unknown measure {metric!r}")
+
+
+def _err_for_order(
+    order: list[int],
+    grades: Sequence[float],
+    k: int | None,
+    relevance_threshold: float | None,
+    gain: str,
+) -> float | None:
+    """ERR@k (Chapelle et al. 2009) of one order: Σ_j R_j / j Π_{i<j} (1 - R_i).
+
+    R = (2^g - 1) / 2^g_max, g the grade of a relevant item (0 otherwise) and
+    g_max the largest over the query; the grade is read back from the gain.
+    """
+
+    def grade(i: int) -> float:
+        value = gain_of(grades[i], relevance_threshold, gain)
+        return math.log2(value + 1) if gain == "exponential" else value
+
+    g_max = max(grade(i) for i in range(len(grades)))
+    if g_max <= 0:
+        return None
+    total, reach = 0.0, 1.0
+    for j, i in enumerate(order if k is None else order[:k], 1):
+        stop = (2 ** grade(i) - 1) / 2**g_max
+        total += reach * stop / j
+        reach *= 1 - stop
+    return total
 
 
 def reference_trec_measure(

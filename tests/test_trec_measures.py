@@ -256,8 +256,8 @@ def _tied_problem(seed: int, queries: int = 6, columns: int = 7):
 
 
 def _exact(ties: str) -> list[str]:
-    """The measures exact under ``ties`` (interpolated precision is refused under "average")."""
-    return [m for m in TREC_MEASURES if ties != "average" or m not in INTERPOLATED]
+    """The measures exact under ``ties``: every one, under every policy (issue 13)."""
+    return list(TREC_MEASURES)
 
 
 @pytest.mark.parametrize("ties", TIES)
@@ -353,11 +353,11 @@ def test_command_prints_trec_eval_lines(trec_eval_dir, case, capsys):
     argv = ["evaluate", str(trec_eval_dir / qrels_file), str(trec_eval_dir / "results.test")]
     argv += ["-m", "all_trec", "--format", "trec_eval", "-q"]
     if level is not None:
-        argv += ["-l", str(level)]
+        argv += ["-l", str(level), "-m", "relstring.20"]  # as trec_eval's Makefile makes it
     assert main(argv) == 0
     ours = capsys.readouterr().out.splitlines()
     theirs = (trec_eval_dir / out_file).read_text().splitlines()
-    computed = {_family(name) for name in TREC_EVAL_MEASURES} | {"num_q"}
+    computed = {_family(name) for name in TREC_EVAL_MEASURES} | {"num_q", "relstring"}
     expected = [line for line in theirs if _family(line.split("\t")[0].strip()) in computed]
     assert sorted(ours) == sorted(expected)
     # the rest of trec_eval's output: the families not computed yet, named in the module
@@ -408,17 +408,6 @@ def test_command_bad_persistence(bad, capsys):
         main(["evaluate", str(qrels), str(run), "-m", "rbp", "--rbp-persistence", bad])
     assert done.value.code == 2
     assert "--rbp-persistence must be in (0, 1)" in capsys.readouterr().err
-
-
-@pytest.mark.parametrize("name", INTERPOLATED)
-def test_interpolated_precision_refuses_average_ties(name, capsys):
-    preds, target = torch.tensor([[1.0, 1.0, 0.0]]), torch.tensor([[1, 0, 1]])
-    with pytest.raises(ValueError, match=rf"`ties='average'`: {name} is exact only under ties in"):
-        rank_metrics(preds, target, metrics=(name,), top_k=None)
-    qrels, run = sample_path("sample.qrels"), sample_path("sample.run")
-    with pytest.raises(SystemExit):
-        main(["evaluate", str(qrels), str(run), "-m", name, "--ties", "average"])
-    assert "exact only under --ties first or pessimistic or optimistic" in capsys.readouterr().err
 
 
 # --------------------------------------------------------------------------- adapters
@@ -552,11 +541,6 @@ def test_err_item_ids_counted(ties):
             assert float(got[f"err@{k}"][q]) == pytest.approx(expected, abs=1e-12), (q, k)
 
 
-def test_err_refuses_average_ties():
-    with pytest.raises(ValueError, match=r"`ties='average'`: err is exact only under ties in"):
-        rank_metrics(torch.rand(2, 4), torch.randint(0, 3, (2, 4)), metrics=("err",), top_k=3)
-
-
 def test_gm_map_in_the_command(trec_eval_dir, capsys):
     qrels, run = trec_eval_dir / "qrels.test", trec_eval_dir / "results.test"
     argv = ["evaluate", str(qrels), str(run), "-m", "gm_map", "--ties", "first"]
@@ -568,3 +552,265 @@ def test_gm_map_in_the_command(trec_eval_dir, capsys):
     with pytest.raises(SystemExit):
         main(["compare", str(qrels), str(run), str(run), "-m", "gm_map", "--ties", "first"])
     assert "gm_map is an aggregation" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------- G, ndcg_rel, Rndcg
+
+#: trec_eval name -> the package's metric; graded measures: trec_eval's -l leaves them alone
+GAIN_NAMES = {"G": "g", "ndcg_rel": "ndcg_rel", "Rndcg": "rndcg"}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+@pytest.mark.parametrize("name", list(GAIN_NAMES))
+def test_gain_measures_reproduce_trec_eval_output(trec_eval_dir, case, name):
+    """G, ndcg_rel and Rndcg per query and in "all", to trec_eval's 4 decimals."""
+    out, _, qids, preds, target, mask = _load(str(trec_eval_dir), case)
+    metric = GAIN_NAMES[name]
+    options = {"mask": mask, "ties": "first", "gain": "linear"}
+    values = rank_metrics(preds, target, metrics=(metric,), reduction="none", **options)[metric]
+    mean = rank_metrics(preds, target, metrics=(metric,), reduction="mean", **options)[metric]
+    mismatches = [
+        f"{name} {qid}: trec_eval {out[qid][name]}, got {float(values[q])}"
+        for q, qid in enumerate(qids)
+        if not abs(float(values[q]) - float(out[qid][name])) <= TOL_PRINTED
+    ]
+    if not abs(float(mean) - float(out["all"][name])) <= TOL_PRINTED:
+        mismatches.append(f"{name} all: trec_eval {out['all'][name]}, got {float(mean)}")
+    assert not mismatches, "\n".join(mismatches)
+
+
+def _graded_tied_problem(seed: int, queries: int = 6, columns: int = 7):
+    """Dense grades 0..3 with many ties (few distinct scores) and masked items."""
+    rng = random.Random(seed)
+    preds = torch.tensor(
+        [[rng.choice([0.0, 1.0, 2.0]) for _ in range(columns)] for _ in range(queries)]
+    )
+    target = torch.tensor(
+        [[rng.choice([0, 0, 1, 2, 3]) for _ in range(columns)] for _ in range(queries)]
+    )
+    mask = torch.rand(queries, columns, generator=torch.Generator().manual_seed(seed)) < 0.8
+    target[0] = 0  # a query without a relevant item
+    return preds, target, mask
+
+
+@pytest.mark.parametrize("ties", TIES)
+@pytest.mark.parametrize("gain", ["linear", "exponential"])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_gain_measures_brute_force_dense(ties, gain, seed):
+    """Every order of every tie group (tests/reference.py), graded, under the four policies."""
+    preds, target, mask = _graded_tied_problem(seed)
+    metrics = list(GAIN_NAMES.values())
+    options = {"mask": mask, "ties": ties, "gain": gain, "empty_target_action": "skip"}
+    got = rank_metrics(preds, target, metrics=metrics, reduction="none", **options)
+    for q in range(preds.shape[0]):
+        args = (preds[q].tolist(), target[q].tolist(), mask[q].tolist())
+        for metric in metrics:
+            expected = reference_trec_measure(*args, metric, None, ties=ties, gain=gain)
+            value = float(got[metric][q])
+            if expected is None:
+                assert math.isnan(value), (metric, q)
+            else:
+                assert value == pytest.approx(expected, abs=1e-12), (metric, q, ties, gain)
+
+
+@pytest.mark.parametrize("ties", TIES)
+def test_gain_measures_brute_force_item_ids(ties):
+    """Item-id targets (counted: CountStats, binary gains) agree with the dense reference."""
+    rng = random.Random(7)
+    queries, items = 10, 8
+    preds = torch.tensor(
+        [[rng.choice([0.0, 1.0, 2.0]) for _ in range(items)] for _ in range(queries)]
+    )
+    ids = torch.tensor([rng.sample(range(items), 4) for _ in range(queries)])
+    ids[:, 3] = -1  # padding
+    metrics = list(GAIN_NAMES.values())
+    got = rank_metrics(
+        preds, ids, metrics=metrics, ties=ties, empty_target_action="skip", reduction="none"
+    )
+    for q in range(queries):
+        grades = [1 if i in ids[q].tolist() else 0 for i in range(items)]
+        args = (preds[q].tolist(), grades, [True] * items)
+        for metric in metrics:
+            expected = reference_trec_measure(*args, metric, None, ties=ties)
+            assert float(got[metric][q]) == pytest.approx(expected, abs=1e-12), (metric, q)
+
+
+@pytest.mark.parametrize("seed", [3, 4])
+def test_gain_measures_match_pytrec_eval(seed):
+    """G, ndcg_rel and Rndcg against trec_eval itself, with unjudged and unretrieved documents."""
+    pytrec_eval = pytest.importorskip("pytrec_eval")
+    qrels, run, preds, target, mask = _random_collection(seed=seed)
+    expected = pytrec_eval.RelevanceEvaluator(qrels, set(GAIN_NAMES)).evaluate(run)
+    metrics = list(GAIN_NAMES.values())
+    options = {"mask": mask, "gain": "linear", "ties": "first", "empty_target_action": "neg"}
+    got = rank_metrics(preds, target, metrics=metrics, reduction="none", **options)
+    qids = sorted(qrels, key=lambda q: int(q[1:]))
+    mismatches = [
+        f"{name} {qid}: {expected[qid][name]} vs {float(got[metric][q])}"
+        for q, qid in enumerate(qids)
+        for name, metric in GAIN_NAMES.items()
+        if not math.isclose(float(got[metric][q]), expected[qid][name], abs_tol=1e-9)
+    ]
+    assert not mismatches, "\n".join(mismatches[:20])
+
+
+# --------------------------------------------------------------------------- ERR under "average"
+
+
+@pytest.mark.parametrize("ties", TIES)
+@pytest.mark.parametrize("gain", ["exponential", "linear"])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_err_every_policy_against_every_order(ties, gain, seed):
+    """ERR@k on graded data with ties: the mean over every order of every tie group.
+
+    Two references: tests/reference.py's brute force, and the per-query
+    ``_err_reference`` above averaged over the orders here. The cutoffs cut
+    tie groups (their members past k still count in the order's chances).
+    """
+    from reference import all_orders
+
+    preds, target, mask = _graded_tied_problem(seed, queries=8, columns=7)
+    ks = [1, 2, 3, 5, 20]
+    options = {"mask": mask, "ties": ties, "gain": gain, "empty_target_action": "skip"}
+    at_k = rank_metrics(preds, target, metrics=("err",), top_k=ks, reduction="none", **options)
+    whole = rank_metrics(preds, target, metrics=("err",), top_k=None, reduction="none", **options)[
+        "err"
+    ]
+    for q in range(preds.shape[0]):
+        args = (preds[q].tolist(), target[q].tolist(), mask[q].tolist())
+        grades = [float(g) for g in target[q]]
+        orders = all_orders(*args[:1], grades, args[2], ties, None)
+        for k, value in [*((k, at_k[f"err@{k}"][q]) for k in ks), (None, whole[q])]:
+            brute = reference_trec_measure(*args, "err", k, ties=ties, gain=gain)
+            written = math.fsum(_err_reference(o, grades, k, gain) for o in orders) / len(orders)
+            if brute is None:
+                assert math.isnan(float(value)) and math.isnan(written)
+                continue
+            assert float(value) == pytest.approx(brute, abs=1e-12), (q, k)
+            assert float(value) == pytest.approx(written, abs=1e-12), (q, k)
+
+
+@pytest.mark.parametrize("ties", TIES)
+@pytest.mark.parametrize("ids_per_query", [1, 4])
+def test_err_item_ids_every_policy(ties, ids_per_query):
+    """Item-id targets: counted whole lists (CountStats), and at k with one id per query
+    (counted too); groups that mix relevant and other items under "average"."""
+    rng = random.Random(11)
+    queries, items = 10, 9
+    preds = torch.tensor(
+        [[rng.choice([0.0, 1.0, 2.0]) for _ in range(items)] for _ in range(queries)]
+    )
+    ids = torch.tensor([rng.sample(range(items), ids_per_query) for _ in range(queries)])
+    if ids_per_query > 1:
+        ids[::2, -1] = -1  # padding
+    ks = [1, 3, 20]
+    options = {"ties": ties, "reduction": "none"}
+    at_k = rank_metrics(preds, ids, metrics=("err",), top_k=ks, **options)
+    whole = rank_metrics(preds, ids, metrics=("err",), top_k=None, **options)["err"]
+    for q in range(queries):
+        grades = [1 if i in ids[q].tolist() else 0 for i in range(items)]
+        args = (preds[q].tolist(), grades, [True] * items)
+        for k, value in [*((k, at_k[f"err@{k}"][q]) for k in ks), (None, whole[q])]:
+            expected = reference_trec_measure(*args, "err", k, ties=ties)
+            assert float(value) == pytest.approx(expected, abs=1e-12), (q, k, ties)
+
+
+def test_err_average_is_sound_on_large_tie_groups():
+    """A group of 3,000 tied items with 40 relevant of several grades: no overflow of
+    binomials, and the value agrees with the counted layout on its binary twin."""
+    n = 3000
+    scores = torch.zeros(1, n)
+    grades = torch.zeros(1, n, dtype=torch.int64)
+    grades[0, :40] = torch.arange(40) % 3 + 1
+    value = rank_metrics(scores, grades, metrics=("err",), top_k=[10, 2500], reduction="none")
+    for key in ("err@10", "err@2500"):
+        assert math.isfinite(float(value[key][0])) and 0 < float(value[key][0]) < 1
+    binary = (grades > 0).to(torch.int64)
+    ids = torch.nonzero(binary[0]).T
+    dense = rank_metrics(scores, binary, metrics=("err",), top_k=None, reduction="none")["err"]
+    counted = rank_metrics(scores, ids, metrics=("err",), top_k=None, reduction="none")["err"]
+    assert float(dense[0]) == pytest.approx(float(counted[0]), rel=1e-10)
+
+
+# --------------------------------------------------------------------------- iprec under "average"
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+@pytest.mark.parametrize("layout", ["dense", "item_ids"])
+def test_interpolated_precision_average_against_every_order(seed, layout):
+    """iprec_at_recall_* and 11pt_avg under "average": the mean over every order of every
+    tie group (tests/reference.py), on lists whose tie groups mix relevant and other items."""
+    rng = random.Random(seed)
+    queries, columns = 6, 9
+    preds = torch.tensor(
+        [[rng.choice([0.0, 1.0, 2.0]) for _ in range(columns)] for _ in range(queries)]
+    )
+    grades = torch.tensor(
+        [[rng.choice([0, 0, 1, 2]) for _ in range(columns)] for _ in range(queries)]
+    )
+    if layout == "item_ids":
+        ids = torch.tensor([rng.sample(range(columns), 4) for _ in range(queries)])
+        grades = torch.zeros_like(grades).scatter_(1, ids, 1)
+    target = ids if layout == "item_ids" else grades
+    got = rank_metrics(
+        preds, target, metrics=INTERPOLATED, top_k=None, ties="average", reduction="none"
+    )
+    for q in range(queries):
+        args = (preds[q].tolist(), grades[q].tolist(), [True] * columns)
+        for name in INTERPOLATED:
+            expected = reference_trec_measure(*args, name, None, ties="average")
+            if expected is None:
+                assert math.isnan(float(got[name][q]))
+            else:
+                assert float(got[name][q]) == pytest.approx(expected, abs=1e-12), (name, q)
+
+
+def test_interpolated_precision_average_refuses_beyond_its_size(capsys):
+    """A tie group too large for the exact expected maximum: a clear error, no number."""
+    scores = torch.zeros(1, 1000)
+    grades = torch.zeros(1, 1000, dtype=torch.int64)
+    grades[0, :20] = 1
+    with pytest.raises(ValueError, match=r"under `ties='average'`.*pass ties='first'"):
+        rank_metrics(scores, grades, metrics=("11pt_avg",), top_k=None, ties="average")
+    first = rank_metrics(scores, grades, metrics=("11pt_avg",), top_k=None, ties="first")
+    assert float(first["11pt_avg"]) == pytest.approx(1.0)  # grades 1 first: every level at 1
+
+
+# --------------------------------------------------------------------------- relstring
+
+
+def test_relstring_lines_in_trec_eval_order(trec_eval_dir, capsys):
+    """``-m relstring.N`` prints trec_eval's string per query, in its layout, after P_k."""
+    argv = ["evaluate", str(trec_eval_dir / "qrels.test"), str(trec_eval_dir / "results.test")]
+    argv += ["-m", "P.5", "-m", "relstring.3", "-m", "map", "--format", "trec_eval", "-q"]
+    assert main(argv) == 0
+    lines = capsys.readouterr().out.splitlines()
+    theirs = {
+        line.split("\t")[1]: line.split("\t")[2]
+        for line in (trec_eval_dir / "out.test.aq").read_text().splitlines()
+        if line.startswith("relstring ")
+    }
+    strings = [line.split("\t") for line in lines if line.startswith("relstring_3")]
+    assert len(strings) == len(theirs)
+    for _, qid, string in strings:  # the first 3 of trec_eval's first 10
+        assert string == theirs[qid][:4] + "'"
+    names = [line.split("\t")[0].strip() for line in lines]
+    assert names[:3] == ["P_5", "relstring_3", "map"]
+    assert not any(line.startswith("relstring") for line in lines if "\tall\t" in line)
+
+
+@pytest.mark.parametrize(
+    ("argv", "words"),
+    [
+        (["-m", "relstring", "-m", "map"], "printed with --format trec_eval -q only"),
+        (["-m", "relstring.0", "-m", "map", "--format", "trec_eval", "-q"], "positive integer"),
+        (["-m", "relstring.x", "-m", "map", "--format", "trec_eval", "-q"], "positive integer"),
+        (["-m", "relstring", "--format", "trec_eval", "-q"], "ask for a measure beside it"),
+    ],
+)
+def test_relstring_bad_requests(argv, words, capsys):
+    qrels, run = sample_path("sample.qrels"), sample_path("sample.run")
+    with pytest.raises(SystemExit) as exit_status:
+        main(["evaluate", str(qrels), str(run), *argv])
+    assert exit_status.value.code == 2
+    assert words in capsys.readouterr().err

@@ -35,6 +35,7 @@ from ranking_plugins.kernel.statistics.closed_forms import (
 )
 from ranking_plugins.kernel.statistics.judged import CountedJudgedStats, JudgedReadings
 from ranking_plugins.kernel.statistics.list_stats import ListStats
+from ranking_plugins.kernel.statistics.tie_orders import expected_interpolated_precision
 
 
 @functools.lru_cache(maxsize=4)
@@ -225,7 +226,8 @@ class CountStats(ListStats):
         needed = recall_level_hits(levels, self.relevant_count.unsqueeze(1))  # (Q, L)
         reached = self.ranked.unsqueeze(1) & (hits.unsqueeze(1) >= needed.unsqueeze(2) - 1e-9)
         best = torch.where(reached, precision.unsqueeze(1), 0.0)
-        return best.amax(dim=2) if best.shape[2] else best.sum(dim=2)
+        best = best.amax(dim=2) if best.shape[2] else best.sum(dim=2)
+        return self._iprec_mixed_groups(best, needed)  # "average" (issue 13)
 
     def err_at(self, k: Tensor, exponential: bool) -> Tensor:
         """Item-index targets: every relevant item has grade 1, R = 1/2 (g_max = 1).
@@ -236,6 +238,8 @@ class CountStats(ListStats):
         """
         one = torch.ones((), dtype=torch.float64, device=self.start.device)
         half = stopping_probability(one, one, exponential)
+        if bool((self.ranked & (self.size > self.group_relevant)).any()):
+            return self._err_mixed_groups(k, half)  # "average": relevant and not, tied
         start, before = self.start.unsqueeze(2), self.before.unsqueeze(2)
         m = self._inside(k)
         total = torch.zeros_like(m)
@@ -252,3 +256,152 @@ class CountStats(ListStats):
             discount, self.start - self.before, self.size - self.group_relevant
         )
         return torch.where(self.ranked, term, 0.0).sum(dim=1)
+
+    # -- G, ndcg_rel, Rndcg (issue 13): computed only when one of them is read ----
+
+    @property
+    def g_sum(self) -> Tensor:
+        """Every relevant item has gain 1 and every cost is 1: trec_eval's G is its binG."""
+        return self.bin_g_sum
+
+    @property
+    def ideal_gain_sum(self) -> Tensor:
+        return self.relevant_count
+
+    @property
+    def gain_level_ends(self) -> Tensor:
+        """One gain, so one level: it ends at R."""
+        return self.relevant_count.unsqueeze(1)
+
+    @cached_property
+    def ndcg_rel_sum(self) -> Tensor:
+        """Σ over the group's places p of E[rel_p · DCG@p] / D(min(p, R)), per member / r.
+
+        Gain 1: E[rel_p · DCG@p] = (r/t) DB + r (r - 1) / (t (t - 1)) (D(p-1) - D(T))
+        + (r/t) d_p, DB the expected DCG of the top T; the ideal DCG@p is D(p) up to
+        R and D(R) after, so both stretches are differences of prefix tables.
+        """
+        discount, _ = self._prefix
+        by_place, shifted = _ndcg_rel_tables(self._table_length, discount.device)
+        t, r, start = self.size, self.group_relevant, self.start
+        before = self.dcg_at(start) if start.shape[1] else torch.zeros_like(start)
+        pair = torch.where(t > 1, (r - 1) / (t * (t - 1)).clamp(min=1), 0.0)
+        R = self.relevant_count.unsqueeze(1)
+        end = start + t
+        high = torch.minimum(end, R).clamp(min=start)  # places start+1..high: IDCG@p = D(p)
+        low = torch.maximum(start, R)  # places low+1..end: IDCG@p = D(R)
+        high2 = torch.maximum(end, low)
+        d_start = self._read(discount, start)
+
+        def span(table: Tensor, a: Tensor, b: Tensor) -> Tensor:
+            return self._read(table, b) - self._read(table, a)
+
+        inverse, previous, own = by_place
+        first = (
+            before * span(inverse, start, high) / t
+            + pair * (span(previous, start, high) - d_start * span(inverse, start, high))
+            + span(own, start, high) / t
+        )
+        count = high2 - low
+        second = (
+            before * count / t
+            + pair * (span(shifted, low, high2) - d_start * count)
+            + span(discount, low, high2) / t
+        ) / self._read(discount, R).clamp(min=1e-300)
+        return torch.where(self.ranked, first + second, 0.0).sum(dim=1)
+
+    # -- ERR under "average" (issue 13): read only for err -----------------------
+
+    def _err_mixed_groups(self, k: Tensor, stop: Tensor) -> Tensor:
+        """ERR@k when tie groups mix relevant and non-relevant items ("average").
+
+        The group's place u + 1 holds a relevant item reached with j relevant
+        items before it in the group with chance H(j) (r - j) / (t - u), H the
+        hypergeometric chance of j relevant among u of t; it adds that times
+        (1 - s)^(ρ + j) s / (T + u + 1), s = 1/2 (each member 1/r). The places are
+        walked in blocks up to the deepest one any group has within k (a host
+        read: on an accelerator it synchronises once). Cost O(Q · T · places · r).
+        """
+        t, r = self.size.unsqueeze(2), self.group_relevant.unsqueeze(2)
+        start, before = self.start.unsqueeze(2), self.before.unsqueeze(2)
+        m = self._inside(k)
+        places = int(torch.where(self.ranked.unsqueeze(2), m, 0).max()) if m.numel() else 0
+        widest = int(self.group_relevant.max()) if self.group_relevant.numel() else 0
+        keep = 1 - stop
+        total = torch.zeros_like(m)
+        block = 256
+        for first in range(0, places, block):
+            u = torch.arange(
+                first, min(first + block, places), dtype=torch.float64, device=m.device
+            )
+            reached = torch.zeros(*t.shape[:2], u.numel(), dtype=m.dtype, device=m.device)
+            for j in range(widest + 1):
+                possible = (j <= r) & (u - j >= 0) & (u - j <= t - r) & (u < t)
+                log_h = _log_binomial(r, j) + _log_binomial(t - r, u - j) - _log_binomial(t, u)
+                h = torch.where(possible, torch.exp(torch.where(possible, log_h, 0.0)), 0.0)
+                chance = h * (r - j).clamp(min=0) / (t - u).clamp(min=1)
+                reached = reached + chance * keep**j
+            term = reached * stop * keep**before / (start + u + 1)
+            partial = torch.cumsum(term, dim=2)
+            partial = torch.cat([torch.zeros_like(partial[..., :1]), partial], dim=2)
+            read = (m - first).clamp(0, u.numel()).to(torch.int64)
+            total = total + partial.gather(2, read)
+        return self._total(total / r.clamp(min=1))
+
+    # -- interpolated precision under "average" (issue 13): read only for iprec ----
+
+    def _iprec_mixed_groups(self, best: Tensor, needed: Tensor) -> Tensor:
+        """Rows with a tie group of relevant and other items: the expected maximum, exactly.
+
+        :func:`~ranking_plugins.kernel.statistics.tie_orders.expected_interpolated_precision`
+        over each row's groups (each reported by its relevant members, once here).
+        """
+        mixed = self.ranked & (self.size > self.group_relevant)
+        rows = mixed.any(dim=1).nonzero().squeeze(1).tolist()
+        if not rows:
+            return best
+        best = best.clone()
+        for q in rows:
+            members = self.ranked[q]
+            groups = sorted(
+                {
+                    (int(start), int(size), int(relevant), int(before))
+                    for start, size, relevant, before in zip(
+                        self.start[q, members].tolist(),
+                        self.size[q, members].tolist(),
+                        self.group_relevant[q, members].tolist(),
+                        self.before[q, members].tolist(),
+                        strict=True,
+                    )
+                }
+            )
+            values = expected_interpolated_precision(groups, [int(n) for n in needed[q].tolist()])
+            best[q] = torch.tensor(values, dtype=best.dtype, device=best.device)
+        return best
+
+
+def _log_binomial(n: Tensor, k: Tensor | int) -> Tensor:
+    k = torch.as_tensor(k, dtype=torch.float64, device=n.device)
+    return torch.lgamma(n + 1) - torch.lgamma(k + 1) - torch.lgamma((n - k).clamp(min=0) + 1)
+
+
+@functools.lru_cache(maxsize=4)
+def _ndcg_rel_tables(
+    length: int, device: torch.device
+) -> tuple[tuple[Tensor, Tensor, Tensor], Tensor]:
+    """Prefix sums over places p ≤ n of 1/D(p), D(p-1)/D(p), d_p/D(p), and of D(p-1).
+
+    D(p) = Σ_{j ≤ p} 1/log2(j + 1), d_p = 1/log2(p + 1): ndcg_rel's sums over a
+    stretch of places, for item-id targets (gain 1).
+    """
+    j = torch.arange(1, length + 1, dtype=torch.float64, device=device)
+    d = 1.0 / torch.log2(j + 1)
+    big_d = torch.cumsum(d, 0)
+    previous = big_d - d
+    zero = torch.zeros(1, dtype=torch.float64, device=device)
+
+    def prefix(values: Tensor) -> Tensor:
+        return torch.cat([zero, torch.cumsum(values, 0)])
+
+    tables = (prefix(1 / big_d), prefix(previous / big_d), prefix(d / big_d))
+    return tables, prefix(previous)

@@ -94,8 +94,9 @@ class ListStats(ABC):
 
         R_j = (2^g_j - 1) / 2^g_max, the grade g read from the gain (2^g - 1 with
         ``exponential``, g itself otherwise) and g_max the query's largest grade.
-        Exact only where every tie group holds interchangeable items (the
-        ordered policies): the metric refuses ``average``.
+        Under "average" the chance of reading past a place is a mean product over
+        the subsets of its tie group
+        (:func:`~ranking_plugins.kernel.statistics.tie_orders.subset_product_means`).
         """
 
     @property
@@ -115,6 +116,36 @@ class ListStats(ABC):
     @abstractmethod
     def ordered_pairs(self) -> Tensor:
         """(Q,) E[(relevant, non-relevant) pairs with the relevant item first]; a tie counts 1/2."""
+
+    # -- G, ndcg_rel, Rndcg (issue 13): read only for those measures -------------
+
+    @property
+    @abstractmethod
+    def g_sum(self) -> Tensor:
+        """(Q,) E[Σ over ranked items of gain_j / log2(2 + cost@j - gain@j)] (trec_eval's G).
+
+        gain@j: the gains of the top j; cost@j: Σ_{i ≤ j} max(ideal gain_i, 1).
+        On binary relevance it is :attr:`bin_g_sum`.
+        """
+
+    @property
+    @abstractmethod
+    def ideal_gain_sum(self) -> Tensor:
+        """(Q,) the gains of every relevant item summed, ranked or not: G's normaliser."""
+
+    @property
+    @abstractmethod
+    def ndcg_rel_sum(self) -> Tensor:
+        """(Q,) E[Σ over ranked relevant items at place j of DCG@j / IDCG@min(j, R)] (ndcg_rel)."""
+
+    @property
+    @abstractmethod
+    def gain_level_ends(self) -> Tensor:
+        """(Q, M) trec_eval's R levels of Rndcg: where each gain of the ideal list ends.
+
+        The relevant items counted from the largest gain down, one end per
+        distinct gain (the last is R); 0 pads rows with fewer levels.
+        """
 
     @cached_property
     def nonrelevant_ranked(self) -> Tensor:

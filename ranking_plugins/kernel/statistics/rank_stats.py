@@ -27,6 +27,11 @@ from ranking_plugins.kernel.statistics.closed_forms import (
 )
 from ranking_plugins.kernel.statistics.judged import JudgedStats
 from ranking_plugins.kernel.statistics.list_stats import ListStats
+from ranking_plugins.kernel.statistics.tie_orders import (
+    expected_interpolated_precision,
+    g_group_expectation,
+    subset_product_means,
+)
 
 
 class RankStats(ListStats):
@@ -193,9 +198,14 @@ class RankStats(ListStats):
         levels = torch.tensor(recall_levels, dtype=torch.float64, device=hits.device)
         needed = recall_level_hits(levels, self.relevant_count.unsqueeze(1))  # (Q, L)
         first = torch.searchsorted(hits.contiguous(), (needed - 1e-9).contiguous())
-        return suffix_best.gather(1, first)
+        best = suffix_best.gather(1, first)
+        if self.list.shared_ties:  # "average": an expected maximum where groups mix (issue 13)
+            best = self._iprec_mixed_groups(best, needed)
+        return best
 
     def err_at(self, k: Tensor, exponential: bool) -> Tensor:
+        if self.list.shared_ties:  # "average": survival over each group's orders (issue 13)
+            return self._read(self._cumulative(self._err_average(exponential)), k)
         stop = stopping_probability(self.gain, self.max_gain.unsqueeze(1), exponential)
         stop = torch.where(self.list.ranked, stop, 0.0)
         reach = torch.cumprod(torch.cat([torch.ones_like(stop[:, :1]), 1 - stop[:, :-1]], 1), 1)
@@ -221,3 +231,169 @@ class RankStats(ListStats):
             cached = JudgedStats(self.list, self._relevance, self.relevance, self.position)
             self.__dict__["_judged"] = cached
         return cached
+    # -- G, ndcg_rel, Rndcg (issue 13): computed only when one of them is read ----
+
+    @cached_property
+    def _ideal(self) -> Tensor:
+        """(Q, L') the ideal list's gains, descending (zeros after R)."""
+        return self._relevance.ideal_gains(self.length, self._relevant_count_int)
+
+    @cached_property
+    def ideal_gain_sum(self) -> Tensor:
+        return self._ideal.sum(dim=1)
+
+    @cached_property
+    def gain_level_ends(self) -> Tensor:
+        """Places where the ideal gain is positive and the next differs (or the list ends)."""
+        ideal = self._ideal
+        after = torch.cat([ideal[:, 1:], torch.zeros_like(ideal[:, :1])], dim=1)
+        ends = (ideal > 0) & (after != ideal)
+        return torch.where(ends, self.position[: ideal.shape[1]], 0.0)
+
+    @cached_property
+    def _cost_prefix(self) -> Tensor:
+        """(Q, L + 1) trec_eval's cost of the top n: Σ_{j ≤ n} max(ideal gain_j, 1)."""
+        ideal = self._ideal[:, : self.length]
+        pad = self.length - ideal.shape[1]
+        cost = torch.cat([ideal.clamp(min=1), torch.ones_like(ideal[:, :1]).expand(-1, pad)], 1)
+        return self._cumulative(cost)
+
+    @cached_property
+    def g_sum(self) -> Tensor:
+        """Position by position where groups hold interchangeable items; else group by group.
+
+        Under "average" a group of several members with a non-zero gain among
+        them is summed exactly over its orders on the host
+        (:func:`~ranking_plugins.kernel.statistics.tie_orders.g_group_expectation`).
+        """
+        g = self.list
+        gains = self._cumulative(self.gain)
+        left = 2 + self._cost_prefix[:, 1:] - gains[:, 1:]
+        term = torch.where(self.gain != 0, self.gain / torch.log2(left), 0.0)
+        if not g.shared_ties:
+            return term.sum(dim=1)
+        tied = g.ranked & (g.group_size > 1) & (g.group_gain != 0)
+        total = torch.where(tied, 0.0, term).sum(dim=1)
+        if not bool(tied.any()):
+            return total
+        assert g.items is not None, "a ranked list names its items"
+        item_gain = self._relevance.at(g.items)[1]
+        cost = self._cost_prefix.tolist()
+        starts, sizes = g.group_start.tolist(), g.group_size.tolist()
+        first = tied & (self.position - 1 == g.group_start)
+        for q, place in first.nonzero().tolist():
+            start, size = int(starts[q][place]), int(sizes[q][place])
+            members = item_gain[q, start : start + size].tolist()
+            total[q] += g_group_expectation(members, start, cost[q], float(gains[q, start]))
+        return total
+
+    @cached_property
+    def ndcg_rel_sum(self) -> Tensor:
+        """Σ over places of E[rel_p · DCG@p] / IDCG@min(p, R), E[rel_p · DCG@p] in closed form.
+
+        A place p of group c (T items before it, t members, r relevant, gains G)
+        holds a relevant item with probability r/t, independent of the groups
+        before (expected DCG ``DB``); a relevant item there and a gain at an
+        earlier place of the group go together with E = (r - 1) G / (t (t - 1));
+        at p itself E = G / t.
+        """
+        g = self.list
+        t, r = g.group_size, g.group_relevant
+        before = self.cum_dcg.gather(1, g.group_start.to(torch.int64))
+        prefix = self._cumulative(self.discount.unsqueeze(0))[0]
+        start = g.group_start.to(torch.int64)
+        inside = prefix[(self.position - 1).to(torch.int64)] - prefix[start]
+        pair = torch.where(t > 1, (r - 1) * g.group_gain / (t * (t - 1)).clamp(min=1), 0.0)
+        expected = self.relevance * before + pair * inside + self.discount * g.group_gain / t
+        ideal = self._read(self.cum_idcg, self.position.expand_as(t))
+        return torch.where(g.ranked & (r > 0), _ratio0(expected, ideal), 0.0).sum(dim=1)
+
+    # -- ERR under "average" (issue 13): computed only when err is read ----------
+
+    def _err_average(self, exponential: bool) -> Tensor:
+        """(Q, L) E[ERR's term at each place] over the orders of every tie group.
+
+        ERR = Σ_p (S(p-1) - S(p)) / p, S(p) = E[Π_{j ≤ p} (1 - R_j)]: the chance
+        of reading past place p. Groups are ordered independently and a whole
+        group's product does not depend on its order, so S at place u of group
+        c is P_c (the product over the groups before) times the mean product
+        over the u-subsets of the group's members
+        (:func:`~ranking_plugins.kernel.statistics.tie_orders.subset_product_means`).
+        """
+        g = self.list
+        assert g.items is not None, "a ranked list names its items"
+        relevant, gain = self._relevance.at(g.items)
+        relevant &= g.ranked
+        max_gain = self.max_gain.unsqueeze(1)
+        keep = torch.where(relevant, 1 - stopping_probability(gain, max_gain, exponential), 1.0)
+        survive = torch.cumprod(torch.cat([torch.ones_like(keep[:, :1]), keep], dim=1), dim=1)
+        tied = g.ranked & (g.group_size > 1) & (g.group_relevant > 0)
+        if bool(tied.any()):
+            survive = survive.clone()
+            first = tied & (self.position - 1 == g.group_start)
+            rows, starts = first.nonzero(as_tuple=True)
+            number = torch.full_like(g.group_start, -1, dtype=torch.int64)
+            number[rows, starts] = torch.arange(rows.numel(), device=rows.device)
+            group = number.gather(1, g.group_start.to(torch.int64))  # -1: not a tied group
+            size = g.group_size[rows, starts]
+            count = g.group_relevant[rows, starts]
+            # the relevant members' (1 - R), listed places first
+            member = (torch.cumsum(relevant, 1) - 1 - g.relevant_before).to(torch.int64)
+            width = int(count.max())
+            keeps = torch.ones(rows.numel(), width, dtype=torch.float64, device=keep.device)
+            listed = tied & relevant
+            keeps[group[listed], member[listed]] = keep[listed]
+            cut = g.cut_group
+            if cut is not None:  # its members past the list: from the whole row
+                row_relevant, row_gain = self._relevance.rows(cut.rows)
+                row_keep = 1 - stopping_probability(row_gain, max_gain[cut.rows], exponential)
+                for at_row, row in enumerate(cut.rows.tolist()):
+                    place = int(g.group_start[row, -1])
+                    index = int(number[row, place]) if bool(g.ranked[row, -1]) else -1
+                    if index >= 0:
+                        values = row_keep[at_row][cut.members[at_row] & row_relevant[at_row]]
+                        keeps[index, : values.numel()] = values
+            places = torch.minimum(size, self.length - starts.to(torch.float64))
+            means = subset_product_means(keeps, size, count, int(places.max()))
+            before = survive[rows, starts].unsqueeze(1)
+            inside = (self.position - 1 - g.group_start).to(torch.int64)  # place - 1 in the group
+            at = means[group.clamp(min=0), (inside + 1).clamp(max=means.shape[1] - 1)]
+            at = before[group.clamp(min=0)].squeeze(-1) * at
+            survive[:, 1:] = torch.where(group >= 0, at, survive[:, 1:])
+        return (survive[:, :-1] - survive[:, 1:]) / self.position
+
+    # -- interpolated precision under "average" (issue 13): read only for iprec ----
+
+    def _iprec_mixed_groups(self, best: Tensor, needed: Tensor) -> Tensor:
+        """Rows with a tie group of relevant and other items: the expected maximum, exactly.
+
+        :func:`~ranking_plugins.kernel.statistics.tie_orders.expected_interpolated_precision`
+        (on the host, group by group); the other rows keep the ordered reading.
+        """
+        g = self.list
+        mixed = g.ranked & (g.group_relevant > 0) & (g.group_size > g.group_relevant)
+        rows = mixed.any(dim=1).nonzero().squeeze(1).tolist()
+        if not rows:
+            return best
+        best = best.clone()
+        first = g.ranked & (g.group_relevant > 0) & (self.position - 1 == g.group_start)
+        for q in rows:
+            places = first[q].nonzero().squeeze(1)
+            groups = [
+                (int(start), int(size), int(relevant), int(before))
+                for start, size, relevant, before in zip(
+                    g.group_start[q, places].tolist(),
+                    g.group_size[q, places].tolist(),
+                    g.group_relevant[q, places].tolist(),
+                    g.relevant_before[q, places].tolist(),
+                    strict=True,
+                )
+            ]
+            values = expected_interpolated_precision(groups, [int(n) for n in needed[q].tolist()])
+            best[q] = torch.tensor(values, dtype=best.dtype, device=best.device)
+        return best
+
+
+def _ratio0(numerator: Tensor, denominator: Tensor) -> Tensor:
+    positive = denominator > 0
+    return torch.where(positive, numerator / torch.where(positive, denominator, 1.0), 0.0)

@@ -1,0 +1,197 @@
+"""Expectations over the orders of a tie group that are not sums of per-position terms.
+
+Under "average" every order of a tie group is equally likely (SPEC section 3).
+Most measures are sums of per-position terms, whose expectations are the
+closed forms of :mod:`~ranking_plugins.kernel.statistics.closed_forms`. The
+measures here read, at a place, what the members placed before it in the same
+group hold, so they take the distribution of that set: for a member at the
+group's place ``u + 1`` the members before it are a uniformly random
+``u``-subset of the others.
+
+* :func:`g_group_expectation`: trec_eval's G (a gain over the log of the cost
+  left, which depends on the gains placed before it).
+* :func:`subset_product_means`: ERR's chance of reading past the group's
+  first u places (a product over the members placed there).
+* :func:`expected_interpolated_precision`: trec_eval's iprec_at_recall (an
+  expected maximum of precisions).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections import Counter
+from collections.abc import Sequence
+from fractions import Fraction
+
+import torch
+from torch import Tensor
+
+
+def _subset_sums(values: Sequence[float]) -> list[Counter[float]]:
+    """For each size v, how many v-subsets of ``values`` (a multiset) have each sum."""
+    table: list[Counter[float]] = [Counter({0.0: 1})]
+    for value in values:
+        table.append(Counter())
+        for size in range(len(table) - 1, 0, -1):
+            for total, count in table[size - 1].items():
+                table[size][total + value] += count
+    return table
+
+
+def g_group_expectation(
+    gains: Sequence[float], start: int, cost: Sequence[float], gain_before: float
+) -> float:
+    """E[Σ over the group's members of g / log2(2 + cost[T + i] - gain_before - g - X)].
+
+    ``gains``: the gains of the group's t members; ``start``: T, the items
+    ranked before the group; ``cost[n]``: trec_eval's cost of the top n
+    (Σ_{j ≤ n} max(ideal gain_j, 1)); ``gain_before``: the gains of the top T.
+    A member at the group's place u + 1 has X, the gains of a random u-subset
+    of the other members, before it. Only members with a non-zero gain add a
+    term or move X, so the others (``n`` of them) are counted, not listed:
+    P(v given members and w others before it, at place v + w + 1) is
+    C(n, w) / C(t - 1, v + w) per v-subset, times 1/t for the place.
+
+    Cost: O(d · r · S · t) for d distinct non-zero gains among r members with
+    one, S distinct subset sums (at most 2^r, at most r · max gain for integer
+    grades) and t members; exact (binomials as Python integers).
+    """
+    t = len(gains)
+    weighted = [g for g in gains if g != 0]
+    n = t - len(weighted)
+    total = 0.0
+    for gain, multiplicity in Counter(weighted).items():
+        others = list(weighted)
+        others.remove(gain)
+        sums = _subset_sums(others)
+        member = 0.0
+        for v, by_sum in enumerate(sums):
+            for w in range(n + 1):
+                u = v + w
+                share = math.comb(n, w) / math.comb(t - 1, u)
+                left = 2 + cost[start + u + 1] - gain_before - gain
+                member += share * math.fsum(
+                    count / math.log2(left - s) for s, count in by_sum.items()
+                )
+        total += multiplicity * gain * member / t
+    return total
+
+
+def subset_product_means(keeps: Tensor, size: Tensor, count: Tensor, places: int) -> Tensor:
+    """(G, places + 1) the mean of Π x over the u-subsets of each group, u = 0..places.
+
+    ``keeps`` (G, r): x of each group's r (``count``) members with x < 1 (the
+    others have x = 1, padding too); ``size`` (G,): t, the members in all. The
+    mean over the u-subsets is Σ_j H(j) F_j: H(j) the hypergeometric chance of
+    j of the r members among u drawn from t, F_j the mean product over the
+    j-subsets of the r members (elementary symmetric polynomials over their
+    binomials). F is built one member at a time as a convex combination,
+    F'_j = (n - j)/n F_j + j/n x F_{j-1} after n members, so nothing overflows
+    or cancels; H comes from log-binomials. Cost O(G · r²) for F and
+    O(G · places · r) for the means.
+    """
+    groups, width = keeps.shape
+    dtype, device = torch.float64, keeps.device
+    means = torch.zeros(groups, width + 1, dtype=dtype, device=device)
+    means[:, 0] = 1.0
+    j = torch.arange(1, width + 1, dtype=dtype, device=device)
+    for n in range(1, width + 1):
+        grow = (count >= n).unsqueeze(1)
+        updated = means.clone()
+        updated[:, 1:] = ((n - j) / n).clamp(min=0) * means[:, 1:] + (j / n) * keeps[
+            :, n - 1 : n
+        ] * means[:, :-1]
+        means = torch.where(grow, updated, means)
+    u = torch.arange(places + 1, dtype=dtype, device=device).view(1, -1, 1)
+    jj = torch.arange(width + 1, dtype=dtype, device=device).view(1, 1, -1)
+    t, r = size.view(-1, 1, 1), count.view(-1, 1, 1)
+    possible = (jj <= r) & (jj <= u) & (u - jj <= t - r) & (u <= t)
+    log_h = _log_binomial(r, jj) + _log_binomial(t - r, u - jj) - _log_binomial(t, u)
+    h = torch.where(possible, torch.exp(torch.where(possible, log_h, 0.0)), 0.0)
+    return (h * means.unsqueeze(1)).sum(dim=2)
+
+
+def _log_binomial(n: Tensor, k: Tensor) -> Tensor:
+    return torch.lgamma(n + 1) - torch.lgamma(k + 1) - torch.lgamma((n - k).clamp(min=0) + 1)
+
+
+#: the most DP steps :func:`expected_interpolated_precision` takes for one query (a few
+#: seconds on one CPU core); beyond, it refuses rather than approximate
+IPREC_AVERAGE_STEPS_MAX = 10**8
+
+
+def expected_interpolated_precision(
+    groups: Sequence[tuple[int, int, int, int]], needed: Sequence[int]
+) -> list[float]:
+    """E[max_{j: hits@j ≥ n} hits@j / j] over the orders of the tie groups, for each n.
+
+    ``groups``: (T, t, r, ρ) of each tie group holding a relevant item, in rank
+    order (groups without one never change the maximum); ``needed``: the hits n
+    of each recall level. The maximum V is below v exactly when the hits path
+    stays under max(n, v · j) at every place j; the hits are fixed at group
+    boundaries (ρ), and groups are ordered independently, so P(V < v) is a
+    product over groups of the chance that the group's random arrangement (a
+    lattice path of r hits in t places) stays under the line, a DP over its
+    places. V takes one of the values i / p (the i-th relevant item, i ≥ n, at
+    a place p its group allows), so E[V] = Σ_k (v_k - v_{k-1}) P(V ≥ v_k) over
+    those values in increasing order, compared as exact fractions.
+
+    Cost per level: C candidate values (Σ_c r_c (t_c - r_c + 1) at most) times
+    Σ_c t_c (r_c + 1) DP steps over the groups: exact, on the host, and
+    quadratic in the size of a tie group that mixes relevant and other items.
+    Beyond :data:`IPREC_AVERAGE_STEPS_MAX` steps for a query it raises a
+    ValueError (an exact number would take minutes; never an approximate one).
+    """
+    steps = sum(r * (t - r + 1) for _, t, r, _ in groups) * sum(
+        t * (r + 1) for _, t, r, _ in groups
+    )
+    if steps * len(set(needed)) > IPREC_AVERAGE_STEPS_MAX:
+        raise ValueError(
+            "interpolated precision (iprec_at_recall_*, 11pt_avg) under `ties='average'` "
+            f"is an expected maximum over the orders of each tie group; this query's tie "
+            f"groups (largest: {max(t for _, t, _, _ in groups)} items, "
+            f"{max(r for _, _, r, _ in groups)} relevant) would take about "
+            f"{steps * len(set(needed)):.1e} exact steps, beyond {IPREC_AVERAGE_STEPS_MAX:.0e}: "
+            "pass ties='first', 'pessimistic' or 'optimistic', or break the ties in the scores"
+        )
+    results: dict[int, float] = {}
+    for n in needed:
+        if n not in results:
+            results[n] = _expected_max_precision(groups, n)
+    return [results[n] for n in needed]
+
+
+def _expected_max_precision(groups: Sequence[tuple[int, int, int, int]], n: int) -> float:
+    candidates: set[Fraction] = set()
+    for start, size, relevant, before in groups:
+        for a in range(max(1, n - before), relevant + 1):  # the group's a-th relevant item
+            for place in range(start + a, start + size - (relevant - a) + 1):
+                candidates.add(Fraction(before + a, place))
+    if not candidates:
+        return 0.0
+    values = sorted(candidates)
+    numerator = torch.tensor([float(v.numerator) for v in values], dtype=torch.float64)
+    denominator = torch.tensor([float(v.denominator) for v in values], dtype=torch.float64)
+    below = torch.ones(len(values), dtype=torch.float64)
+    for start, size, relevant, before in groups:
+        if before + relevant < n:
+            continue
+        # chance of h hits so far in the group, with the path kept under the line
+        state = torch.zeros(len(values), relevant + 1, dtype=torch.float64)
+        state[:, 0] = 1.0
+        hits = torch.arange(relevant + 1, dtype=torch.float64)
+        for u in range(1, size + 1):
+            left = size - u + 1  # places left before this one is filled
+            take = ((relevant - hits) / left).clamp(min=0)
+            moved = state * take
+            state = state * (1 - take)
+            state[:, 1:] += moved[:, :-1]
+            total = before + hits
+            over = (total >= n) & (
+                total * denominator.unsqueeze(1) >= numerator.unsqueeze(1) * (start + u)
+            )
+            state = torch.where(over, 0.0, state)
+        below = below * state.sum(dim=1)
+    steps = [float(values[0])] + [float(b - a) for a, b in itertools.pairwise(values)]
+    return math.fsum(s * (1 - float(p)) for s, p in zip(steps, below.tolist(), strict=True))
