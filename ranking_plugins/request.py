@@ -231,7 +231,8 @@ class RankingRequest:
         mask: Tensor | None,
         depth: int | None,
     ) -> RankedBatch:
-        if self.identities and isinstance(preds, EmbeddingScores) and self.ks is not None:
+        embeddings = (EmbeddingScores, ShardedEmbeddingScores)
+        if self.identities and isinstance(preds, embeddings) and self.ks is not None:
             # counting gives the accuracy statistics of whole lists whatever the
             # depth; the items' top is needed down to the largest k only
             depth = max(self.ks)
@@ -246,6 +247,7 @@ class RankingRequest:
             depth=depth,
             validate_args=self.options.validate_args,
             identities=self.identities,
+            check_catalogue=self.items.check_catalogue if self.identities else None,
         )
 
 
