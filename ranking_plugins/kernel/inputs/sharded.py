@@ -21,8 +21,16 @@ on one process holding the whole table and every query:
    so a reduce-scatter of the (C, Q, T) counts gives each process its
    queries' counts over the whole catalogue, ties across shards included.
 
+For the metrics of item exposure (``top_depth``: the largest k),
+:func:`_top_across_shards` adds what the top k of each query holds, ties
+included: each shard's best k scores go to the query's owner, which finds
+the cutoff score; every shard learns it and sends the owner its items at or
+above it (the cutoff's tie group from a second walk of the shard), which
+the owner ranks as :class:`EmbeddingScores` ranks its own candidates.
+
 What crosses processes per batch is the query embeddings and ids, (Q, T)
-scores and (C, Q, T) counts; :data:`traffic` adds up their bytes.
+scores and (C, Q, T) counts, and for the exposure metrics (Q, k) scores and
+the candidates; :data:`traffic` adds up their bytes.
 """
 
 from __future__ import annotations
@@ -103,10 +111,14 @@ class ShardedEmbeddingScores:
         group: the process group, one process per shard (None: the default
             group).
 
-    Shards that overlap or leave a gap, differing ``catalogue_size`` or
-    embedding widths, and target or excluded ids outside the catalogue (always
-    checked: no shard would hold them) raise :class:`ShardError` on every
-    process.
+    Shards that overlap or leave a gap; ``catalogue_size``, embedding widths,
+    ``ties``, ``validate_args`` or the exposure metrics' largest k that differ
+    between processes; item inputs of another catalogue size; and target or
+    excluded ids outside the catalogue (always checked: no shard would hold
+    them) raise :class:`ShardError` on every process.
+
+    The metrics of item exposure take their item inputs for the whole
+    catalogue (global ids), given to every process.
     """
 
     query_emb: Tensor
@@ -170,7 +182,7 @@ class Traffic:
     """Bytes of the tensors this process's collectives carried (for the benchmark).
 
     All-gather: the gathered tensor; all-reduce: the tensor; reduce-scatter:
-    the input (every process's part).
+    the input (every process's part); all-to-all: what this process receives.
     """
 
     def __init__(self) -> None:
