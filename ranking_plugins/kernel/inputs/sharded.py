@@ -574,7 +574,9 @@ def _top_across_shards(
     walk = top_values[:, -1] == cut if size > depth else None
     rows, ids, values = _at_or_above(shard, offset, top_ids, top_values, ranked, cut, walk)
     counts = torch.bincount(rows, minlength=total)
-    owners = torch.repeat_interleave(torch.arange(world, device=device), torch.tensor(queries))
+    owners = torch.repeat_interleave(
+        torch.arange(world, device=device), torch.tensor(queries, device=device)
+    )
     send = torch.zeros(world, dtype=torch.int64, device=device).index_add_(0, owners, counts)
     from_each = _all_to_all(counts, queries, [mine] * world, group).view(world, mine)
     sizes = from_each.sum(1).tolist()
