@@ -126,7 +126,7 @@ def dense_reference(case: dict[str, Any], ties: str) -> list[dict[str, torch.Ten
 #: the metrics of item exposure: per query, and of the catalogue (no per-query value)
 EXPOSURE_PER_QUERY = ["novelty", "arp", "tail_share", "diversity"]
 EXPOSURE_CATALOGUE = ["coverage", "gini", "entropy", "personalisation"]
-EXPOSURE_K = [1, 2, 4]
+EXPOSURE_K = [1, 2, 4, 12]  # 12: more than the 11 items
 
 
 def item_inputs(num_items: int) -> dict[str, torch.Tensor]:
