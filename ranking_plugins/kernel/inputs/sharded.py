@@ -525,15 +525,16 @@ def _top_across_shards(
 ) -> RankedList:
     """The ranked list of this process's queries' first ``depth`` places, catalogue ids.
 
-    5. every shard finds, for every process's queries, its best ``depth``
+    5. every shard finds, for every process's queries, its best ``depth`` + 1
        scores (excluded items and missing places at the lowest score); the
        process owning a query merges them (an all-to-all of (Q, depth)
        scores) into the score ``b`` at place ``depth`` of the whole catalogue,
        and every shard learns every query's ``b`` (an all-gather of Q scores);
     6. every shard sends the owner its ranked items scoring ``b`` or more:
        those above (among its best ``depth``) and every member of the tie
-       group at ``b`` (a second walk of the shard, for the rows whose best
-       ``depth`` end at ``b``): counts, then ids and scores, all-to-all;
+       group at ``b`` (a second walk of the shard, only for the rows whose
+       place ``depth`` + 1 still scores ``b``): counts, then ids and scores,
+       all-to-all;
     7. the owner ranks these candidates
        (:func:`~ranking_plugins.kernel.ranking.embedding_top.ranked_candidates`),
        the same candidates :class:`EmbeddingScores` keeps for the whole table.
@@ -551,11 +552,12 @@ def _top_across_shards(
     shard = EmbeddingScores(
         all_queries, scores.item_shard, scores.score_fn, local_exclude, scores.chunk_size
     )
-    # 5. the shard's best `depth` (ranked ones; the rest at the lowest score)
-    top_values = torch.full((total, depth), bottom, dtype=score_dtype, device=device)
-    top_ids = torch.full((total, depth), num_items, dtype=torch.int64, device=device)
+    # 5. the shard's best `depth` + 1 (ranked ones; the rest at the lowest score): the
+    # first `depth` give the cutoff, the next one says whether its tie group goes on
+    top_values = torch.full((total, depth + 1), bottom, dtype=score_dtype, device=device)
+    top_ids = torch.full((total, depth + 1), num_items, dtype=torch.int64, device=device)
     if size > 0:
-        values, found = chunk_tops(shard, min(depth, size))
+        values, found = chunk_tops(shard, min(depth + 1, size))
         top_values[:, : values.shape[1]] = values.to(score_dtype)
         top_ids[:, : found.shape[1]] = found + offset
     ranked = top_ids < num_items
@@ -563,7 +565,7 @@ def _top_across_shards(
         ranked &= ~(top_ids.unsqueeze(-1) == all_exclude.unsqueeze(1)).any(dim=-1)
     top_values = torch.where(ranked, top_values, torch.full_like(top_values, bottom))
     sent = [q * depth for q in queries]
-    received = _all_to_all(top_values.flatten(), sent, [mine * depth] * world, group)
+    received = _all_to_all(top_values[:, :depth].flatten(), sent, [mine * depth] * world, group)
     merged = received.view(world, mine, depth).permute(1, 0, 2).reshape(mine, world * depth)
     own_cut = merged.topk(depth, dim=1).values[:, -1]
     padded = torch.nn.functional.pad(own_cut, (0, max(queries) - mine), value=0)
@@ -571,7 +573,7 @@ def _top_across_shards(
         [part[:q] for part, q in zip(_all_gather(padded, group, world), queries, strict=True)]
     )
     # 6. this shard's ranked items scoring `cut` or more, for every query
-    walk = top_values[:, -1] == cut if size > depth else None
+    walk = top_values[:, depth] == cut if size > depth + 1 else None
     rows, ids, values = _at_or_above(shard, offset, top_ids, top_values, ranked, cut, walk)
     counts = torch.bincount(rows, minlength=total)
     owners = torch.repeat_interleave(
@@ -610,7 +612,9 @@ def _at_or_above(
     """(row, global id, score) of the shard's ranked items scoring ``cut`` or more, by row.
 
     From the shard's best places, except for the ``walk`` rows, whose tie group at
-    ``cut`` may go on past them: those are read from a second walk of the shard.
+    ``cut`` may go on past them (their last place scores ``cut``): those are read
+    from a second walk of the shard, which scores every row as the first did, so
+    that each item keeps the score it had there.
     """
     take = ranked & (top_values >= cut.unsqueeze(1))
     walk_rows = None

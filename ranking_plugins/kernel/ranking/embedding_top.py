@@ -64,13 +64,17 @@ def chunk_tops(scores: EmbeddingScores, keep: int) -> tuple[Tensor, Tensor]:
         excluded = excluded_in_chunk(scores, start, block.shape[1])
         if excluded is not None:
             block = block.masked_fill(excluded, lowest(block.dtype))
-        ids = torch.arange(start, start + block.shape[1], device=block.device).expand_as(block)
-        if top_values is not None and top_ids is not None:
-            dtype = torch.promote_types(top_values.dtype, block.dtype)
-            block = torch.cat([top_values.to(dtype), block.to(dtype)], dim=1)
-            ids = torch.cat([top_ids, ids], dim=1)
+        # the chunk's best first (no (Q, chunk) ids or copies), then merged with the best so far
         values, order = torch.topk(block, min(keep, block.shape[1]), dim=1)
-        top_values, top_ids = values, ids.gather(1, order)
+        del block
+        ids = order + start
+        if top_values is not None and top_ids is not None:
+            dtype = torch.promote_types(top_values.dtype, values.dtype)
+            values = torch.cat([top_values.to(dtype), values.to(dtype)], dim=1)
+            ids = torch.cat([top_ids, ids], dim=1)
+            values, order = torch.topk(values, min(keep, values.shape[1]), dim=1)
+            ids = ids.gather(1, order)
+        top_values, top_ids = values, ids
     assert top_values is not None and top_ids is not None
     return top_values, top_ids
 
