@@ -21,7 +21,17 @@ embeddings. Printed per case:
   calls of other shapes and that reorders two nearly tied items; the tests,
   on exact scores, require equality).
 
+``--exposure`` times coverage, gini and novelty@10 instead (the metrics of
+item exposure, whose items cross processes: each shard's best 10 scores per
+query, the cutoff score, and the items at or above it), through the
+TorchMetrics ``RankingMetrics`` (an ``update`` per batch is timed; a
+catalogue-level value needs every process's exposure, which ``compute``
+sums once at the end), with one popularity vector for the whole catalogue
+on every process. Its check compares the values ``compute`` gives after
+every batch (warm-up included) on both sides: the largest difference.
+
     .venv/bin/python benchmarks/bench_sharded.py            # Q=1024/process, N=2,000,000, d=64
+    .venv/bin/python benchmarks/bench_sharded.py --exposure # the same, coverage, gini, novelty
     .venv/bin/python benchmarks/bench_sharded.py --quick    # small smoke run (CI)
 """
 
@@ -42,6 +52,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 METRICS, TOP_K = ["hit_rate", "mrr", "ndcg"], [10]
+EXPOSURE_METRICS = ["coverage", "gini", "novelty"]
 _ROWS_PER_BLOCK = 65536  # the table is made block by block, so a shard makes only its own
 
 
@@ -79,6 +90,40 @@ def _batch(rank: int, repeat: int, args: argparse.Namespace) -> tuple[torch.Tens
     return queries, target
 
 
+def _popularity(args: argparse.Namespace) -> torch.Tensor:
+    """Every item's popularity (> 0), the whole catalogue, the same on every process."""
+    g = torch.Generator().manual_seed(7)
+    return torch.randint(1, 1000, (args.items,), generator=g).to(torch.float64)
+
+
+class _Evaluation:
+    """What a batch is timed on: ``rank_metrics`` per query, or with ``--exposure`` an
+    ``update`` of the TorchMetrics adapter (the values: ``compute`` at the end)."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.metric: Any = None
+        if args.exposure:
+            from ranking_plugins.torchmetrics import RankingMetrics
+
+            self.metric = RankingMetrics(
+                EXPOSURE_METRICS, top_k=TOP_K, item_popularity=_popularity(args)
+            )
+
+    def __call__(self, scores: Any, target: torch.Tensor) -> dict[str, list[float]]:
+        from ranking_plugins import rank_metrics
+
+        if self.metric is not None:
+            self.metric.update(scores, target)
+            return {}
+        values = rank_metrics(scores, target, METRICS, TOP_K, reduction="none")
+        return {k: v.tolist() for k, v in values.items()}
+
+    def final(self) -> dict[str, float]:
+        if self.metric is None:
+            return {}
+        return {k: float(v) for k, v in self.metric.compute().items()}
+
+
 def _shards(args: argparse.Namespace) -> list[tuple[int, int]]:
     bounds = [args.items * r // args.processes for r in range(args.processes + 1)]
     return [(bounds[r], bounds[r + 1] - bounds[r]) for r in range(args.processes)]
@@ -99,7 +144,7 @@ def _measure(call: Any, report: dict[str, Any], barrier: Any = None) -> Any:
 
 
 def _sharded(rank: int, args: argparse.Namespace, port: int, out: str) -> None:
-    from ranking_plugins import ShardedEmbeddingScores, rank_metrics
+    from ranking_plugins import ShardedEmbeddingScores
     from ranking_plugins.kernel.inputs.sharded import traffic
 
     torch.set_num_threads(args.threads)
@@ -109,41 +154,38 @@ def _sharded(rank: int, args: argparse.Namespace, port: int, out: str) -> None:
     shard = _items(offset, offset + size, args.dim)
     report: dict[str, Any] = {"seconds": [], "cpu_seconds": [], "peak": [], "values": []}
     report["bytes"] = []
+    evaluate = _Evaluation(args)
     for repeat in range(args.repeats + 1):  # the first is a warm-up, dropped below
         queries, target = _batch(rank, repeat, args)
         scores = ShardedEmbeddingScores(
             queries, shard, item_offset=offset, catalogue_size=args.items
         )
         before = traffic.bytes
-        values = _measure(
-            lambda s=scores, t=target: rank_metrics(s, t, METRICS, TOP_K, reduction="none"),
-            report,
-            dist.barrier,
-        )
+        values = _measure(lambda s=scores, t=target: evaluate(s, t), report, dist.barrier)
         report["bytes"].append(traffic.bytes - before)
-        report["values"].append({k: v.tolist() for k, v in values.items()})
+        report["values"].append(values)
     report = {key: values[1:] for key, values in report.items()}
+    report["final"] = evaluate.final()
     Path(out, f"sharded{rank}.json").write_text(json.dumps(report))
     dist.destroy_process_group()
 
 
 def _whole(_: int, args: argparse.Namespace, out: str) -> None:
-    from ranking_plugins import EmbeddingScores, rank_metrics
+    from ranking_plugins import EmbeddingScores
 
     torch.set_num_threads(args.threads)
     items = _items(0, args.items, args.dim)
     report: dict[str, Any] = {"seconds": [], "cpu_seconds": [], "peak": [], "values": []}
+    evaluate = _Evaluation(args)
     for repeat in range(args.repeats + 1):  # the first is a warm-up, dropped below
         batches = [_batch(rank, repeat, args) for rank in range(args.processes)]
         queries = torch.cat([q for q, _ in batches])
         target = torch.cat([t for _, t in batches])
         scores = EmbeddingScores(queries, items)
-        values = _measure(
-            lambda s=scores, t=target: rank_metrics(s, t, METRICS, TOP_K, reduction="none"),
-            report,
-        )
-        report["values"].append({k: v.tolist() for k, v in values.items()})
+        values = _measure(lambda s=scores, t=target: evaluate(s, t), report)
+        report["values"].append(values)
     report = {key: values[1:] for key, values in report.items()}
+    report["final"] = evaluate.final()
     Path(out, "whole.json").write_text(json.dumps(report))
 
 
@@ -162,6 +204,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=1, help="torch threads per process")
     parser.add_argument("--quick", action="store_true", help="small smoke run")
+    parser.add_argument(
+        "--exposure", action="store_true", help="time coverage, gini, novelty@10 instead"
+    )
     args = parser.parse_args(argv)
     if args.quick:
         args.queries, args.items, args.dim, args.repeats = 32, 5000, 16, 1
@@ -180,9 +225,17 @@ def main(argv: list[str] | None = None) -> int:
         for key, values in whole["values"][i].items():
             got = [v for run in sharded for v in run["values"][i][key]]
             equal &= got == values
+    # --exposure: every process's compute() against the one process's
+    differences = [
+        abs(run["final"][key] - value) for run in sharded for key, value in whole["final"].items()
+    ]
+    if differences:
+        equal = all(run["final"] == whole["final"] for run in sharded)
     table_bytes = args.items * args.dim * 4
     exchanged = int(statistics.median(b for run in sharded for b in run["bytes"]))
     result = {
+        "metrics": EXPOSURE_METRICS if args.exposure else METRICS,
+        "top_k": TOP_K,
         "queries_per_process": args.queries,
         "items": args.items,
         "dim": args.dim,
@@ -197,7 +250,9 @@ def main(argv: list[str] | None = None) -> int:
         "one_process_peak_mib": max(whole["peak"]) / 2**20,
         "bytes_exchanged_per_batch": exchanged,
         "bytes_of_gathered_table": table_bytes,
-        "equal_per_query_values": equal,
+        "equal_values": equal,
+        "largest_difference": max(differences, default=0.0),
+        "values": whole["final"],
     }
     print(json.dumps(result))
     print(
@@ -215,6 +270,7 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"bytes exchanged per batch per process: {exchanged:,} against {table_bytes:,} to gather "
         f"the table ({table_bytes / exchanged:,.0f}x less); values equal: {equal}"
+        + (f" (largest difference {result['largest_difference']:.3g})" if differences else "")
     )
     return 0
 

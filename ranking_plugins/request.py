@@ -242,7 +242,8 @@ class RankingRequest:
         depth: int | None,
         judged: Tensor | None = None,
     ) -> RankedBatch:
-        if self.identities and isinstance(preds, EmbeddingScores) and self.ks is not None:
+        embeddings = (EmbeddingScores, ShardedEmbeddingScores)
+        if self.identities and isinstance(preds, embeddings) and self.ks is not None:
             # counting gives the accuracy statistics of whole lists whatever the
             # depth; the items' top is needed down to the largest k only
             depth = max(self.ks)
@@ -259,6 +260,7 @@ class RankingRequest:
             identities=self.identities,
             judged=judged,
             judgments=self.judgments,
+            check_catalogue=self.items.check_catalogue if self.identities else None,
         )
 
 

@@ -94,18 +94,7 @@ RPREC_MULT = "Rprec_mult"
 LEVEL_FAMILIES = (IPREC, RPREC_MULT)
 
 #: the measures of ``trec_eval -m all_trec`` the package does not compute yet
-NOT_YET = (
-    "G",
-    "ndcg_rel",
-    "Rndcg",
-    "relstring",  # a string of the first grades, not a number
-    "bpref",
-    "infAP",
-    "gm_bpref",
-    "num_nonrel_judged_ret",
-    "rbp_resid",
-    "unj",
-)
+NOT_YET: tuple[str, ...] = ()
 
 
 def trec_eval_measures(token: str) -> list[tuple[str, int | None]] | None:

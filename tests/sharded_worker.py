@@ -11,6 +11,8 @@ it wrote and compare it with one process holding the whole catalogue):
   shards in another order than the processes, a process without queries,
   targets and exclusions on other shards, and constant scores (ties across
   every shard);
+* exposure cases (:func:`exposure_values`): the beyond-accuracy metrics of
+  every process's queries, on the same problems under every tie policy;
 * error cases (:func:`error_cases`): each must raise ``ShardError`` on every
   process, and the group must still work afterwards;
 * adapters (2 processes): the TorchMetrics ``RankingMetrics`` updated directly
@@ -121,6 +123,67 @@ def dense_reference(case: dict[str, Any], ties: str) -> list[dict[str, torch.Ten
     return [{k: v[s:e] for k, v in values.items()} for s, e in zip(starts, ends)]
 
 
+#: the metrics of item exposure: per query, and of the catalogue (no per-query value)
+EXPOSURE_PER_QUERY = ["novelty", "arp", "tail_share", "diversity"]
+EXPOSURE_CATALOGUE = ["coverage", "gini", "entropy", "personalisation"]
+EXPOSURE_K = [1, 2, 4, 12]  # 12: more than the 11 items
+
+
+def item_inputs(num_items: int) -> dict[str, torch.Tensor]:
+    """The item inputs, for the whole catalogue (every process is given all of them)."""
+    gen = torch.Generator().manual_seed(7)
+    popularity = torch.randint(1, 9, (num_items,), generator=gen).to(torch.float64)
+    return {
+        "item_popularity": popularity,
+        "tail_items": popularity <= 3,
+        "item_features": torch.randn(num_items, 3, generator=gen, dtype=torch.float64),
+    }
+
+
+def exposure_values(preds: Any, target: torch.Tensor, ties: str, **options: Any) -> dict[str, Any]:
+    """Per-query exposure values and the catalogue-level values of these queries."""
+    from ranking_plugins import rank_metrics
+
+    items = item_inputs(11)
+    values = dict(
+        rank_metrics(
+            preds,
+            target,
+            EXPOSURE_PER_QUERY,
+            EXPOSURE_K,
+            reduction="none",
+            ties=ties,
+            **items,
+            **options,
+        )
+    )
+    values.update(
+        rank_metrics(preds, target, EXPOSURE_CATALOGUE, EXPOSURE_K, ties=ties, **items, **options)
+    )
+    return values  # fmt: skip
+
+
+def exposure_references(case: dict[str, Any], ties: str) -> list[dict[str, dict[str, Any]]]:
+    """Each process's queries on one process: the whole table (``EmbeddingScores``) and
+    the dense matrix (excluded items masked)."""
+    from ranking_plugins import EmbeddingScores
+
+    found = []
+    for queries, target, exclude in zip(case["queries"], case["targets"], case["exclude"]):
+        whole = EmbeddingScores(queries, case["items"], exclude=exclude, chunk_size=3)
+        preds = queries @ case["items"].T
+        mask = torch.ones(preds.shape, dtype=torch.bool)
+        for row, ids in enumerate(exclude.tolist()):
+            mask[row, [i for i in ids if i >= 0]] = False
+        found.append(
+            {
+                "embedding": exposure_values(whole, target, ties),
+                "dense": exposure_values(preds, target, ties, mask=mask),
+            }
+        )
+    return found
+
+
 def error_cases(world: int) -> dict[str, dict[str, Any]]:
     """Name -> overrides of the "unequal_random" case per rank (None: as it is)."""
     case = cases(world)["unequal_random"]
@@ -144,6 +207,9 @@ def run_kernel_cases(rank: int, world: int) -> dict[str, Any]:
             scores = shard_scores(case, rank)
             validate = ties in ("average", "pessimistic")  # both paths, default included
             report[f"{name}/{ties}"] = per_query(scores, case["targets"][rank], ties, validate)
+        for ties in TIES:
+            scores = shard_scores(case, rank)
+            report[f"exposure/{name}/{ties}"] = exposure_values(scores, case["targets"][rank], ties)
     for name, overrides in error_cases(world).items():
         case = cases(world)["unequal_random"]
         mine = dict(overrides.get(rank, {}))
@@ -164,6 +230,31 @@ def run_kernel_cases(rank: int, world: int) -> dict[str, Any]:
         report["error/group_too_small"] = None
     except Exception as error:
         report["error/group_too_small"] = (type(error).__name__, str(error))
+    # bad item inputs: on every process (raised before any collective), and on one
+    # process only (stated and raised on every process); differing options
+    items = item_inputs(11)
+    short = {"item_popularity": items["item_popularity"][:-1]}
+    one_short = short if rank == world - 1 else {}
+    for name, options in {
+        "items_short": short,
+        "items_short_on_one": one_short,
+        "ties_differ": {"ties": "first" if rank == 0 else "average"},
+        "validate_differs": {"validate_args": rank != 0},
+        "depth_differs": {"top_k": [2] if rank == 0 else [3]},
+    }.items():
+        from ranking_plugins import rank_metrics
+
+        metrics = ["novelty"] if name.startswith("items") else ["coverage", "mrr"]
+        arguments: dict[str, Any] = {
+            "top_k": [2],
+            "item_popularity": items["item_popularity"],
+            **options,
+        }
+        try:
+            rank_metrics(shard_scores(case, rank), case["targets"][rank], metrics, **arguments)
+            report[f"error/{name}"] = None
+        except Exception as error:
+            report[f"error/{name}"] = (type(error).__name__, str(error))
     # the group still works after the errors: one more case, every process in it
     case = cases(world)["unequal_random"]
     report["after_errors"] = per_query(shard_scores(case, rank), case["targets"][rank], "first")
@@ -178,7 +269,7 @@ def adapter_batches() -> list[dict[str, Any]]:
     return [first, second]
 
 
-ADAPTER_METRICS = ["mrr", "ndcg", "hit_rate", "map"]
+ADAPTER_METRICS = ["mrr", "ndcg", "hit_rate", "map", "coverage", "gini", "novelty", "diversity"]
 
 
 def run_adapters(rank: int) -> dict[str, Any]:
@@ -188,13 +279,14 @@ def run_adapters(rank: int) -> dict[str, Any]:
     from ranking_plugins import torchmetrics as rp_tm
 
     report: dict[str, Any] = {}
-    metric = rp_tm.RankingMetrics(ADAPTER_METRICS, top_k=[1, 3, 5])
+    items = item_inputs(11)
+    metric = rp_tm.RankingMetrics(ADAPTER_METRICS, top_k=[1, 3, 5], **items)
     for case in adapter_batches():
         metric.update(shard_scores(case, rank), case["targets"][rank])
     report["torchmetrics"] = {k: float(v) for k, v in metric.compute().items()}
 
     engine = Engine(lambda engine, case: (shard_scores(case, rank), case["targets"][rank]))
-    rp_ignite.RankingMetrics(ADAPTER_METRICS, [1, 3, 5]).attach(engine, "ranking")
+    rp_ignite.RankingMetrics(ADAPTER_METRICS, [1, 3, 5], **items).attach(engine, "ranking")
     state = engine.run(adapter_batches())
     # the engine spreads RankingMetrics' dict into its own keys
     report["ignite"] = {k: float(state.metrics[k]) for k in report["torchmetrics"]}
@@ -216,7 +308,12 @@ def single_process_adapters() -> dict[str, float]:
             masks.append(mask)
             targets.append(case["targets"][rank])
     values = rank_metrics(
-        torch.cat(preds), torch.cat(targets), ADAPTER_METRICS, [1, 3, 5], mask=torch.cat(masks)
+        torch.cat(preds),
+        torch.cat(targets),
+        ADAPTER_METRICS,
+        [1, 3, 5],
+        mask=torch.cat(masks),
+        **item_inputs(11),
     )
     return {k: float(v) for k, v in values.items()}
 

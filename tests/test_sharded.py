@@ -4,9 +4,13 @@
 spawned job under ``ignite.distributed.Parallel``, in a subprocess with a
 time limit (a hung collective fails the test, not the suite). Every
 process's per-query values must equal, to 1e-12, the values one process
-gets from the whole dense score matrix; every bad sharding must raise
+gets from the whole dense score matrix; the metrics of item exposure must
+equal, to 1e-12, what one process gets for the same queries from the whole
+table (``EmbeddingScores``) and from the dense matrix; every bad sharding,
+bad item input and option that differs between processes must raise
 ``ShardError`` on every process; with 2 processes the TorchMetrics and
-Ignite adapters must report the single-process means.
+Ignite adapters must report the single-process means (exposure metrics
+included).
 """
 
 from __future__ import annotations
@@ -89,6 +93,55 @@ def test_every_process_gets_the_single_process_values(reports: list[dict[str, An
     assert checked > 1000
 
 
+def test_exposure_metrics_equal_one_process_holding_the_whole_table(
+    reports: list[dict[str, Any]],
+) -> None:
+    """Per-query (novelty, arp, tail_share, diversity) and catalogue-level (coverage,
+    gini, entropy, personalisation) values of each process's queries, every policy."""
+    world = reports[0]["world"]
+    checked = 0
+    for name, case in job.cases(world).items():
+        for ties in job.TIES:
+            references = job.exposure_references(case, ties)
+            for rank, report in enumerate(reports):
+                got = report[f"exposure/{name}/{ties}"]
+                for source in ("embedding", "dense"):
+                    expected = references[rank][source]
+                    assert set(got) == set(expected)
+                    for key, value in expected.items():
+                        torch.testing.assert_close(
+                            got[key],
+                            value,
+                            rtol=1e-12,
+                            atol=1e-12,
+                            equal_nan=True,
+                            msg=f"{name} {ties} process {rank} {key} against {source}",
+                        )
+                        checked += value.isfinite().sum().item()
+    assert checked > 500
+
+
+def test_bad_item_inputs_and_differing_options_raise_on_every_process(
+    reports: list[dict[str, Any]],
+) -> None:
+    world = reports[0]["world"]
+    short = "`item_popularity`: 10 items given, but the scores rank 11 items"
+    expected = {
+        "items_short": [f"process {rank} of the group: {short}" for rank in range(world)],
+        "items_short_on_one": [f"process {world - 1} of the group: {short}"],
+        "ties_differ": ["`ties` differs across the processes of the group: 'first', 'average'"],
+        "validate_differs": ["`validate_args` differs across the processes of the group"],
+        "depth_differs": ["the deepest k of the exposure metrics (-1: none asked) differs"],
+    }
+    for name, phrases in expected.items():
+        for rank, report in enumerate(reports):
+            error = report[f"error/{name}"]
+            assert error is not None, f"{name}: no error on process {rank}"
+            assert error[0] == "ShardError", error
+            for words in phrases:
+                assert words in error[1], error
+
+
 def test_bad_shardings_raise_on_every_process(reports: list[dict[str, Any]]) -> None:
     expected = {
         "overlap": "overlap",
@@ -132,7 +185,9 @@ def test_adapters_report_the_single_process_means(reports: list[dict[str, Any]])
         for adapter in ("torchmetrics", "ignite"):
             assert set(report[adapter]) == set(expected)
             for key, value in expected.items():
-                assert report[adapter][key] == pytest.approx(value, rel=1e-12, abs=1e-12), (
+                assert report[adapter][key] == pytest.approx(
+                    value, rel=1e-12, abs=1e-12, nan_ok=True
+                ), (
                     adapter,
                     key,
                 )

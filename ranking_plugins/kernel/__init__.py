@@ -25,6 +25,8 @@ batch part by part. Metric formulas on top of these statistics live in
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 from torch import Tensor
 
@@ -74,6 +76,7 @@ def rank_inputs(
     identities: bool = False,
     judged: Tensor | None = None,
     judgments: bool = False,
+    check_catalogue: Callable[[int], None] | None = None,
 ) -> RankedBatch:
     """The rank statistics of one batch, from its inputs, for every layout.
 
@@ -85,7 +88,11 @@ def rank_inputs(
     ``identities``: the statistics must say which catalogue item holds each
     place (the metrics of item exposure): dense and item-index inputs (a
     column of the scores is an item) and ``EmbeddingScores`` (whose top
-    ``depth`` is kept chunk by chunk, :func:`embedding_top_list`) have them.
+    ``depth`` is kept chunk by chunk, :func:`embedding_top_list`) have them,
+    and ``ShardedEmbeddingScores`` (whose shards send each query's owner their
+    candidates, :func:`sharded_stats`). ``check_catalogue(catalogue_size)``
+    (sharded only) raises when the item inputs describe another catalogue: on
+    every process of the group alike.
 
     ``judged`` (issue 13): which items carry a judgment (None: every item);
     ``judgments``: a metric reads them (bpref, infAP, unj, ...): the caller asks
@@ -97,12 +104,6 @@ def rank_inputs(
             "`judged` and the measures of judged items (bpref, infap, num_nonrel_judged_ret, "
             "unj, judged, rbp_resid) do not take ShardedEmbeddingScores yet; pass "
             "EmbeddingScores or the (Q, N) score matrix (with `judged`)"
-        )
-    if identities and isinstance(preds, ShardedEmbeddingScores):
-        raise ValueError(
-            "the metrics of item exposure (coverage, gini, entropy, novelty, arp, "
-            "tail_share, personalisation, diversity) do not take ShardedEmbeddingScores "
-            "yet; pass EmbeddingScores or the (Q, N) score matrix"
         )
     if identities and indexes is not None:
         raise ValueError(
@@ -126,7 +127,7 @@ def rank_inputs(
             judged=judged,
             judgments=judgments,
         )
-        if identities and depth is not None and preds.num_queries and preds.num_items:
+        if identities and depth is not None and preds.num_items:
             # the exposure metrics: each query's top, its best candidates kept chunk by chunk
             ids = target.to(torch.int64)
             relevance = ItemIds(ids.unsqueeze(1) if ids.ndim == 1 else ids, preds.num_items, rule)
@@ -138,8 +139,18 @@ def rank_inputs(
     if isinstance(preds, ShardedEmbeddingScores):
         # collective: every process of the group evaluates its batch together
         check_embedding_inputs(indexes=indexes, mask=mask, target_format=target_format)
-        stats = sharded_stats(preds, target, ties=ties, rule=rule, validate_args=validate_args)
-        return RankedBatch(preds.num_queries, preds.device, ((slice(None), stats),), True)
+        stats = sharded_stats(
+            preds,
+            target,
+            ties=ties,
+            rule=rule,
+            validate_args=validate_args,
+            top_depth=depth if identities else None,
+            check_catalogue=check_catalogue,
+        )
+        return RankedBatch(
+            preds.num_queries, preds.device, ((slice(None), stats),), True, identities
+        )
     batch = normalize_input(
         preds,
         target,

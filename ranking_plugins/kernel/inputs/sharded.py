@@ -21,12 +21,21 @@ on one process holding the whole table and every query:
    so a reduce-scatter of the (C, Q, T) counts gives each process its
    queries' counts over the whole catalogue, ties across shards included.
 
+For the metrics of item exposure (``top_depth``: the largest k),
+:func:`_top_across_shards` adds what the top k of each query holds, ties
+included: each shard's best k scores go to the query's owner, which finds
+the cutoff score; every shard learns it and sends the owner its items at or
+above it (the cutoff's tie group from a second walk of the shard), which
+the owner ranks as :class:`EmbeddingScores` ranks its own candidates.
+
 What crosses processes per batch is the query embeddings and ids, (Q, T)
-scores and (C, Q, T) counts; :data:`traffic` adds up their bytes.
+scores and (C, Q, T) counts, and for the exposure metrics (Q, k) scores and
+the candidates; :data:`traffic` adds up their bytes.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from numbers import Integral
 from typing import TYPE_CHECKING
@@ -45,8 +54,15 @@ from ranking_plugins.kernel.inputs.embeddings import (
     item_targets,
     listed_scores,
 )
+from ranking_plugins.kernel.inputs.parts import lowest
 from ranking_plugins.kernel.inputs.relevance import GainRule, ItemIds
 from ranking_plugins.kernel.ranking.counting import RankCounter, distinct_ids
+from ranking_plugins.kernel.ranking.embedding_top import (
+    chunk_tops,
+    excluded_in_chunk,
+    ranked_candidates,
+)
+from ranking_plugins.kernel.ranking.tie_groups import TIES, RankedList
 from ranking_plugins.kernel.statistics.count_stats import CountStats
 
 if TYPE_CHECKING:
@@ -95,10 +111,14 @@ class ShardedEmbeddingScores:
         group: the process group, one process per shard (None: the default
             group).
 
-    Shards that overlap or leave a gap, differing ``catalogue_size`` or
-    embedding widths, and target or excluded ids outside the catalogue (always
-    checked: no shard would hold them) raise :class:`ShardError` on every
-    process.
+    Shards that overlap or leave a gap; ``catalogue_size``, embedding widths,
+    ``ties``, ``validate_args`` or the exposure metrics' largest k that differ
+    between processes; item inputs of another catalogue size; and target or
+    excluded ids outside the catalogue (always checked: no shard would hold
+    them) raise :class:`ShardError` on every process.
+
+    The metrics of item exposure take their item inputs for the whole
+    catalogue (global ids), given to every process.
     """
 
     query_emb: Tensor
@@ -162,7 +182,7 @@ class Traffic:
     """Bytes of the tensors this process's collectives carried (for the benchmark).
 
     All-gather: the gathered tensor; all-reduce: the tensor; reduce-scatter:
-    the input (every process's part).
+    the input (every process's part); all-to-all: what this process receives.
     """
 
     def __init__(self) -> None:
@@ -201,6 +221,9 @@ _FIELDS = (
     "score_dtype",
     "targets",
     "excluded",
+    "ties",
+    "validate_args",
+    "depth",
 )
 
 
@@ -218,7 +241,11 @@ def _dtype_code(name: str, dtype: torch.dtype) -> int:
 
 
 def _local_inputs(
-    scores: ShardedEmbeddingScores, target: Tensor, rule: GainRule, validate_args: bool
+    scores: ShardedEmbeddingScores,
+    target: Tensor,
+    rule: GainRule,
+    validate_args: bool,
+    check_catalogue: Callable[[int], None] | None,
 ) -> tuple[str | None, Tensor, dict[str, int]]:
     """This process's checked ids (Q, T) and statement; a problem as a message, not raised."""
     query_emb, num_items = scores.query_emb, scores.catalogue_size
@@ -233,6 +260,8 @@ def _local_inputs(
     }
     ids = torch.empty((scores.num_queries, 0), dtype=torch.int64, device=query_emb.device)
     try:
+        if check_catalogue is not None:  # the item inputs describe the whole catalogue
+            check_catalogue(num_items)
         checked = item_targets(target, query_emb)
         # always: an id no shard holds would be counted against a made-up score, and
         # reading two values costs nothing beside the statement's own read below
@@ -261,11 +290,18 @@ def _layout_problem(table: list[dict[str, int]]) -> str | None:
             return None
         if key.endswith("dtype"):
             shown = ", ".join(str(_DTYPES[v]) for v in values)
+        elif key == "ties":
+            shown = ", ".join(repr(TIES[v]) for v in values)
+        elif key == "validate_args":
+            shown = ", ".join(str(bool(v)) for v in values)
         else:
             shown = ", ".join(map(str, values))
         return f"{what} differs across the processes of the group: {shown} (process 0, 1, ...)"
 
     for key, what in (
+        ("ties", "`ties`"),
+        ("validate_args", "`validate_args`"),
+        ("depth", "the deepest k of the exposure metrics (-1: none asked)"),
         ("catalogue_size", "`catalogue_size`"),
         ("query_width", "the embedding width of `query_emb`"),
         ("shard_width", "the embedding width of `item_shard`"),
@@ -317,8 +353,16 @@ def sharded_stats(
     ties: str,
     rule: GainRule,
     validate_args: bool,
+    top_depth: int | None = None,
+    check_catalogue: Callable[[int], None] | None = None,
 ) -> CountStats:
     """Rank statistics of this process's queries over the whole sharded catalogue.
+
+    ``top_depth``: also the ranked list of each query's first ``top_depth``
+    places with their catalogue ids (``top_list``, what the exposure metrics
+    read), from the candidates of every shard (:func:`_top_across_shards`).
+    ``check_catalogue(catalogue_size)`` raises when the item inputs describe
+    another catalogue (its error is raised on every process).
 
     Collective over ``scores.group``: every process must call it for its batch.
     """
@@ -326,7 +370,10 @@ def sharded_stats(
     world, me = dist.get_world_size(group), dist.get_rank(group)
     device = scores.device
     with torch.no_grad():
-        problem, ids, stated = _local_inputs(scores, target, rule, validate_args)
+        problem, ids, stated = _local_inputs(scores, target, rule, validate_args, check_catalogue)
+        stated["ties"] = TIES.index(ties)
+        stated["validate_args"] = int(validate_args)
+        stated["depth"] = -1 if top_depth is None else top_depth
         statement = [int(problem is not None)] + [stated.get(key, 0) for key in _FIELDS[1:]]
         gathered = _all_gather(torch.tensor(statement, device=device), group, world)
         table = [dict(zip(_FIELDS, row.tolist(), strict=True)) for row in gathered]
@@ -343,26 +390,29 @@ def sharded_stats(
         layout_problem = _layout_problem(table)
         if layout_problem is not None:
             raise ShardError(layout_problem)
-        return _count_across_shards(scores, ids, table, me, ties, validate_args)
+        relevance = ItemIds(ids, scores.catalogue_size, rule)
+        return _count_across_shards(scores, relevance, table, me, ties, validate_args, top_depth)
 
 
 def _count_across_shards(
     scores: ShardedEmbeddingScores,
-    ids: Tensor,
+    relevance: ItemIds,
     table: list[dict[str, int]],
     me: int,
     ties: str,
     validate_args: bool,
+    top_depth: int | None,
 ) -> CountStats:
     group, world, device = scores.group, len(table), scores.device
-    num_items = scores.catalogue_size
+    num_items, ids = scores.catalogue_size, relevance.item_ids
+    score_dtype = _DTYPES[table[0]["score_dtype"]]
     queries = [row["queries"] for row in table]
     most_queries = max(queries)
     most_targets = max(row["targets"] for row in table)
     most_excluded = max(row["excluded"] for row in table)
     exclude = scores.exclude
-    if sum(queries) == 0 or num_items == 0 or most_targets == 0:
-        # nothing to count anywhere (the same decision on every process)
+    if sum(queries) == 0 or num_items == 0:
+        # nothing to count or rank anywhere (the same decision on every process)
         nothing = torch.zeros(ids.shape, dtype=torch.float64, device=device)
         return RankCounter(ids, nothing, num_items, ties, exclude=exclude).stats()
 
@@ -382,13 +432,42 @@ def _count_across_shards(
     )
     all_ids = all_listed[:, :most_targets]
     all_exclude = all_listed[:, most_targets:] if most_excluded else None
+    if most_targets == 0:  # no target anywhere: nothing to count (decided on gathered data)
+        nothing = torch.zeros(ids.shape, dtype=torch.float64, device=device)
+        result = RankCounter(ids, nothing, num_items, ties, exclude=exclude)
+    else:
+        result = _counts(
+            scores, all_queries, all_ids, all_exclude, queries, me, ties, validate_args, score_dtype
+        )
+    stats = result.stats()
+    if top_depth is not None:
+        stats.top_list = _top_across_shards(
+            scores, all_queries, all_exclude, queries, me, top_depth, relevance, ties, score_dtype
+        )
+        stats.num_items = num_items
+    return stats
+
+
+def _counts(
+    scores: ShardedEmbeddingScores,
+    all_queries: Tensor,
+    all_ids: Tensor,
+    all_exclude: Tensor | None,
+    queries: list[int],
+    me: int,
+    ties: str,
+    validate_args: bool,
+    score_dtype: torch.dtype,
+) -> RankCounter:
+    """This process's queries' counts over every shard (steps 3 and 4)."""
+    group, device = scores.group, scores.device
+    num_items, most_queries = scores.catalogue_size, max(queries)
 
     # 3. each target's score, from the shard that holds it
     local = scores.scores_against_shard(all_queries)
     offset, size = scores.item_offset, scores.item_shard.shape[0]
     owned = (all_ids >= offset) & (all_ids < offset + size)
     may_read = host_reads_are_free(all_ids) or validate_args
-    score_dtype = _DTYPES[table[0]["score_dtype"]]
     target_scores = torch.zeros(all_ids.shape, dtype=score_dtype, device=device)
     if size > 0 and not (may_read and not bool(owned.any())):
         found = listed_scores(local, torch.where(owned, all_ids - offset, -1), may_read)
@@ -430,7 +509,147 @@ def _count_across_shards(
     own_exclude = None if all_exclude is None else all_exclude[own]
     result = RankCounter(all_ids[own], target_scores[own], num_items, ties, own_exclude)
     result.set_counts(mine[:-2].view(counts.shape[0], most_queries, -1)[:, : queries[me]])
-    return result.stats()
+    return result
+
+
+def _top_across_shards(
+    scores: ShardedEmbeddingScores,
+    all_queries: Tensor,
+    all_exclude: Tensor | None,
+    queries: list[int],
+    me: int,
+    depth: int,
+    relevance: ItemIds,
+    ties: str,
+    score_dtype: torch.dtype,
+) -> RankedList:
+    """The ranked list of this process's queries' first ``depth`` places, catalogue ids.
+
+    5. every shard finds, for every process's queries, its best ``depth`` + 1
+       scores (excluded items and missing places at the lowest score); the
+       process owning a query merges them (an all-to-all of (Q, depth)
+       scores) into the score ``b`` at place ``depth`` of the whole catalogue,
+       and every shard learns every query's ``b`` (an all-gather of Q scores);
+    6. every shard sends the owner its ranked items scoring ``b`` or more:
+       those above (among its best ``depth``) and every member of the tie
+       group at ``b`` (a second walk of the shard, only for the rows whose
+       place ``depth`` + 1 still scores ``b``): counts, then ids and scores,
+       all-to-all;
+    7. the owner ranks these candidates
+       (:func:`~ranking_plugins.kernel.ranking.embedding_top.ranked_candidates`),
+       the same candidates :class:`EmbeddingScores` keeps for the whole table.
+    """
+    group, world, device = scores.group, len(queries), scores.device
+    num_items, offset = scores.catalogue_size, scores.item_offset
+    size = scores.item_shard.shape[0]
+    total, mine = sum(queries), queries[me]
+    bottom = lowest(score_dtype)
+    # this shard's ids of the excluded items (-1: elsewhere or padding)
+    local_exclude = None
+    if all_exclude is not None:
+        inside = (all_exclude >= offset) & (all_exclude < offset + size)
+        local_exclude = torch.where(inside, all_exclude - offset, -1)
+    shard = EmbeddingScores(
+        all_queries, scores.item_shard, scores.score_fn, local_exclude, scores.chunk_size
+    )
+    # 5. the shard's best `depth` + 1 (ranked ones; the rest at the lowest score): the
+    # first `depth` give the cutoff, the next one says whether its tie group goes on
+    top_values = torch.full((total, depth + 1), bottom, dtype=score_dtype, device=device)
+    top_ids = torch.full((total, depth + 1), num_items, dtype=torch.int64, device=device)
+    if size > 0:
+        values, found = chunk_tops(shard, min(depth + 1, size))
+        top_values[:, : values.shape[1]] = values.to(score_dtype)
+        top_ids[:, : found.shape[1]] = found + offset
+    ranked = top_ids < num_items
+    if all_exclude is not None:
+        ranked &= ~(top_ids.unsqueeze(-1) == all_exclude.unsqueeze(1)).any(dim=-1)
+    top_values = torch.where(ranked, top_values, torch.full_like(top_values, bottom))
+    sent = [q * depth for q in queries]
+    received = _all_to_all(top_values[:, :depth].flatten(), sent, [mine * depth] * world, group)
+    merged = received.view(world, mine, depth).permute(1, 0, 2).reshape(mine, world * depth)
+    own_cut = merged.topk(depth, dim=1).values[:, -1]
+    padded = torch.nn.functional.pad(own_cut, (0, max(queries) - mine), value=0)
+    cut = torch.cat(
+        [part[:q] for part, q in zip(_all_gather(padded, group, world), queries, strict=True)]
+    )
+    # 6. this shard's ranked items scoring `cut` or more, for every query
+    walk = top_values[:, depth] == cut if size > depth + 1 else None
+    rows, ids, values = _at_or_above(shard, offset, top_ids, top_values, ranked, cut, walk)
+    counts = torch.bincount(rows, minlength=total)
+    owners = torch.repeat_interleave(
+        torch.arange(world, device=device), torch.tensor(queries, device=device)
+    )
+    send = torch.zeros(world, dtype=torch.int64, device=device).index_add_(0, owners, counts)
+    from_each = _all_to_all(counts, queries, [mine] * world, group).view(world, mine)
+    sizes = from_each.sum(1).tolist()
+    got_ids = _all_to_all(ids, send.tolist(), sizes, group)
+    got_values = _all_to_all(values, send.tolist(), sizes, group)
+    # 7. the owner's candidates: rows padded with id N
+    row_of = torch.repeat_interleave(
+        torch.arange(mine, device=device).repeat(world), from_each.flatten()
+    )
+    row_of, order = row_of.sort(stable=True)
+    per_row = torch.bincount(row_of, minlength=mine)
+    width = max(int(per_row.max()) if mine else 0, 1)
+    starts = per_row.cumsum(0) - per_row
+    column = torch.arange(row_of.shape[0], device=device) - starts[row_of]
+    candidate_ids = torch.full((mine, width), num_items, dtype=torch.int64, device=device)
+    candidate_values = torch.full((mine, width), bottom, dtype=score_dtype, device=device)
+    candidate_ids[row_of, column] = got_ids[order]
+    candidate_values[row_of, column] = got_values[order]
+    return ranked_candidates(candidate_ids, candidate_values, relevance, ties, depth, num_items)
+
+
+def _at_or_above(
+    shard: EmbeddingScores,
+    offset: int,
+    top_ids: Tensor,
+    top_values: Tensor,
+    ranked: Tensor,
+    cut: Tensor,
+    walk: Tensor | None,
+) -> tuple[Tensor, Tensor, Tensor]:
+    """(row, global id, score) of the shard's ranked items scoring ``cut`` or more, by row.
+
+    From the shard's best places, except for the ``walk`` rows, whose tie group at
+    ``cut`` may go on past them (their last place scores ``cut``): those are read
+    from a second walk of the shard, which scores every row as the first did, so
+    that each item keeps the score it had there.
+    """
+    take = ranked & (top_values >= cut.unsqueeze(1))
+    walk_rows = None
+    if walk is not None:
+        walk_rows = walk.nonzero().squeeze(1)
+        take &= ~walk.unsqueeze(1)
+    rows, places = take.nonzero(as_tuple=True)
+    found = [(rows, top_ids[rows, places], top_values[rows, places])]
+    if walk_rows is not None and walk_rows.numel():
+        bound = cut[walk_rows].unsqueeze(1)
+        for start in shard.chunks():
+            block = shard.score_chunk(start)[walk_rows].to(top_values.dtype)
+            chosen = block >= bound
+            excluded = excluded_in_chunk(shard, start, block.shape[1])
+            if excluded is not None:
+                chosen &= ~excluded[walk_rows]
+            r, c = chosen.nonzero(as_tuple=True)
+            found.append((walk_rows[r], c + (offset + start), block[r, c]))
+            del block
+    rows = torch.cat([f[0] for f in found])
+    rows, order = rows.sort(stable=True)
+    ids = torch.cat([f[1] for f in found])[order]
+    values = torch.cat([f[2] for f in found])[order]
+    return rows, ids, values
+
+
+def _all_to_all(
+    tensor: Tensor, sent: list[int], received: list[int], group: ProcessGroup | None
+) -> Tensor:
+    """Part i of ``tensor`` (``sent[i]`` entries) goes to process i; this process gets
+    ``received[i]`` entries from process i, in process order."""
+    out = torch.empty(sum(received), dtype=tensor.dtype, device=tensor.device)
+    dist.all_to_all_single(out, tensor.contiguous(), received, sent, group=group)
+    traffic.add(out)
+    return out
 
 
 __all__ = ["ShardError", "ShardedEmbeddingScores", "Traffic", "sharded_stats", "traffic"]

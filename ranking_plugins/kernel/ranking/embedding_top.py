@@ -41,7 +41,7 @@ class _Candidates:
         return self.relevance.at(self.ids[rows], rows)
 
 
-def _excluded(scores: EmbeddingScores, start: int, width: int) -> Tensor | None:
+def excluded_in_chunk(scores: EmbeddingScores, start: int, width: int) -> Tensor | None:
     """(Q, width) bool: the items of this chunk that ``exclude`` takes out of the ranking."""
     if scores.exclude is None:
         return None
@@ -50,6 +50,33 @@ def _excluded(scores: EmbeddingScores, start: int, width: int) -> Tensor | None:
     flags = torch.zeros(exclude.shape[0], width + 1, dtype=torch.bool, device=exclude.device)
     flags.scatter_(1, torch.where(inside, exclude - start, width), True)
     return flags[:, :width]
+
+
+def chunk_tops(scores: EmbeddingScores, keep: int) -> tuple[Tensor, Tensor]:
+    """Each query's best ``keep`` (at most the items) scores and item ids, walking the chunks.
+
+    Excluded items take the lowest score (their ids are kept: the caller tells them apart).
+    """
+    top_values: Tensor | None = None
+    top_ids: Tensor | None = None
+    for start in scores.chunks():
+        block = scores.score_chunk(start)
+        excluded = excluded_in_chunk(scores, start, block.shape[1])
+        if excluded is not None:
+            block = block.masked_fill(excluded, lowest(block.dtype))
+        # the chunk's best first (no (Q, chunk) ids or copies), then merged with the best so far
+        values, order = torch.topk(block, min(keep, block.shape[1]), dim=1)
+        del block
+        ids = order + start
+        if top_values is not None and top_ids is not None:
+            dtype = torch.promote_types(top_values.dtype, values.dtype)
+            values = torch.cat([top_values.to(dtype), values.to(dtype)], dim=1)
+            ids = torch.cat([top_ids, ids], dim=1)
+            values, order = torch.topk(values, min(keep, values.shape[1]), dim=1)
+            ids = ids.gather(1, order)
+        top_values, top_ids = values, ids
+    assert top_values is not None and top_ids is not None
+    return top_values, top_ids
 
 
 def embedding_top_list(
@@ -61,21 +88,7 @@ def embedding_top_list(
     """
     n = scores.num_items
     keep = min(depth + 1, n)
-    top_values: Tensor | None = None
-    top_ids: Tensor | None = None
-    for start in scores.chunks():
-        block = scores.score_chunk(start)
-        excluded = _excluded(scores, start, block.shape[1])
-        if excluded is not None:
-            block = block.masked_fill(excluded, lowest(block.dtype))
-        ids = torch.arange(start, start + block.shape[1], device=block.device).expand_as(block)
-        if top_values is not None and top_ids is not None:
-            dtype = torch.promote_types(top_values.dtype, block.dtype)
-            block = torch.cat([top_values.to(dtype), block.to(dtype)], dim=1)
-            ids = torch.cat([top_ids, ids], dim=1)
-        values, order = torch.topk(block, min(keep, block.shape[1]), dim=1)
-        top_values, top_ids = values, ids.gather(1, order)
-    assert top_values is not None and top_ids is not None
+    top_values, top_ids = chunk_tops(scores, keep)
     candidate_ids, candidate_values = top_ids, top_values
     if keep > depth:  # the group at the cutoff may go on past the candidates
         cut_score = top_values[:, depth - 1]
@@ -86,12 +99,33 @@ def embedding_top_list(
             )
         else:
             candidate_ids, candidate_values = top_ids[:, :depth], top_values[:, :depth]
+    return ranked_candidates(
+        candidate_ids, candidate_values, relevance, ties, depth, n, scores.exclude
+    )
+
+
+def ranked_candidates(
+    candidate_ids: Tensor,
+    candidate_values: Tensor,
+    relevance: ItemIds,
+    ties: str,
+    depth: int,
+    num_items: int,
+    exclude: Tensor | None = None,
+) -> RankedList:
+    """The ranked list of the first ``depth`` places, from each query's candidates.
+
+    ``candidate_ids`` (Q, C) catalogue ids (``num_items``: padding) with their
+    scores: every ranked item above the score at place ``depth`` and every
+    member of the tie group there (or exactly the first ``depth``), in any
+    order; ``exclude`` (Q, X) ids listed among them that are not ranked.
+    """
     # index order is the catalogue's: each row's candidates sorted by item id
     candidate_ids, order = candidate_ids.sort(dim=1)
     candidate_values = candidate_values.gather(1, order)
-    ranked = candidate_ids < n
-    if scores.exclude is not None:
-        exclude = scores.exclude.to(torch.int64)
+    ranked = candidate_ids < num_items
+    if exclude is not None:
+        exclude = exclude.to(torch.int64)
         ranked &= ~(candidate_ids.unsqueeze(-1) == exclude.unsqueeze(1)).any(dim=-1)
     data = RankingInput(candidate_values, ranked, _Candidates(relevance, candidate_ids))  # type: ignore[arg-type]
     listed = rank(data, ties, depth, item_order=True)
@@ -117,7 +151,7 @@ def _with_cut_members(
     for start in scores.chunks():
         block = scores.score_chunk(start)[rows]
         same = block == cut_score.unsqueeze(1).to(block.dtype)
-        excluded = _excluded(scores, start, block.shape[1])
+        excluded = excluded_in_chunk(scores, start, block.shape[1])
         if excluded is not None:
             same &= ~excluded[rows]
         where = same.nonzero()
@@ -148,4 +182,4 @@ def _with_cut_members(
     return ids, values
 
 
-__all__ = ["embedding_top_list"]
+__all__ = ["chunk_tops", "embedding_top_list", "excluded_in_chunk", "ranked_candidates"]
