@@ -13,19 +13,19 @@ file is read through gzip. The rank, ``iter``, ``Q0`` and run-id columns are
 read past (a run is ordered by score, as trec_eval orders it). TREC grades
 are integers (trec_eval's); TSV and JSONL grades may be any finite number.
 
-pyarrow parses a file into columns block by block, with no Python per line,
-and the checks are vectorised. When pyarrow refuses a file or a check fails,
-:func:`iter_records` reads it line by line: it raises :class:`FileFormatError`
-(``FILE:LINE: what was wrong``) at the first bad line, or returns the records
-of a good file that a one-character separator cannot split (runs of blanks).
+pyarrow parses a file into columns block by block, and every check and the
+join are vectorised (pyarrow's hash lookups, torch's sorts). When pyarrow
+refuses a file or a check fails, :func:`iter_records` reads it line by line:
+it raises :class:`FileFormatError` (``FILE:LINE: what was wrong``) at the
+first bad line, or returns the records of a good file that a one-character
+separator cannot split (runs of blanks).
 
-:func:`build_collection` joins a qrels and a run on integer codes into the
-grouped layout of :func:`ranking_plugins.rank_metrics`, adding each judged
-relevant document the run does not retrieve as a masked item (it counts in R
-and the ideal DCG, as in trec_eval); :func:`iter_collections` does the same in
-parts of whole queries as it reads the run, in bounded memory. pyarrow, numpy
-and tqdm are the ``cli`` extra, imported when a file is read, never by
-``import ranking_plugins``.
+:func:`build_collection` joins a qrels and a run into the grouped layout of
+:func:`ranking_plugins.rank_metrics`, adding each judged relevant document the
+run does not retrieve as a masked item (it counts in R and the ideal DCG, as
+in trec_eval); :func:`iter_collections` does the same in parts of whole
+queries as it reads the run, in bounded memory. pyarrow, numpy and tqdm are
+the ``cli`` extra, imported when a file is read, never by ``import ranking_plugins``.
 """
 
 from __future__ import annotations
@@ -71,6 +71,10 @@ class MissingExtraError(ImportError):
 class WholeRunNeeded(Exception):
     """:func:`iter_collections` cannot go on part by part (a query's lines are apart, or an
     error needs the whole run): read it with :func:`read_records` and :func:`build_collection`."""
+
+
+class _Malformed(Exception):
+    """The columnar reader met something it does not accept; :func:`iter_records` says what."""
 
 
 def arrow() -> Any:
@@ -137,56 +141,41 @@ class Records:
     path: str
     kind: str
     format: str
-    qids: list[bytes]  # the distinct query ids
-    qcodes: Tensor  # (n,) int64: each line's query, a position in ``qids``
-    docnos: Any  # (n,) pyarrow binary array
+    qids: Any  # (n,) pyarrow binary: each line's query id
+    docnos: Any  # (n,) pyarrow binary: each line's document id
     values: Tensor  # (n,) float64 grades (qrels) or scores (run)
 
     def __len__(self) -> int:
         return self.values.numel()
 
-    def lines(self, start: int, stop: int) -> Records:
-        """Records ``start:stop``, with only their own queries in ``qids``."""
-        used, qcodes = torch.unique(self.qcodes[start:stop], return_inverse=True)
-        qids = [self.qids[i] for i in used.tolist()]
-        docnos = self.docnos.slice(start, stop - start)
-        return replace(
-            self, qids=qids, qcodes=qcodes, docnos=docnos, values=self.values[start:stop]
-        )
+    def lines(self, start: int, stop: int | None = None) -> Records:
+        stop = len(self) if stop is None else stop
+        qids, docnos = (a.slice(start, stop - start) for a in (self.qids, self.docnos))
+        return replace(self, qids=qids, docnos=docnos, values=self.values[start:stop])
 
 
 def concat(parts: list[Records]) -> Records:
     """One :class:`Records` of consecutive parts of one file."""
-    pa, first = arrow(), parts[0]
-    code: dict[bytes, int] = {}
-    qcodes = []
-    for part in parts:
-        lookup = [code.setdefault(q, len(code)) for q in part.qids]
-        qcodes.append(torch.tensor(lookup, dtype=torch.int64)[part.qcodes])
-    docnos = pa.concat_arrays([p.docnos for p in parts])
-    values = torch.cat([p.values for p in parts])
-    return replace(first, qids=list(code), qcodes=torch.cat(qcodes), docnos=docnos, values=values)
+    if len(parts) == 1:
+        return parts[0]
+    joined = (
+        arrow().concat_arrays([getattr(p, name) for p in parts]) for name in ("qids", "docnos")
+    )
+    return replace(parts[0], qids=next(joined), docnos=next(joined),
+                   values=torch.cat([p.values for p in parts]))  # fmt: skip
 
 
-def _tensor(array: Any, dtype: torch.dtype) -> Tensor:
+def _tensor(array: Any, dtype: torch.dtype = torch.int64) -> Tensor:
     return torch.tensor(array.to_numpy(zero_copy_only=False)).to(dtype)
 
 
 def _columns(path: str, kind: str, file_format: str, qid: Any, docno: Any, value: Any) -> Records:
     """Records from three pyarrow columns; ``_Malformed`` if a value is NaN (or infinite grade)."""
     pa = arrow()
-    encoded = pa.compute.dictionary_encode(qid.cast(pa.binary()))
     values = _tensor(value, torch.float64)
-    bad = torch.isnan(values) if kind == "run" else ~torch.isfinite(values)
-    if bool(bad.any()):
+    if bool((torch.isnan(values) if kind == "run" else ~torch.isfinite(values)).any()):
         raise _Malformed
-    qids = encoded.dictionary.to_pylist()
-    qcodes = _tensor(encoded.indices, torch.int64)
-    return Records(path, kind, file_format, qids, qcodes, docno.cast(pa.binary()), values)
-
-
-class _Malformed(Exception):
-    """The columnar reader met something it does not accept; :func:`iter_records` says what."""
+    return Records(path, kind, file_format, qid.cast(pa.binary()), docno.cast(pa.binary()), values)
 
 
 def open_binary(path: str) -> BinaryIO:
@@ -410,24 +399,11 @@ def diagnose(path: str, kind: str, file_format: str) -> None:
 def _exact_records(path: str, kind: str, file_format: str, skip: int = 0) -> Records:
     """The records after the first ``skip``, read by :func:`iter_records`."""
     pa = arrow()
-    code: dict[bytes, int] = {}
-    qcodes, docnos, values = [], [], []
-    for index, (_, qid, docno, value) in enumerate(iter_records(path, kind, file_format)):
-        if index >= skip:
-            qcodes.append(code.setdefault(qid, len(code)))
-            docnos.append(docno)
-            values.append(value)
-    qcode_tensor = torch.tensor(qcodes, dtype=torch.int64)
-    value_tensor = torch.tensor(values, dtype=torch.float64)
-    return Records(
-        path,
-        kind,
-        file_format,
-        list(code),
-        qcode_tensor,
-        pa.array(docnos, pa.binary()),
-        value_tensor,
-    )
+    records = list(iter_records(path, kind, file_format))[skip:]
+    qids, docnos, values = ([r[i] for r in records] for i in (1, 2, 3))
+    values_tensor = torch.tensor(values, dtype=torch.float64)
+    binary = (pa.array(ids, pa.binary()) for ids in (qids, docnos))
+    return Records(path, kind, file_format, *binary, values_tensor)
 
 
 def _check_text_line(
@@ -541,14 +517,16 @@ def _show(value: bytes, limit: int = 80) -> str:
 class Collection:
     """A qrels and a run joined into the grouped layout of ``rank_metrics``.
 
-    Item ``i`` belongs to query ``qids[indexes[i]]``; ``mask`` is False for
-    judged documents the run did not retrieve (they count in R and in the
-    ideal DCG but are never ranked). ``target`` holds the qrels grades; a
-    retrieved document the qrels do not judge, and the masked placeholder
-    item of a counted query with nothing retrieved, has grade ``-inf``, which
-    is relevant under no threshold. The rows of ``rank_metrics(...,
-    reduction="none")`` follow ``qids``, names sorted as strings
-    (:func:`query_name`).
+    Item ``i`` belongs to query ``qids[indexes[i]]``; items come query by query
+    (``indexes`` never decreases), each query's retrieved documents in the run's
+    order (trec_eval's with ``trec_eval_order``), then its judged documents the
+    run did not retrieve, with ``mask`` False (they count in R and in the ideal
+    DCG but are never ranked). ``target`` holds the qrels grades; a retrieved
+    document the qrels do not judge, and the masked placeholder item of a
+    counted query with nothing retrieved, has grade ``-inf``, which is relevant
+    under no threshold. ``judged``: whether the qrels judge the item. The rows
+    of ``rank_metrics(..., reduction="none")`` follow ``qids``, names sorted as
+    strings (:func:`query_name`).
     """
 
     qids: list[str]
@@ -556,6 +534,7 @@ class Collection:
     target: Tensor
     indexes: Tensor
     mask: Tensor
+    judged: Tensor
     #: queries of the run without judgments, left out (``unjudged="skip"``)
     unjudged: list[str] = field(default_factory=list)
     #: judged queries the run does not retrieve for (counted or left out)
@@ -567,23 +546,25 @@ class Judgments:
     """The qrels as codes: a sorted key (query code, document code) per judgment."""
 
     qrels: Records
-    code: dict[bytes, int]  # query id -> its position in ``qrels.qids``
+    names: list[bytes]  # the judged query ids; a query's code is its position here
+    queries: Any  # the same, as a pyarrow array
     documents: Any  # the distinct judged document ids (pyarrow)
+    qcodes: Tensor  # each judgment's query code
     keys: Tensor  # sorted: query code * len(documents) + document code
     lines: Tensor  # the qrels line of each key
 
     @classmethod
     def of(cls, qrels: Records) -> Judgments:
         """Encode ``qrels``; a document judged twice for one query is a :class:`FileFormatError`."""
-        encoded = arrow().compute.dictionary_encode(qrels.docnos)
-        documents = encoded.dictionary
-        keys = qrels.qcodes * len(documents) + _tensor(encoded.indices, torch.int64)
-        keys, lines = torch.sort(keys)
+        pc = arrow().compute
+        queries, documents = map(pc.dictionary_encode, (qrels.qids, qrels.docnos))
+        qcodes = _tensor(queries.indices)
+        keys, lines = torch.sort(qcodes * len(documents.dictionary) + _tensor(documents.indices))
         if bool((keys[1:] == keys[:-1]).any()):
             diagnose(qrels.path, qrels.kind, qrels.format)
             raise FileFormatError(qrels.path, None, "a query judges a document twice")
-        code = dict(zip(qrels.qids, range(len(qrels.qids)), strict=True))
-        return cls(qrels, code, documents, keys, lines)
+        names = queries.dictionary.to_pylist()
+        return cls(qrels, names, queries.dictionary, documents.dictionary, qcodes, keys, lines)
 
 
 def build_collection(
@@ -639,18 +620,18 @@ def iter_collections(
 
 def _whole_queries(parts: Iterator[Records]) -> Iterator[Records]:
     """``parts`` regrouped into parts of at least :data:`PART_LINES` lines that end with a query."""
-    carry: Records | None = None
+    pc, held, size = arrow().compute, [], 0
     for part in parts:
-        part = part if carry is None else concat([carry, part])
-        changes = (part.qcodes[1:] != part.qcodes[:-1]).nonzero()
-        if len(part) < PART_LINES or not changes.numel():
-            carry = part
-            continue
-        last_query = int(changes[-1]) + 1
-        yield part.lines(0, last_query)
-        carry = part.lines(last_query, len(part))
-    if carry is not None:
-        yield carry
+        held.append(part)
+        size += len(part)
+        if size >= PART_LINES:
+            other = pc.not_equal(part.qids, part.qids[-1]).to_numpy(zero_copy_only=False)
+            cut = int(other.nonzero()[0][-1]) + 1 if other.any() else 0
+            if cut:  # the part's last query may go on in the next part
+                yield concat([*held[:-1], part.lines(0, cut)])
+                held, size = [part.lines(cut)], len(part) - cut
+    if held:
+        yield concat(held)
 
 
 def _joined(
@@ -662,16 +643,19 @@ def _joined(
     unretrieved: str,
     whole: bool = False,
 ) -> Iterator[Collection]:
-    judgments = Judgments.of(qrels)
+    pc, judgments = arrow().compute, Judgments.of(qrels)
     done: dict[bytes, None] = {}
     unjudged_qids: list[bytes] = []
-    held: Records | None = None  # the last part is joined with the counted unretrieved queries
+    held: tuple[Records, Tensor, Tensor] | None = None  # the last part takes the counted queries
     for part in parts:
-        blocks = 1 + int((part.qcodes[1:] != part.qcodes[:-1]).sum())
-        if not whole and (blocks != len(part.qids) or any(q in done for q in part.qids)):
+        encoded = pc.dictionary_encode(part.qids)
+        qids, codes = encoded.dictionary.to_pylist(), _tensor(encoded.indices)
+        blocks = 1 + int((codes[1:] != codes[:-1]).sum())
+        if not whole and (blocks != len(qids) or any(q in done for q in qids)):
             raise WholeRunNeeded
-        done.update(dict.fromkeys(part.qids))
-        missing = [q for q in part.qids if q not in judgments.code]
+        done.update(dict.fromkeys(qids))
+        judged = _tensor(pc.fill_null(pc.index_in(encoded.dictionary, judgments.queries), -1))
+        missing = [q for q, j in zip(qids, judged.tolist(), strict=True) if j < 0]
         if missing and unjudged == "error":
             if not whole:
                 raise WholeRunNeeded
@@ -684,14 +668,15 @@ def _joined(
             )
         unjudged_qids.extend(missing)
         if held is not None:
-            yield _join(judgments, held, [], trec_eval_order, relevance_threshold)
-        held = part
+            yield _join(judgments, *held, [], trec_eval_order, relevance_threshold)
+        held = (part, codes, judged[codes])
     assert held is not None  # read_parts refuses an empty run
-    unretrieved_qids = [q for q in qrels.qids if q not in done]
-    extra = unretrieved_qids if unretrieved == "count" else []
-    _distinct_names([q for q in done if q in judgments.code] + extra, qrels)
+    unretrieved_qids = [q for q in judgments.names if q not in done]
+    extra = [judgments.names.index(q) for q in unretrieved_qids] if unretrieved == "count" else []
+    names = set(judgments.names)
+    _distinct_names([q for q in done if q in names] + unretrieved_qids * bool(extra), qrels)
     yield replace(
-        _join(judgments, held, extra, trec_eval_order, relevance_threshold),
+        _join(judgments, *held, extra, trec_eval_order, relevance_threshold),
         unjudged=sorted(map(query_name, unjudged_qids)),
         unretrieved=sorted(map(query_name, unretrieved_qids)),
     )
@@ -700,71 +685,148 @@ def _joined(
 def _join(
     judgments: Judgments,
     run: Records,
-    extra: list[bytes],
+    codes: Tensor,
+    line_query: Tensor,
+    extra: list[int],
     trec_eval_order: bool,
     relevance_threshold: float | None,
 ) -> Collection:
-    """The judged queries of ``run``, and the ``extra`` judged queries, as one collection."""
-    pc, qrels = arrow().compute, judgments.qrels
-    # each document id hashed once: its code in the part, then in the qrels
-    encoded = pc.dictionary_encode(run.docnos)
-    code = _tensor(encoded.indices, torch.int64)
-    pairs = torch.sort(run.qcodes * len(encoded.dictionary) + code).values
-    if bool((pairs[1:] == pairs[:-1]).any()):
+    """The judged queries of ``run`` and the ``extra`` judged queries, as one collection.
+
+    ``codes``: each run line's query (a code of the run's own); ``line_query``:
+    its code in the qrels, or -1.
+    """
+    pc, qrels, grades = arrow().compute, judgments.qrels, judgments.qrels.values
+    if _repeats(codes, run.docnos):
         diagnose(run.path, run.kind, run.format)
         raise FileFormatError(run.path, None, "a query lists a document twice")
-    evaluated = [q for q in run.qids if q in judgments.code] + extra
-    evaluated.sort(key=query_name)
-    row_of = torch.full((len(qrels.qids),), -1, dtype=torch.int64)  # qrels query -> row
-    row_of[torch.tensor([judgments.code[q] for q in evaluated], dtype=torch.int64)] = torch.arange(
-        len(evaluated)
-    )
-    judged_query = torch.tensor([judgments.code.get(q, -1) for q in run.qids], dtype=torch.int64)
-    line_query = judged_query[run.qcodes]  # each run line's query in the qrels, or -1
-    judged = pc.fill_null(pc.index_in(encoded.dictionary, value_set=judgments.documents), -1)
-    document = _tensor(judged, torch.int64)[code]  # each run line's document in the qrels, or -1
-    keys = line_query * len(judgments.documents) + document
+    # the rows: the evaluated queries in name order
+    evaluated = torch.unique(line_query[line_query >= 0]).tolist() + extra
+    evaluated.sort(key=lambda code: query_name(judgments.names[code]))
+    row_of = torch.full((len(judgments.names) + 1,), -1, dtype=torch.int64)  # [-1]: no row
+    row_of[evaluated] = torch.arange(len(evaluated))
+    # each run line's judgment, looked up for the lines whose query and document are judged
+    document = _tensor(pc.fill_null(pc.index_in(run.docnos, judgments.documents), -1))
+    candidates = ((line_query >= 0) & (document >= 0)).nonzero().flatten()
+    keys = line_query[candidates] * len(judgments.documents) + document[candidates]
     at = torch.searchsorted(judgments.keys, keys).clamp(max=max(len(judgments.keys) - 1, 0))
-    hit = (line_query >= 0) & (document >= 0) & (judgments.keys[at] == keys)
-    judged_lines = judgments.lines[at[hit]]
-    grades = qrels.values
+    found = judgments.keys[at] == keys if len(judgments.keys) else keys < 0
+    hit, judged_lines = candidates[found], judgments.lines[at[found]]
     # a retrieved document the qrels do not judge is never relevant, whatever the
     # threshold: grade -inf (relevant means grade > 0, or >= a finite threshold)
     run_target = torch.full((len(run),), -math.inf, dtype=torch.float64)
     run_target[hit] = grades[judged_lines]
-    retrieved = torch.zeros(len(qrels), dtype=torch.bool)
-    retrieved[judged_lines] = True
-    kept = (line_query >= 0).nonzero().flatten()
-    run_rows, run_scores, run_target = row_of[line_query[kept]], run.values[kept], run_target[kept]
-
+    run_judged = torch.zeros(len(run), dtype=torch.bool)
+    run_judged[hit] = True
+    run_rows, scores, docnos = row_of[line_query], run.values, run.docnos
+    if bool((line_query < 0).any()):  # lines of unjudged queries are left out
+        kept = (line_query >= 0).nonzero().flatten()
+        run_rows, scores, docnos = run_rows[kept], scores[kept], docnos.take(kept.numpy())
+        run_target, run_judged = run_target[kept], run_judged[kept]
+    if trec_eval_order and run_rows.numel():
+        order = _trec_eval_order(scores, run_rows, docnos, len(evaluated) - len(extra))
+        scores, run_rows, run_target = scores[order], run_rows[order], run_target[order]
+        run_judged = run_judged[order]
     # judged documents not retrieved: masked items, when they can count in R or
     # the ideal DCG (grade > 0, or at or above the threshold)
-    qrels_rows = row_of[qrels.qcodes]
+    retrieved = torch.zeros(len(qrels), dtype=torch.bool)
+    retrieved[judged_lines] = True
     useful = grades > 0
     if relevance_threshold is not None:
         useful |= grades >= relevance_threshold
-    missing = (~retrieved) & useful & (qrels_rows >= 0)
-    missing_rows, missing_grades = qrels_rows[missing], grades[missing]
+    qrels_rows = row_of[judgments.qcodes]
+    missing = (~retrieved & useful & (qrels_rows >= 0)).nonzero().flatten()
     # a counted query with nothing retrieved and nothing relevant still needs one
     # item: a masked placeholder of grade -inf, never relevant
-    present = torch.zeros(len(evaluated), dtype=torch.bool)
-    present[run_rows] = True
-    present[missing_rows] = True
-    empty_rows = (~present).nonzero().flatten()
+    present = torch.zeros(len(evaluated) + 1, dtype=torch.bool)
+    present[run_rows] = present[qrels_rows[missing]] = True
+    empty = (~present[:-1]).nonzero().flatten()
+    extra_rows = torch.cat([qrels_rows[missing], empty])
+    # items gathered query by query: a query's run lines, then its masked items
+    run_rank, run_count = _rank_in_row(run_rows, len(evaluated))
+    extra_rank, extra_count = _rank_in_row(extra_rows, len(evaluated))
+    count = run_count + extra_count
+    start = torch.cumsum(count, 0) - count
+    at_item = torch.cat([start[run_rows] + run_rank,
+                         start[extra_rows] + run_count[extra_rows] + extra_rank])  # fmt: skip
 
-    if trec_eval_order and run_rows.numel():
-        docnos = run.docnos.take(kept.numpy())
-        order = _trec_eval_order(run_scores, run_rows, docnos, len(evaluated) - len(extra))
-        run_scores, run_rows, run_target = run_scores[order], run_rows[order], run_target[order]
-    masked = missing_rows.numel() + empty_rows.numel()
-    placeholders = torch.full((empty_rows.numel(),), -math.inf, dtype=torch.float64)
+    def items(run_values: Tensor, extra_values: Tensor) -> Tensor:
+        values = torch.cat([run_values, extra_values])
+        return torch.empty_like(values).index_put_((at_item,), values)
+
+    no = torch.zeros(extra_rows.numel(), dtype=torch.bool)
     return Collection(
-        qids=[query_name(q) for q in evaluated],
-        preds=torch.cat([run_scores, torch.zeros(masked, dtype=torch.float64)]),
-        target=torch.cat([run_target, missing_grades, placeholders]),
-        indexes=torch.cat([run_rows, missing_rows, empty_rows]),
-        mask=torch.arange(run_scores.numel() + masked) < run_scores.numel(),
+        qids=[query_name(judgments.names[code]) for code in evaluated],
+        preds=items(scores, torch.zeros(extra_rows.numel(), dtype=torch.float64)),
+        target=items(
+            run_target,
+            torch.cat([grades[missing], torch.full((len(empty),), -math.inf, dtype=torch.float64)]),
+        ),
+        indexes=torch.repeat_interleave(torch.arange(len(evaluated)), count),
+        mask=items(torch.ones(run_rows.numel(), dtype=torch.bool), no),
+        judged=items(
+            run_judged, torch.cat([torch.ones(len(missing), dtype=torch.bool), no[len(missing) :]])
+        ),
     )
+
+
+def _rank_in_row(rows: Tensor, num_rows: int) -> tuple[Tensor, Tensor]:
+    """Each item's place among the items of its row (in input order), and each row's count."""
+    count = torch.bincount(rows, minlength=num_rows)
+    first = torch.ones(rows.numel(), dtype=torch.bool)
+    first[1:] = rows[1:] != rows[:-1]
+    starts = first.nonzero().flatten()
+    if starts.numel() == int((count > 0).sum()):  # each row's items are together
+        block = torch.cumsum(first, 0) - 1
+        return torch.arange(rows.numel()) - starts[block], count
+    order = torch.argsort(rows, stable=True)
+    rank = torch.empty_like(order)
+    rank[order] = torch.arange(rows.numel()) - (torch.cumsum(count, 0) - count)[rows[order]]
+    return rank, count
+
+
+def _repeats(codes: Tensor, docnos: Any) -> bool:
+    """Whether a pair (query code, document id) repeats: first on document ids packed into
+    integers (a cheap test, whose equal pairs may be a false alarm), then exactly."""
+    import numpy as np
+
+    packed = _packed(docnos)
+    if packed is not None:
+        mixed = packed ^ (codes.numpy().astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15))
+        if not _sorted_repeat(torch.from_numpy(mixed.view(np.int64))):
+            return False
+    encoded = arrow().compute.dictionary_encode(docnos)
+    return _sorted_repeat(codes * len(encoded.dictionary) + _tensor(encoded.indices))
+
+
+def _sorted_repeat(keys: Tensor) -> bool:
+    keys = torch.sort(keys).values
+    return bool((keys[1:] == keys[:-1]).any())
+
+
+def _packed(ids: Any) -> Any:
+    """Each id's bytes, zero-padded, as one uint64 when that is one-to-one (every id at most
+    8 bytes, none holding a zero byte); else None."""
+    import numpy as np
+
+    n, buffers = len(ids), ids.buffers()
+    offsets = np.frombuffer(buffers[1], np.int32, n + 1, ids.offset * 4)
+    lengths = np.diff(offsets)
+    if not n or buffers[2] is None or int(lengths.max()) > 8:
+        return None
+    data = np.frombuffer(buffers[2], np.uint8)[offsets[0] : offsets[-1]]
+    width = int(lengths.max())
+    if not width or bool((data == 0).any()):
+        return None
+    if int(lengths.min()) == width:
+        matrix = data.reshape(n, width)
+    else:
+        column = np.arange(width)
+        at = np.minimum(offsets[:-1, None] - offsets[0] + column, data.size - 1)
+        matrix = np.where(column < lengths[:, None], data[at], 0)
+    padded = np.zeros((n, 8), np.uint8)
+    padded[:, :width] = matrix
+    return padded.view(np.uint64).ravel()
 
 
 def _distinct_names(qids: list[bytes], qrels: Records) -> None:
