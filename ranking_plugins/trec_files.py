@@ -552,6 +552,8 @@ class Judgments:
     qcodes: Tensor  # each judgment's query code
     keys: Tensor  # sorted: query code * len(documents) + document code
     lines: Tensor  # the qrels line of each key
+    #: the documents packed into integers (:func:`_packed`), in code order (pyarrow)
+    packed: Any
 
     @classmethod
     def of(cls, qrels: Records) -> Judgments:
@@ -564,7 +566,11 @@ class Judgments:
             diagnose(qrels.path, qrels.kind, qrels.format)
             raise FileFormatError(qrels.path, None, "a query judges a document twice")
         names = queries.dictionary.to_pylist()
-        return cls(qrels, names, queries.dictionary, documents.dictionary, qcodes, keys, lines)
+        packed = _packed(documents.dictionary)
+        packed = None if packed is None else arrow().array(packed)
+        return cls(
+            qrels, names, queries.dictionary, documents.dictionary, qcodes, keys, lines, packed
+        )
 
 
 def build_collection(
@@ -697,7 +703,8 @@ def _join(
     its code in the qrels, or -1.
     """
     pc, qrels, grades = arrow().compute, judgments.qrels, judgments.qrels.values
-    if _repeats(codes, run.docnos):
+    packed = _packed(run.docnos)
+    if _repeats(codes, run.docnos, packed):
         diagnose(run.path, run.kind, run.format)
         raise FileFormatError(run.path, None, "a query lists a document twice")
     # the rows: the evaluated queries in name order
@@ -706,7 +713,11 @@ def _join(
     row_of = torch.full((len(judgments.names) + 1,), -1, dtype=torch.int64)  # [-1]: no row
     row_of[evaluated] = torch.arange(len(evaluated))
     # each run line's judgment, looked up for the lines whose query and document are judged
-    document = _tensor(pc.fill_null(pc.index_in(run.docnos, judgments.documents), -1))
+    # (integers are looked up faster than strings)
+    lookup = (run.docnos, judgments.documents)
+    if packed is not None and judgments.packed is not None:
+        lookup = (arrow().array(packed), judgments.packed)
+    document = _tensor(pc.fill_null(pc.index_in(*lookup), -1))
     candidates = ((line_query >= 0) & (document >= 0)).nonzero().flatten()
     keys = line_query[candidates] * len(judgments.documents) + document[candidates]
     at = torch.searchsorted(judgments.keys, keys).clamp(max=max(len(judgments.keys) - 1, 0))
@@ -785,15 +796,14 @@ def _rank_in_row(rows: Tensor, num_rows: int) -> tuple[Tensor, Tensor]:
     return rank, count
 
 
-def _repeats(codes: Tensor, docnos: Any) -> bool:
+def _repeats(codes: Tensor, docnos: Any, packed: Any) -> bool:
     """Whether a pair (query code, document id) repeats: first on document ids packed into
     integers (a cheap test, whose equal pairs may be a false alarm), then exactly."""
     import numpy as np
 
-    packed = _packed(docnos)
     if packed is not None:
         mixed = packed ^ (codes.numpy().astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15))
-        if not _sorted_repeat(torch.from_numpy(mixed.view(np.int64))):
+        if not _sorted_repeat(_as_tensor(mixed)):
             return False
     encoded = arrow().compute.dictionary_encode(docnos)
     return _sorted_repeat(codes * len(encoded.dictionary) + _tensor(encoded.indices))
@@ -802,6 +812,10 @@ def _repeats(codes: Tensor, docnos: Any) -> bool:
 def _sorted_repeat(keys: Tensor) -> bool:
     keys = torch.sort(keys).values
     return bool((keys[1:] == keys[:-1]).any())
+
+
+def _as_tensor(packed: Any) -> Tensor:
+    return torch.from_numpy(packed.view("int64"))
 
 
 def _packed(ids: Any) -> Any:
