@@ -552,7 +552,7 @@ class Judgments:
     qcodes: Tensor  # each judgment's query code
     keys: Tensor  # sorted: query code * len(documents) + document code
     lines: Tensor  # the qrels line of each key
-    #: the documents packed into integers (:func:`_packed`), in code order (pyarrow)
+    #: each judgment's document packed into an integer (:func:`_packed`), or None
     packed: Any
 
     @classmethod
@@ -566,8 +566,7 @@ class Judgments:
             diagnose(qrels.path, qrels.kind, qrels.format)
             raise FileFormatError(qrels.path, None, "a query judges a document twice")
         names = queries.dictionary.to_pylist()
-        packed = _packed(documents.dictionary)
-        packed = None if packed is None else arrow().array(packed)
+        packed = _packed(qrels.docnos)
         return cls(
             qrels, names, queries.dictionary, documents.dictionary, qcodes, keys, lines, packed
         )
@@ -703,26 +702,40 @@ def _join(
     its code in the qrels, or -1.
     """
     pc, qrels, grades = arrow().compute, judgments.qrels, judgments.qrels.values
+    # the run's (query, document) pairs as sorted integer keys, when the ids pack
     packed = _packed(run.docnos)
-    if _repeats(codes, run.docnos, packed):
-        diagnose(run.path, run.kind, run.format)
-        raise FileFormatError(run.path, None, "a query lists a document twice")
+    pairs = None if packed is None else torch.sort(_mix(codes, packed))
+    if pairs is None or _adjacent_equal(pairs.values):  # a repeat, or a false alarm
+        encoded = pc.dictionary_encode(run.docnos)
+        if _adjacent_equal(
+            torch.sort(codes * len(encoded.dictionary) + _tensor(encoded.indices)).values
+        ):
+            diagnose(run.path, run.kind, run.format)
+            raise FileFormatError(run.path, None, "a query lists a document twice")
+        pairs = None
     # the rows: the evaluated queries in name order
     evaluated = torch.unique(line_query[line_query >= 0]).tolist() + extra
     evaluated.sort(key=lambda code: query_name(judgments.names[code]))
     row_of = torch.full((len(judgments.names) + 1,), -1, dtype=torch.int64)  # [-1]: no row
     row_of[evaluated] = torch.arange(len(evaluated))
-    # each run line's judgment, looked up for the lines whose query and document are judged
-    # (integers are looked up faster than strings)
-    lookup = (run.docnos, judgments.documents)
-    if packed is not None and judgments.packed is not None:
-        lookup = (arrow().array(packed), judgments.packed)
-    document = _tensor(pc.fill_null(pc.index_in(*lookup), -1))
-    candidates = ((line_query >= 0) & (document >= 0)).nonzero().flatten()
-    keys = line_query[candidates] * len(judgments.documents) + document[candidates]
-    at = torch.searchsorted(judgments.keys, keys).clamp(max=max(len(judgments.keys) - 1, 0))
-    found = judgments.keys[at] == keys if len(judgments.keys) else keys < 0
-    hit, judged_lines = candidates[found], judgments.lines[at[found]]
+    if pairs is not None and judgments.packed is not None:
+        # each judgment of the part's queries looked up among the run's keys (exact: the
+        # keys do not repeat, and a key's query is compared)
+        part_code = torch.full((len(judgments.names) + 1,), -1, dtype=torch.int64)
+        part_code[line_query] = codes
+        wanted = part_code[judgments.qcodes]
+        asked = (wanted >= 0).nonzero().flatten()
+        keys = _mix(wanted[asked], judgments.packed[asked.numpy()])
+        at = torch.searchsorted(pairs.values, keys).clamp(max=len(run) - 1)
+        found = (pairs.values[at] == keys) & (codes[pairs.indices[at]] == wanted[asked])
+        hit, judged_lines = pairs.indices[at[found]], asked[found]
+    else:  # each run line's document looked up among the judged ones (hashed by pyarrow)
+        document = _tensor(pc.fill_null(pc.index_in(run.docnos, judgments.documents), -1))
+        candidates = ((line_query >= 0) & (document >= 0)).nonzero().flatten()
+        keys = line_query[candidates] * len(judgments.documents) + document[candidates]
+        at = torch.searchsorted(judgments.keys, keys).clamp(max=max(len(judgments.keys) - 1, 0))
+        found = judgments.keys[at] == keys if len(judgments.keys) else keys < 0
+        hit, judged_lines = candidates[found], judgments.lines[at[found]]
     # a retrieved document the qrels do not judge is never relevant, whatever the
     # threshold: grade -inf (relevant means grade > 0, or >= a finite threshold)
     run_target = torch.full((len(run),), -math.inf, dtype=torch.float64)
@@ -796,21 +809,15 @@ def _rank_in_row(rows: Tensor, num_rows: int) -> tuple[Tensor, Tensor]:
     return rank, count
 
 
-def _repeats(codes: Tensor, docnos: Any, packed: Any) -> bool:
-    """Whether a pair (query code, document id) repeats: first on document ids packed into
-    integers (a cheap test, whose equal pairs may be a false alarm), then exactly."""
+def _mix(codes: Tensor, packed: Any) -> Tensor:
+    """A key per (query code, packed document id): equal pairs, equal keys (distinct pairs
+    may meet too: a repeated key is checked exactly)."""
     import numpy as np
 
-    if packed is not None:
-        mixed = packed ^ (codes.numpy().astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15))
-        if not _sorted_repeat(_as_tensor(mixed)):
-            return False
-    encoded = arrow().compute.dictionary_encode(docnos)
-    return _sorted_repeat(codes * len(encoded.dictionary) + _tensor(encoded.indices))
+    return _as_tensor(packed ^ (codes.numpy().astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)))
 
 
-def _sorted_repeat(keys: Tensor) -> bool:
-    keys = torch.sort(keys).values
+def _adjacent_equal(keys: Tensor) -> bool:
     return bool((keys[1:] == keys[:-1]).any())
 
 

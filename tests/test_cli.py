@@ -1094,3 +1094,25 @@ def test_import_ranking_plugins_imports_no_reader() -> None:
     third_party, pyarrow_loaded = done.stdout.splitlines()
     assert set(eval(third_party)) <= {"ranking_plugins", "typing_extensions"}, third_party
     assert pyarrow_loaded == "False"
+
+
+def test_document_ids_packed_into_integers_or_not_give_the_same_numbers(tmp_path: Path) -> None:
+    """Ids of at most 8 bytes are joined as packed integers, longer ones as strings."""
+    qrels, run, _ = _parts_collection(tmp_path)
+    args = ["--per-query", "--format", "json", "--unjudged-queries", "skip",
+            "--unretrieved-queries", "count", "--ties", "first", *COMPARED]  # fmt: skip
+    short = run_cli("evaluate", qrels, run, *args).json()
+    for path in (qrels, run):
+        path.write_text(path.read_text().replace(" d", " document-d").replace(" x", " document-x"))
+    assert run_cli("evaluate", qrels, run, *args).json() == short
+
+
+def test_packed_ids_are_one_to_one_or_refused() -> None:
+    pa = pytest.importorskip("pyarrow")
+    ids = pa.array([b"a", b"ab", b"abcdefgh", b"b", b"a"], pa.binary())
+    packed = readers._packed(ids.slice(1))  # an offset into the buffers
+    assert packed is not None and packed.tolist() == readers._packed(ids).tolist()[1:]
+    whole = readers._packed(ids).tolist()
+    assert len(set(whole)) == 4 and whole[0] == whole[4]  # equal ids, equal integers
+    assert readers._packed(pa.array([b"abcdefghi"], pa.binary())) is None  # 9 bytes
+    assert readers._packed(pa.array([b"a\0", b"a"], pa.binary())) is None  # would meet b"a"

@@ -54,6 +54,8 @@ def grouped(
     if validate_args and num_queries:
         check_grades(target, rule, int(sizes.max()), query_of_item)
     length_class = torch.ceil(torch.log2(sizes.to(torch.float64))).to(torch.int64)
+    if num_queries and int(sizes.max()) * num_queries <= 2 * preds.numel():
+        length_class.zero_()  # padding every list to the longest at most doubles the slots
     # queries ordered by length class (then id)
     query_order = torch.argsort(length_class, stable=True)
     query_start = torch.cumsum(sizes, 0) - sizes  # where a query's entries begin, by query
@@ -70,15 +72,12 @@ def grouped(
         entries = query_start[rows].repeat_interleave(lengths) + column
         if by_query is not None:
             entries = by_query[entries]
-        scores = torch.full((count, width), lowest(preds.dtype), dtype=preds.dtype, device=device)
-        scores[row, column] = preds[entries]
-        grades = torch.zeros((count, width), dtype=target.dtype, device=device)
-        grades[row, column] = target[entries]
-        judged = torch.zeros((count, width), dtype=torch.bool, device=device)
-        judged[row, column] = True
-        ranked = judged.clone()
-        if mask is not None:
-            ranked[row, column] = mask[entries]
+        whole = by_query is None and count == num_queries  # entries = every item, in order
+        at = (row * width + column, (count, width), None if whole else entries)
+        scores = _padded(preds, lowest(preds.dtype), *at)
+        grades = _padded(target, 0, *at)
+        judged = _padded(torch.ones_like(preds, dtype=torch.bool), False, *at)
+        ranked = judged.clone() if mask is None else _padded(mask, False, *at)
         # lists of one length (the usual batch of candidates) have no padding
         padded = int(lengths.min()) < width
         relevance = DenseGrades(grades, rule, judged if padded else None)
@@ -86,3 +85,12 @@ def grouped(
         parts.append(Part(rows, data))
         first_query += count
     return Batch(num_queries, device, tuple(parts))
+
+
+def _padded(
+    values: Tensor, fill: float, slot: Tensor, shape: tuple[int, int], entries: Tensor | None
+) -> Tensor:
+    """``values[entries]`` (all of them when None) placed at flat ``slot``s of a filled matrix."""
+    out = torch.full((shape[0] * shape[1],), fill, dtype=values.dtype, device=values.device)
+    out[slot] = values if entries is None else values[entries]
+    return out.view(shape)
