@@ -543,33 +543,37 @@ class Collection:
 
 @dataclass(frozen=True)
 class Judgments:
-    """The qrels as codes: a sorted key (query code, document code) per judgment."""
+    """The qrels as codes."""
 
     qrels: Records
     names: list[bytes]  # the judged query ids; a query's code is its position here
     queries: Any  # the same, as a pyarrow array
     documents: Any  # the distinct judged document ids (pyarrow)
     qcodes: Tensor  # each judgment's query code
-    keys: Tensor  # sorted: query code * len(documents) + document code
-    lines: Tensor  # the qrels line of each key
-    #: each judgment's document packed into an integer (:func:`_packed`), or None
-    packed: Any
+    dcodes: Tensor  # each judgment's document code (a position in ``documents``)
 
     @classmethod
     def of(cls, qrels: Records) -> Judgments:
         """Encode ``qrels``; a document judged twice for one query is a :class:`FileFormatError`."""
-        pc = arrow().compute
-        queries, documents = map(pc.dictionary_encode, (qrels.qids, qrels.docnos))
-        qcodes = _tensor(queries.indices)
-        keys, lines = torch.sort(qcodes * len(documents.dictionary) + _tensor(documents.indices))
-        if bool((keys[1:] == keys[:-1]).any()):
+        queries, documents = map(arrow().compute.dictionary_encode, (qrels.qids, qrels.docnos))
+        qcodes, dcodes = _tensor(queries.indices), _tensor(documents.indices)
+        if _adjacent_equal(torch.sort(qcodes * len(documents.dictionary) + dcodes).values):
             diagnose(qrels.path, qrels.kind, qrels.format)
             raise FileFormatError(qrels.path, None, "a query judges a document twice")
         names = queries.dictionary.to_pylist()
-        packed = _packed(qrels.docnos)
-        return cls(
-            qrels, names, queries.dictionary, documents.dictionary, qcodes, keys, lines, packed
-        )
+        return cls(qrels, names, queries.dictionary, documents.dictionary, qcodes, dcodes)
+
+    def document_ids(self, docnos: Any, packed: bool) -> tuple[Tensor, Tensor]:
+        """Integer ids of ``docnos`` and of each judgment's document, equal for equal ids:
+        the ids' bytes (``packed``, when they fit, :func:`_packed`) or codes (exact, slower)."""
+        pa = arrow()
+        if packed:
+            ids = _packed(docnos), _packed(self.documents)
+            if ids[0] is not None and ids[1] is not None:
+                return _as_tensor(ids[0]), _as_tensor(ids[1])[self.dcodes]
+        both = pa.compute.dictionary_encode(pa.concat_arrays([self.documents, docnos]))
+        codes = _tensor(both.indices)  # the judged documents come first: their own codes
+        return codes[len(self.documents) :], self.dcodes
 
 
 def build_collection(
@@ -701,41 +705,34 @@ def _join(
     ``codes``: each run line's query (a code of the run's own); ``line_query``:
     its code in the qrels, or -1.
     """
-    pc, qrels, grades = arrow().compute, judgments.qrels, judgments.qrels.values
-    # the run's (query, document) pairs as sorted integer keys, when the ids pack
-    packed = _packed(run.docnos)
-    pairs = None if packed is None else torch.sort(_mix(codes, packed))
-    if pairs is None or _adjacent_equal(pairs.values):  # a repeat, or a false alarm
-        encoded = pc.dictionary_encode(run.docnos)
-        if _adjacent_equal(
-            torch.sort(codes * len(encoded.dictionary) + _tensor(encoded.indices)).values
-        ):
+    qrels, grades = judgments.qrels, judgments.qrels.values
+    # the run's (query, document) pairs as sorted integer keys
+    run_ids, judged_ids = judgments.document_ids(run.docnos, packed=True)
+    pairs = torch.sort(_mix(codes, run_ids))
+    size = 0  # keys mixed by _mix; else exact: query code * size + document code
+    if _adjacent_equal(pairs.values):  # a repeated pair, or two pairs meeting on one key
+        run_ids, judged_ids = judgments.document_ids(run.docnos, packed=False)
+        size = len(judgments.documents) + len(run)
+        pairs = torch.sort(codes * size + run_ids)
+        if _adjacent_equal(pairs.values):
             diagnose(run.path, run.kind, run.format)
             raise FileFormatError(run.path, None, "a query lists a document twice")
-        pairs = None
     # the rows: the evaluated queries in name order
     evaluated = torch.unique(line_query[line_query >= 0]).tolist() + extra
     evaluated.sort(key=lambda code: query_name(judgments.names[code]))
     row_of = torch.full((len(judgments.names) + 1,), -1, dtype=torch.int64)  # [-1]: no row
     row_of[evaluated] = torch.arange(len(evaluated))
-    if pairs is not None and judgments.packed is not None:
-        # each judgment of the part's queries looked up among the run's keys (exact: the
-        # keys do not repeat, and a key's query is compared)
-        part_code = torch.full((len(judgments.names) + 1,), -1, dtype=torch.int64)
-        part_code[line_query] = codes
-        wanted = part_code[judgments.qcodes]
-        asked = (wanted >= 0).nonzero().flatten()
-        keys = _mix(wanted[asked], judgments.packed[asked.numpy()])
-        at = torch.searchsorted(pairs.values, keys).clamp(max=len(run) - 1)
-        found = (pairs.values[at] == keys) & (codes[pairs.indices[at]] == wanted[asked])
-        hit, judged_lines = pairs.indices[at[found]], asked[found]
-    else:  # each run line's document looked up among the judged ones (hashed by pyarrow)
-        document = _tensor(pc.fill_null(pc.index_in(run.docnos, judgments.documents), -1))
-        candidates = ((line_query >= 0) & (document >= 0)).nonzero().flatten()
-        keys = line_query[candidates] * len(judgments.documents) + document[candidates]
-        at = torch.searchsorted(judgments.keys, keys).clamp(max=max(len(judgments.keys) - 1, 0))
-        found = judgments.keys[at] == keys if len(judgments.keys) else keys < 0
-        hit, judged_lines = candidates[found], judgments.lines[at[found]]
+    # each judgment of the part's queries looked up among the run's keys (exact: the
+    # keys do not repeat, and the query of the key found is compared)
+    part_code = torch.full((len(judgments.names) + 1,), -1, dtype=torch.int64)
+    part_code[line_query] = codes
+    wanted = part_code[judgments.qcodes]
+    asked = (wanted >= 0).nonzero().flatten()
+    query, document = wanted[asked], judged_ids[asked]
+    keys = query * size + document if size else _mix(query, document)
+    at = torch.searchsorted(pairs.values, keys).clamp(max=len(run) - 1)
+    found = (pairs.values[at] == keys) & (codes[pairs.indices[at]] == query)
+    hit, judged_lines = pairs.indices[at[found]], asked[found]
     # a retrieved document the qrels do not judge is never relevant, whatever the
     # threshold: grade -inf (relevant means grade > 0, or >= a finite threshold)
     run_target = torch.full((len(run),), -math.inf, dtype=torch.float64)
@@ -809,12 +806,13 @@ def _rank_in_row(rows: Tensor, num_rows: int) -> tuple[Tensor, Tensor]:
     return rank, count
 
 
-def _mix(codes: Tensor, packed: Any) -> Tensor:
-    """A key per (query code, packed document id): equal pairs, equal keys (distinct pairs
-    may meet too: a repeated key is checked exactly)."""
+def _mix(codes: Tensor, ids: Tensor) -> Tensor:
+    """A key per (query code, document id): equal pairs, equal keys (distinct pairs may
+    meet too: a repeated key is checked exactly)."""
     import numpy as np
 
-    return _as_tensor(packed ^ (codes.numpy().astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)))
+    mixed = codes.numpy().astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+    return _as_tensor(mixed ^ ids.numpy().view(np.uint64))
 
 
 def _adjacent_equal(keys: Tensor) -> bool:
