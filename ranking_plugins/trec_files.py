@@ -400,10 +400,10 @@ def _exact_records(path: str, kind: str, file_format: str, skip: int = 0) -> Rec
     """The records after the first ``skip``, read by :func:`iter_records`."""
     pa = arrow()
     records = list(iter_records(path, kind, file_format))[skip:]
-    qids, docnos, values = ([r[i] for r in records] for i in (1, 2, 3))
-    values_tensor = torch.tensor(values, dtype=torch.float64)
-    binary = (pa.array(ids, pa.binary()) for ids in (qids, docnos))
-    return Records(path, kind, file_format, *binary, values_tensor)
+    qids, docnos = ([r[i] for r in records] for i in (1, 2))
+    values = torch.tensor([r[3] for r in records], dtype=torch.float64)
+    return Records(path, kind, file_format, pa.array(qids, pa.binary()),
+                   pa.array(docnos, pa.binary()), values)  # fmt: skip
 
 
 def _check_text_line(
@@ -564,16 +564,20 @@ class Judgments:
         return cls(qrels, names, queries.dictionary, documents.dictionary, qcodes, dcodes)
 
     def document_ids(self, docnos: Any, packed: bool) -> tuple[Tensor, Tensor]:
-        """Integer ids of ``docnos`` and of each judgment's document, equal for equal ids:
-        the ids' bytes (``packed``, when they fit, :func:`_packed`) or codes (exact, slower)."""
+        """(n, words) int64 ids of ``docnos`` and of each judgment's document, equal for
+        equal ids: their bytes (``packed``, when they fit, :func:`_packed`) or codes (one
+        word, exact, slower: every id hashed by pyarrow)."""
         pa = arrow()
-        if packed:
-            ids = _packed(docnos), _packed(self.documents)
+        lengths = [pa.compute.max(pa.compute.binary_length(a)).as_py() or 0
+                   for a in (docnos, self.documents)]  # fmt: skip
+        words = -(-max(lengths) // 8)
+        if packed and words * 8 <= PACKED_BYTES:
+            ids = _packed(docnos, words), _packed(self.documents, words)
             if ids[0] is not None and ids[1] is not None:
-                return _as_tensor(ids[0]), _as_tensor(ids[1])[self.dcodes]
+                return ids[0], ids[1][self.dcodes]
         both = pa.compute.dictionary_encode(pa.concat_arrays([self.documents, docnos]))
-        codes = _tensor(both.indices)  # the judged documents come first: their own codes
-        return codes[len(self.documents) :], self.dcodes
+        codes = _tensor(both.indices).unsqueeze(1)  # the judged documents first: their codes
+        return codes[len(self.documents) :], self.dcodes.unsqueeze(1)
 
 
 def build_collection(
@@ -713,7 +717,7 @@ def _join(
     if _adjacent_equal(pairs.values):  # a repeated pair, or two pairs meeting on one key
         run_ids, judged_ids = judgments.document_ids(run.docnos, packed=False)
         size = len(judgments.documents) + len(run)
-        pairs = torch.sort(codes * size + run_ids)
+        pairs = torch.sort(codes * size + run_ids[:, 0])
         if _adjacent_equal(pairs.values):
             diagnose(run.path, run.kind, run.format)
             raise FileFormatError(run.path, None, "a query lists a document twice")
@@ -729,10 +733,12 @@ def _join(
     wanted = part_code[judgments.qcodes]
     asked = (wanted >= 0).nonzero().flatten()
     query, document = wanted[asked], judged_ids[asked]
-    keys = query * size + document if size else _mix(query, document)
+    keys = query * size + document[:, 0] if size else _mix(query, document)
     at = torch.searchsorted(pairs.values, keys).clamp(max=len(run) - 1)
-    found = (pairs.values[at] == keys) & (codes[pairs.indices[at]] == query)
-    hit, judged_lines = pairs.indices[at[found]], asked[found]
+    line = pairs.indices[at]
+    found = (pairs.values[at] == keys) & (codes[line] == query)
+    found &= (run_ids[line] == document).all(dim=1)
+    hit, judged_lines = line[found], asked[found]
     # a retrieved document the qrels do not judge is never relevant, whatever the
     # threshold: grade -inf (relevant means grade > 0, or >= a finite threshold)
     run_target = torch.full((len(run),), -math.inf, dtype=torch.float64)
@@ -807,31 +813,34 @@ def _rank_in_row(rows: Tensor, num_rows: int) -> tuple[Tensor, Tensor]:
 
 
 def _mix(codes: Tensor, ids: Tensor) -> Tensor:
-    """A key per (query code, document id): equal pairs, equal keys (distinct pairs may
-    meet too: a repeated key is checked exactly)."""
+    """A key per (query code, document id words): equal pairs, equal keys (distinct pairs
+    may meet too: a repeated key is checked exactly, a key found is compared)."""
     import numpy as np
 
-    mixed = codes.numpy().astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)
-    return _as_tensor(mixed ^ ids.numpy().view(np.uint64))
+    factor = np.uint64(0x9E3779B97F4A7C15)
+    mixed = codes.numpy().astype(np.uint64) * factor
+    for word in ids.numpy().view(np.uint64).T:
+        mixed = (mixed ^ word) * factor
+    return torch.from_numpy(mixed.view(np.int64))
 
 
 def _adjacent_equal(keys: Tensor) -> bool:
     return bool((keys[1:] == keys[:-1]).any())
 
 
-def _as_tensor(packed: Any) -> Tensor:
-    return torch.from_numpy(packed.view("int64"))
+#: ids of at most this many bytes are joined as integers (words of 8 bytes), longer as codes
+PACKED_BYTES = 32
 
 
-def _packed(ids: Any) -> Any:
-    """Each id's bytes, zero-padded, as one uint64 when that is one-to-one (every id at most
-    8 bytes, none holding a zero byte); else None."""
+def _packed(ids: Any, words: int) -> Tensor | None:
+    """(n, words) int64: each id's bytes, zero-padded, when that is one-to-one (no id longer
+    than ``8 * words`` bytes, none holding a zero byte); else None."""
     import numpy as np
 
     n, buffers = len(ids), ids.buffers()
     offsets = np.frombuffer(buffers[1], np.int32, n + 1, ids.offset * 4)
     lengths = np.diff(offsets)
-    if not n or buffers[2] is None or int(lengths.max()) > 8:
+    if not n or buffers[2] is None or int(lengths.max()) > 8 * words:
         return None
     data = np.frombuffer(buffers[2], np.uint8)[offsets[0] : offsets[-1]]
     width = int(lengths.max())
@@ -843,9 +852,9 @@ def _packed(ids: Any) -> Any:
         column = np.arange(width)
         at = np.minimum(offsets[:-1, None] - offsets[0] + column, data.size - 1)
         matrix = np.where(column < lengths[:, None], data[at], 0)
-    padded = np.zeros((n, 8), np.uint8)
+    padded = np.zeros((n, 8 * words), np.uint8)
     padded[:, :width] = matrix
-    return padded.view(np.uint64).ravel()
+    return torch.from_numpy(padded.view(np.int64))
 
 
 def _distinct_names(qids: list[bytes], qrels: Records) -> None:
