@@ -543,7 +543,7 @@ class Collection:
 
 @dataclass(frozen=True)
 class Judgments:
-    """The qrels as codes."""
+    """The qrels as codes, and each query's judgments."""
 
     qrels: Records
     names: list[bytes]  # the judged query ids; a query's code is its position here
@@ -551,6 +551,11 @@ class Judgments:
     documents: Any  # the distinct judged document ids (pyarrow)
     qcodes: Tensor  # each judgment's query code
     dcodes: Tensor  # each judgment's document code (a position in ``documents``)
+    by_query: Tensor  # the judgments' lines, query by query
+    starts: Tensor  # where each query's lines start in ``by_query``
+    counts: Tensor  # how many lines each query has
+    words: int  # the words of 8 bytes that the longest judged document takes
+    packed: Tensor | None  # the documents packed into so many words (:func:`_packed`)
 
     @classmethod
     def of(cls, qrels: Records) -> Judgments:
@@ -561,23 +566,39 @@ class Judgments:
             diagnose(qrels.path, qrels.kind, qrels.format)
             raise FileFormatError(qrels.path, None, "a query judges a document twice")
         names = queries.dictionary.to_pylist()
-        return cls(qrels, names, queries.dictionary, documents.dictionary, qcodes, dcodes)
+        counts = torch.bincount(qcodes, minlength=len(names))
+        by_query = torch.argsort(qcodes, stable=True)
+        starts = torch.cumsum(counts, 0) - counts
+        longest = arrow().compute.max(arrow().compute.binary_length(documents.dictionary))
+        words = -(-(longest.as_py() or 0) // 8)
+        packed = _packed(documents.dictionary, words) if words * 8 <= PACKED_BYTES else None
+        return cls(qrels, names, queries.dictionary, documents.dictionary, qcodes, dcodes,
+                   by_query, starts, counts, words, packed)  # fmt: skip
 
-    def document_ids(self, docnos: Any, packed: bool) -> tuple[Tensor, Tensor]:
-        """(n, words) int64 ids of ``docnos`` and of each judgment's document, equal for
-        equal ids: their bytes (``packed``, when they fit, :func:`_packed`) or codes (one
-        word, exact, slower: every id hashed by pyarrow)."""
+    def lines_of(self, codes: list[int]) -> Tensor:
+        """The qrels lines of the queries ``codes``, query by query."""
+        query = torch.tensor(codes, dtype=torch.int64)
+        counts = self.counts[query]
+        shift = torch.repeat_interleave(
+            self.starts[query] - (torch.cumsum(counts, 0) - counts), counts
+        )
+        return self.by_query[shift + torch.arange(int(counts.sum()))]
+
+    def document_ids(self, docnos: Any, lines: Tensor, packed: bool) -> tuple[Tensor, Tensor]:
+        """(n, words) int64 ids of ``docnos`` and of the documents of the judgments on
+        ``lines``, equal for equal ids: their bytes (``packed``, when they fit,
+        :func:`_packed`) or codes (one word, exact, slower: every id hashed by pyarrow)."""
         pa = arrow()
-        lengths = [pa.compute.max(pa.compute.binary_length(a)).as_py() or 0
-                   for a in (docnos, self.documents)]  # fmt: skip
-        words = -(-max(lengths) // 8)
-        if packed and words * 8 <= PACKED_BYTES:
-            ids = _packed(docnos, words), _packed(self.documents, words)
-            if ids[0] is not None and ids[1] is not None:
-                return ids[0], ids[1][self.dcodes]
+        longest = pa.compute.max(pa.compute.binary_length(docnos)).as_py() or 0
+        words = max(-(-longest // 8), self.words)
+        if packed and words * 8 <= PACKED_BYTES and self.packed is not None:
+            ids = _packed(docnos, words)
+            if ids is not None:  # zero words added to the judged ids: the same as packing wider
+                judged = self.packed[self.dcodes[lines]]
+                return ids, torch.nn.functional.pad(judged, (0, words - self.words))
         both = pa.compute.dictionary_encode(pa.concat_arrays([self.documents, docnos]))
         codes = _tensor(both.indices).unsqueeze(1)  # the judged documents first: their codes
-        return codes[len(self.documents) :], self.dcodes.unsqueeze(1)
+        return codes[len(self.documents) :], self.dcodes[lines].unsqueeze(1)
 
 
 def build_collection(
@@ -709,28 +730,29 @@ def _join(
     ``codes``: each run line's query (a code of the run's own); ``line_query``:
     its code in the qrels, or -1.
     """
-    qrels, grades = judgments.qrels, judgments.qrels.values
+    grades = judgments.qrels.values
+    # the rows: the evaluated queries in name order, and their judgments
+    evaluated = torch.unique(line_query[line_query >= 0]).tolist() + extra
+    evaluated.sort(key=lambda code: query_name(judgments.names[code]))
+    row_of = torch.full((len(judgments.names) + 1,), -1, dtype=torch.int64)  # [-1]: no row
+    row_of[evaluated] = torch.arange(len(evaluated))
+    lines = judgments.lines_of(evaluated)
     # the run's (query, document) pairs as sorted integer keys
-    run_ids, judged_ids = judgments.document_ids(run.docnos, packed=True)
+    run_ids, judged_ids = judgments.document_ids(run.docnos, lines, packed=True)
     pairs = torch.sort(_mix(codes, run_ids))
     size = 0  # keys mixed by _mix; else exact: query code * size + document code
     if _adjacent_equal(pairs.values):  # a repeated pair, or two pairs meeting on one key
-        run_ids, judged_ids = judgments.document_ids(run.docnos, packed=False)
+        run_ids, judged_ids = judgments.document_ids(run.docnos, lines, packed=False)
         size = len(judgments.documents) + len(run)
         pairs = torch.sort(codes * size + run_ids[:, 0])
         if _adjacent_equal(pairs.values):
             diagnose(run.path, run.kind, run.format)
             raise FileFormatError(run.path, None, "a query lists a document twice")
-    # the rows: the evaluated queries in name order
-    evaluated = torch.unique(line_query[line_query >= 0]).tolist() + extra
-    evaluated.sort(key=lambda code: query_name(judgments.names[code]))
-    row_of = torch.full((len(judgments.names) + 1,), -1, dtype=torch.int64)  # [-1]: no row
-    row_of[evaluated] = torch.arange(len(evaluated))
     # each judgment of the part's queries looked up among the run's keys (exact: the
-    # keys do not repeat, and the query of the key found is compared)
+    # keys do not repeat, and the query and document of the key found are compared)
     part_code = torch.full((len(judgments.names) + 1,), -1, dtype=torch.int64)
     part_code[line_query] = codes
-    wanted = part_code[judgments.qcodes]
+    wanted = part_code[judgments.qcodes[lines]]
     asked = (wanted >= 0).nonzero().flatten()
     query, document = wanted[asked], judged_ids[asked]
     keys = query * size + document[:, 0] if size else _mix(query, document)
@@ -738,7 +760,7 @@ def _join(
     line = pairs.indices[at]
     found = (pairs.values[at] == keys) & (codes[line] == query)
     found &= (run_ids[line] == document).all(dim=1)
-    hit, judged_lines = line[found], asked[found]
+    hit, judged_lines = line[found], lines[asked[found]]
     # a retrieved document the qrels do not judge is never relevant, whatever the
     # threshold: grade -inf (relevant means grade > 0, or >= a finite threshold)
     run_target = torch.full((len(run),), -math.inf, dtype=torch.float64)
@@ -756,19 +778,19 @@ def _join(
         run_judged = run_judged[order]
     # judged documents not retrieved: masked items, when they can count in R or
     # the ideal DCG (grade > 0, or at or above the threshold)
-    retrieved = torch.zeros(len(qrels), dtype=torch.bool)
-    retrieved[judged_lines] = True
-    useful = grades > 0
+    retrieved = torch.zeros(len(lines), dtype=torch.bool)
+    retrieved[asked[found]] = True
+    useful = grades[lines] > 0
     if relevance_threshold is not None:
-        useful |= grades >= relevance_threshold
-    qrels_rows = row_of[judgments.qcodes]
-    missing = (~retrieved & useful & (qrels_rows >= 0)).nonzero().flatten()
+        useful |= grades[lines] >= relevance_threshold
+    missing = lines[~retrieved & useful]
+    missing_rows = row_of[judgments.qcodes[missing]]
     # a counted query with nothing retrieved and nothing relevant still needs one
     # item: a masked placeholder of grade -inf, never relevant
     present = torch.zeros(len(evaluated) + 1, dtype=torch.bool)
-    present[run_rows] = present[qrels_rows[missing]] = True
+    present[run_rows] = present[missing_rows] = True
     empty = (~present[:-1]).nonzero().flatten()
-    extra_rows = torch.cat([qrels_rows[missing], empty])
+    extra_rows = torch.cat([missing_rows, empty])
     # items gathered query by query: a query's run lines, then its masked items
     run_rank, run_count = _rank_in_row(run_rows, len(evaluated))
     extra_rank, extra_count = _rank_in_row(extra_rows, len(evaluated))
