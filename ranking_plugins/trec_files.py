@@ -705,8 +705,9 @@ def _joined(
             yield _join(judgments, *held, [], trec_eval_order, relevance_threshold)
         held = (part, codes, judged[codes])
     assert held is not None  # read_parts refuses an empty run
-    unretrieved_qids = [q for q in judgments.names if q not in done]
-    extra = [judgments.names.index(q) for q in unretrieved_qids] if unretrieved == "count" else []
+    unretrieved_codes = [code for code, q in enumerate(judgments.names) if q not in done]
+    unretrieved_qids = [judgments.names[code] for code in unretrieved_codes]
+    extra = unretrieved_codes if unretrieved == "count" else []
     names = set(judgments.names)
     _distinct_names([q for q in done if q in names] + unretrieved_qids * bool(extra), qrels)
     yield replace(
