@@ -85,8 +85,9 @@ def write_files(
     return qrels, run
 
 
-def run_and_measure(command: list[str]) -> tuple[float, float, str]:
-    """(seconds, peak RSS in MB, stdout) of one fresh process (its own ``ru_maxrss``)."""
+def run_and_measure(command: list[str]) -> tuple[float, float, str, float]:
+    """(seconds, peak RSS in MB, stdout, CPU seconds) of one fresh process (its own
+    ``ru_maxrss``, ``ru_utime + ru_stime``: on a shared machine the CPU time is the steadier)."""
     start = time.perf_counter()
     child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     assert child.stdout is not None
@@ -96,7 +97,7 @@ def run_and_measure(command: list[str]) -> tuple[float, float, str]:
     child.returncode = os.waitstatus_to_exitcode(status)
     if child.returncode != 0:
         raise RuntimeError(f"{' '.join(command[:5])} ... exited {child.returncode}")
-    return seconds, usage.ru_maxrss / 1024, out.decode()
+    return seconds, usage.ru_maxrss / 1024, out.decode(), usage.ru_utime + usage.ru_stime
 
 
 def means(tool: str, out: str) -> dict[str, float]:
@@ -150,22 +151,30 @@ def main(argv: list[str] | None = None) -> int:
             name, command = commands[tool]
             runs = [run_and_measure(command) for _ in range(args.repeats)]
             seconds = statistics.median(r[0] for r in runs)
+            cpu = statistics.median(r[3] for r in runs)
             peak = max(r[1] for r in runs)
-            rows.append((name, seconds, peak, means(name, runs[0][2])))
+            rows.append((name, seconds, peak, means(name, runs[0][2]), cpu))
         load = os.getloadavg()
         print(f"load average {load[0]:.2f}, {load[1]:.2f}, {load[2]:.2f}; {os.cpu_count()} CPUs")
         print(
-            "| tool (whole process) | s | peak RSS MB | x run file | MAP | nDCG@10 | P@10 | MRR |"
+            "| tool (whole process) | s | CPU s | peak RSS MB | x run file "
+            "| MAP | nDCG@10 | P@10 | MRR |"
         )
-        print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
-        for name, seconds, peak, values in rows:
+        print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+        for name, seconds, peak, values, cpu in rows:
             numbers = " | ".join(f"{values[k]:.6f}" for k in MEASURES)
-            print(f"| {name} | {seconds:.2f} | {peak:,.0f} | {peak * MB / size:.2f} | {numbers} |")
-        by_name = {row[0]: row[1] for row in rows}
+            print(
+                f"| {name} | {seconds:.2f} | {cpu:.2f} | {peak:,.0f} | {peak * MB / size:.2f} "
+                f"| {numbers} |"
+            )
+        by_name = {row[0]: (row[1], row[4]) for row in rows}
         if "ranking-plugins evaluate" in by_name:
-            for name, seconds in by_name.items():
-                ratio = seconds / by_name["ranking-plugins evaluate"]
-                print(f"{name}: {ratio:.2f}x the time of ranking-plugins evaluate")
+            ours_s, ours_cpu = by_name["ranking-plugins evaluate"]
+            for name, (seconds, cpu) in by_name.items():
+                print(
+                    f"{name}: {seconds / ours_s:.2f}x the time of ranking-plugins evaluate "
+                    f"({cpu / ours_cpu:.2f}x its CPU time)"
+                )
         if args.in_process:
             in_process(qrels, run, args.repeats)
     return 0
@@ -195,20 +204,25 @@ def in_process(qrels: Path, run: Path, repeats: int) -> None:
         names = {"map", "ndcg_cut.10", "P.10", "recip_rank"}
         pytrec_eval.RelevanceEvaluator(judgments, names).evaluate(results)
 
-    times: dict[str, list[float]] = {"ranking-plugins evaluate": [], "pytrec_eval": []}
+    names = ("ranking-plugins evaluate", "pytrec_eval")
+    times: dict[str, list[float]] = {name: [] for name in names}
+    cpu: dict[str, list[float]] = {name: [] for name in names}
     ours()  # warm-up: lazy imports (pyarrow), thread pools
     for _ in range(repeats):
-        for name, fn in (("ranking-plugins evaluate", ours), ("pytrec_eval", peer)):
-            start = time.perf_counter()
+        for name, fn in zip(names, (ours, peer), strict=True):
+            start, start_cpu = time.perf_counter(), time.process_time()
             fn()
             times[name].append(time.perf_counter() - start)
+            cpu[name].append(time.process_time() - start_cpu)
     medians = {name: statistics.median(t) for name, t in times.items()}
+    cpu_medians = {name: statistics.median(t) for name, t in cpu.items()}
     load = os.getloadavg()
     print(f"in-process, imports excluded (load average {load[0]:.2f}):")
     for name, seconds in medians.items():
-        print(f"  {name}: {seconds * 1000:,.0f} ms")
+        print(f"  {name}: {seconds * 1000:,.0f} ms ({cpu_medians[name] * 1000:,.0f} ms CPU)")
     ratio = medians["pytrec_eval"] / medians["ranking-plugins evaluate"]
-    print(f"  pytrec_eval / ranking-plugins evaluate: {ratio:.2f}x")
+    cpu_ratio = cpu_medians["pytrec_eval"] / cpu_medians["ranking-plugins evaluate"]
+    print(f"  pytrec_eval / ranking-plugins evaluate: {ratio:.2f}x ({cpu_ratio:.2f}x in CPU time)")
 
 
 if __name__ == "__main__":

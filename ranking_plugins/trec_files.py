@@ -13,19 +13,19 @@ file is read through gzip. The rank, ``iter``, ``Q0`` and run-id columns are
 read past (a run is ordered by score, as trec_eval orders it). TREC grades
 are integers (trec_eval's); TSV and JSONL grades may be any finite number.
 
-pyarrow parses a file into columns block by block, with no Python per line,
-and the checks are vectorised. When pyarrow refuses a file or a check fails,
-:func:`iter_records` reads it line by line: it raises :class:`FileFormatError`
-(``FILE:LINE: what was wrong``) at the first bad line, or returns the records
-of a good file that a one-character separator cannot split (runs of blanks).
+pyarrow parses a file into columns block by block, and every check and the
+join are vectorised (pyarrow's hash lookups, torch's sorts). When pyarrow
+refuses a file or a check fails, :func:`iter_records` reads it line by line:
+it raises :class:`FileFormatError` (``FILE:LINE: what was wrong``) at the
+first bad line, or returns the records of a good file that a one-character
+separator cannot split (runs of blanks).
 
-:func:`build_collection` joins a qrels and a run on integer codes into the
-grouped layout of :func:`ranking_plugins.rank_metrics`, adding each judged
-relevant document the run does not retrieve as a masked item (it counts in R
-and the ideal DCG, as in trec_eval); :func:`iter_collections` does the same in
-parts of whole queries as it reads the run, in bounded memory. pyarrow, numpy
-and tqdm are the ``cli`` extra, imported when a file is read, never by
-``import ranking_plugins``.
+:func:`build_collection` joins a qrels and a run into the grouped layout of
+:func:`ranking_plugins.rank_metrics`, adding each judged relevant document the
+run does not retrieve as a masked item (it counts in R and the ideal DCG, as
+in trec_eval); :func:`iter_collections` does the same in parts of whole
+queries as it reads the run, in bounded memory. pyarrow, numpy and tqdm are
+the ``cli`` extra, imported when a file is read, never by ``import ranking_plugins``.
 """
 
 from __future__ import annotations
@@ -71,6 +71,10 @@ class MissingExtraError(ImportError):
 class WholeRunNeeded(Exception):
     """:func:`iter_collections` cannot go on part by part (a query's lines are apart, or an
     error needs the whole run): read it with :func:`read_records` and :func:`build_collection`."""
+
+
+class _Malformed(Exception):
+    """The columnar reader met something it does not accept; :func:`iter_records` says what."""
 
 
 def arrow() -> Any:
@@ -137,56 +141,41 @@ class Records:
     path: str
     kind: str
     format: str
-    qids: list[bytes]  # the distinct query ids
-    qcodes: Tensor  # (n,) int64: each line's query, a position in ``qids``
-    docnos: Any  # (n,) pyarrow binary array
+    qids: Any  # (n,) pyarrow binary: each line's query id
+    docnos: Any  # (n,) pyarrow binary: each line's document id
     values: Tensor  # (n,) float64 grades (qrels) or scores (run)
 
     def __len__(self) -> int:
         return self.values.numel()
 
-    def lines(self, start: int, stop: int) -> Records:
-        """Records ``start:stop``, with only their own queries in ``qids``."""
-        used, qcodes = torch.unique(self.qcodes[start:stop], return_inverse=True)
-        qids = [self.qids[i] for i in used.tolist()]
-        docnos = self.docnos.slice(start, stop - start)
-        return replace(
-            self, qids=qids, qcodes=qcodes, docnos=docnos, values=self.values[start:stop]
-        )
+    def lines(self, start: int, stop: int | None = None) -> Records:
+        stop = len(self) if stop is None else stop
+        qids, docnos = (a.slice(start, stop - start) for a in (self.qids, self.docnos))
+        return replace(self, qids=qids, docnos=docnos, values=self.values[start:stop])
 
 
 def concat(parts: list[Records]) -> Records:
     """One :class:`Records` of consecutive parts of one file."""
-    pa, first = arrow(), parts[0]
-    code: dict[bytes, int] = {}
-    qcodes = []
-    for part in parts:
-        lookup = [code.setdefault(q, len(code)) for q in part.qids]
-        qcodes.append(torch.tensor(lookup, dtype=torch.int64)[part.qcodes])
-    docnos = pa.concat_arrays([p.docnos for p in parts])
-    values = torch.cat([p.values for p in parts])
-    return replace(first, qids=list(code), qcodes=torch.cat(qcodes), docnos=docnos, values=values)
+    if len(parts) == 1:
+        return parts[0]
+    joined = (
+        arrow().concat_arrays([getattr(p, name) for p in parts]) for name in ("qids", "docnos")
+    )
+    return replace(parts[0], qids=next(joined), docnos=next(joined),
+                   values=torch.cat([p.values for p in parts]))  # fmt: skip
 
 
-def _tensor(array: Any, dtype: torch.dtype) -> Tensor:
+def _tensor(array: Any, dtype: torch.dtype = torch.int64) -> Tensor:
     return torch.tensor(array.to_numpy(zero_copy_only=False)).to(dtype)
 
 
 def _columns(path: str, kind: str, file_format: str, qid: Any, docno: Any, value: Any) -> Records:
     """Records from three pyarrow columns; ``_Malformed`` if a value is NaN (or infinite grade)."""
     pa = arrow()
-    encoded = pa.compute.dictionary_encode(qid.cast(pa.binary()))
     values = _tensor(value, torch.float64)
-    bad = torch.isnan(values) if kind == "run" else ~torch.isfinite(values)
-    if bool(bad.any()):
+    if bool((torch.isnan(values) if kind == "run" else ~torch.isfinite(values)).any()):
         raise _Malformed
-    qids = encoded.dictionary.to_pylist()
-    qcodes = _tensor(encoded.indices, torch.int64)
-    return Records(path, kind, file_format, qids, qcodes, docno.cast(pa.binary()), values)
-
-
-class _Malformed(Exception):
-    """The columnar reader met something it does not accept; :func:`iter_records` says what."""
+    return Records(path, kind, file_format, qid.cast(pa.binary()), docno.cast(pa.binary()), values)
 
 
 def open_binary(path: str) -> BinaryIO:
@@ -410,24 +399,11 @@ def diagnose(path: str, kind: str, file_format: str) -> None:
 def _exact_records(path: str, kind: str, file_format: str, skip: int = 0) -> Records:
     """The records after the first ``skip``, read by :func:`iter_records`."""
     pa = arrow()
-    code: dict[bytes, int] = {}
-    qcodes, docnos, values = [], [], []
-    for index, (_, qid, docno, value) in enumerate(iter_records(path, kind, file_format)):
-        if index >= skip:
-            qcodes.append(code.setdefault(qid, len(code)))
-            docnos.append(docno)
-            values.append(value)
-    qcode_tensor = torch.tensor(qcodes, dtype=torch.int64)
-    value_tensor = torch.tensor(values, dtype=torch.float64)
-    return Records(
-        path,
-        kind,
-        file_format,
-        list(code),
-        qcode_tensor,
-        pa.array(docnos, pa.binary()),
-        value_tensor,
-    )
+    records = list(iter_records(path, kind, file_format))[skip:]
+    qids, docnos = ([r[i] for r in records] for i in (1, 2))
+    values = torch.tensor([r[3] for r in records], dtype=torch.float64)
+    return Records(path, kind, file_format, pa.array(qids, pa.binary()),
+                   pa.array(docnos, pa.binary()), values)  # fmt: skip
 
 
 def _check_text_line(
@@ -541,14 +517,16 @@ def _show(value: bytes, limit: int = 80) -> str:
 class Collection:
     """A qrels and a run joined into the grouped layout of ``rank_metrics``.
 
-    Item ``i`` belongs to query ``qids[indexes[i]]``; ``mask`` is False for
-    judged documents the run did not retrieve (they count in R and in the
-    ideal DCG but are never ranked). ``target`` holds the qrels grades; a
-    retrieved document the qrels do not judge, and the masked placeholder
-    item of a counted query with nothing retrieved, has grade ``-inf``, which
-    is relevant under no threshold. The rows of ``rank_metrics(...,
-    reduction="none")`` follow ``qids``, names sorted as strings
-    (:func:`query_name`).
+    Item ``i`` belongs to query ``qids[indexes[i]]``; items come query by query
+    (``indexes`` never decreases), each query's retrieved documents in the run's
+    order (trec_eval's with ``trec_eval_order``), then its judged documents the
+    run did not retrieve, with ``mask`` False (they count in R and in the ideal
+    DCG but are never ranked). ``target`` holds the qrels grades; a retrieved
+    document the qrels do not judge, and the masked placeholder item of a
+    counted query with nothing retrieved, has grade ``-inf``, which is relevant
+    under no threshold. ``judged``: whether the qrels judge the item. The rows
+    of ``rank_metrics(..., reduction="none")`` follow ``qids``, names sorted as
+    strings (:func:`query_name`).
     """
 
     qids: list[str]
@@ -556,6 +534,7 @@ class Collection:
     target: Tensor
     indexes: Tensor
     mask: Tensor
+    judged: Tensor
     #: queries of the run without judgments, left out (``unjudged="skip"``)
     unjudged: list[str] = field(default_factory=list)
     #: judged queries the run does not retrieve for (counted or left out)
@@ -564,26 +543,62 @@ class Collection:
 
 @dataclass(frozen=True)
 class Judgments:
-    """The qrels as codes: a sorted key (query code, document code) per judgment."""
+    """The qrels as codes, and each query's judgments."""
 
     qrels: Records
-    code: dict[bytes, int]  # query id -> its position in ``qrels.qids``
+    names: list[bytes]  # the judged query ids; a query's code is its position here
+    queries: Any  # the same, as a pyarrow array
     documents: Any  # the distinct judged document ids (pyarrow)
-    keys: Tensor  # sorted: query code * len(documents) + document code
-    lines: Tensor  # the qrels line of each key
+    qcodes: Tensor  # each judgment's query code
+    dcodes: Tensor  # each judgment's document code (a position in ``documents``)
+    by_query: Tensor  # the judgments' lines, query by query
+    starts: Tensor  # where each query's lines start in ``by_query``
+    counts: Tensor  # how many lines each query has
+    words: int  # the words of 8 bytes that the longest judged document takes
+    packed: Tensor | None  # the documents packed into so many words (:func:`_packed`)
 
     @classmethod
     def of(cls, qrels: Records) -> Judgments:
         """Encode ``qrels``; a document judged twice for one query is a :class:`FileFormatError`."""
-        encoded = arrow().compute.dictionary_encode(qrels.docnos)
-        documents = encoded.dictionary
-        keys = qrels.qcodes * len(documents) + _tensor(encoded.indices, torch.int64)
-        keys, lines = torch.sort(keys)
-        if bool((keys[1:] == keys[:-1]).any()):
+        queries, documents = map(arrow().compute.dictionary_encode, (qrels.qids, qrels.docnos))
+        qcodes, dcodes = _tensor(queries.indices), _tensor(documents.indices)
+        if _adjacent_equal(torch.sort(qcodes * len(documents.dictionary) + dcodes).values):
             diagnose(qrels.path, qrels.kind, qrels.format)
             raise FileFormatError(qrels.path, None, "a query judges a document twice")
-        code = dict(zip(qrels.qids, range(len(qrels.qids)), strict=True))
-        return cls(qrels, code, documents, keys, lines)
+        names = queries.dictionary.to_pylist()
+        counts = torch.bincount(qcodes, minlength=len(names))
+        by_query = torch.argsort(qcodes, stable=True)
+        starts = torch.cumsum(counts, 0) - counts
+        longest = arrow().compute.max(arrow().compute.binary_length(documents.dictionary))
+        words = -(-(longest.as_py() or 0) // 8)
+        packed = _packed(documents.dictionary, words) if words * 8 <= PACKED_BYTES else None
+        return cls(qrels, names, queries.dictionary, documents.dictionary, qcodes, dcodes,
+                   by_query, starts, counts, words, packed)  # fmt: skip
+
+    def lines_of(self, codes: list[int]) -> Tensor:
+        """The qrels lines of the queries ``codes``, query by query."""
+        query = torch.tensor(codes, dtype=torch.int64)
+        counts = self.counts[query]
+        shift = torch.repeat_interleave(
+            self.starts[query] - (torch.cumsum(counts, 0) - counts), counts
+        )
+        return self.by_query[shift + torch.arange(int(counts.sum()))]
+
+    def document_ids(self, docnos: Any, lines: Tensor, packed: bool) -> tuple[Tensor, Tensor]:
+        """(n, words) int64 ids of ``docnos`` and of the documents of the judgments on
+        ``lines``, equal for equal ids: their bytes (``packed``, when they fit,
+        :func:`_packed`) or codes (one word, exact, slower: every id hashed by pyarrow)."""
+        pa = arrow()
+        longest = pa.compute.max(pa.compute.binary_length(docnos)).as_py() or 0
+        words = max(-(-longest // 8), self.words)
+        if packed and words * 8 <= PACKED_BYTES and self.packed is not None:
+            ids = _packed(docnos, words)
+            if ids is not None:  # zero words added to the judged ids: the same as packing wider
+                judged = self.packed[self.dcodes[lines]]
+                return ids, torch.nn.functional.pad(judged, (0, words - self.words))
+        both = pa.compute.dictionary_encode(pa.concat_arrays([self.documents, docnos]))
+        codes = _tensor(both.indices).unsqueeze(1)  # the judged documents first: their codes
+        return codes[len(self.documents) :], self.dcodes[lines].unsqueeze(1)
 
 
 def build_collection(
@@ -639,18 +654,18 @@ def iter_collections(
 
 def _whole_queries(parts: Iterator[Records]) -> Iterator[Records]:
     """``parts`` regrouped into parts of at least :data:`PART_LINES` lines that end with a query."""
-    carry: Records | None = None
+    pc, held, size = arrow().compute, [], 0
     for part in parts:
-        part = part if carry is None else concat([carry, part])
-        changes = (part.qcodes[1:] != part.qcodes[:-1]).nonzero()
-        if len(part) < PART_LINES or not changes.numel():
-            carry = part
-            continue
-        last_query = int(changes[-1]) + 1
-        yield part.lines(0, last_query)
-        carry = part.lines(last_query, len(part))
-    if carry is not None:
-        yield carry
+        held.append(part)
+        size += len(part)
+        if size >= PART_LINES:
+            other = pc.not_equal(part.qids, part.qids[-1]).to_numpy(zero_copy_only=False)
+            cut = int(other.nonzero()[0][-1]) + 1 if other.any() else 0
+            if cut:  # the part's last query may go on in the next part
+                yield concat([*held[:-1], part.lines(0, cut)])
+                held, size = [part.lines(cut)], len(part) - cut
+    if held:
+        yield concat(held)
 
 
 def _joined(
@@ -662,16 +677,19 @@ def _joined(
     unretrieved: str,
     whole: bool = False,
 ) -> Iterator[Collection]:
-    judgments = Judgments.of(qrels)
+    pc, judgments = arrow().compute, Judgments.of(qrels)
     done: dict[bytes, None] = {}
     unjudged_qids: list[bytes] = []
-    held: Records | None = None  # the last part is joined with the counted unretrieved queries
+    held: tuple[Records, Tensor, Tensor] | None = None  # the last part takes the counted queries
     for part in parts:
-        blocks = 1 + int((part.qcodes[1:] != part.qcodes[:-1]).sum())
-        if not whole and (blocks != len(part.qids) or any(q in done for q in part.qids)):
+        encoded = pc.dictionary_encode(part.qids)
+        qids, codes = encoded.dictionary.to_pylist(), _tensor(encoded.indices)
+        blocks = 1 + int((codes[1:] != codes[:-1]).sum())
+        if not whole and (blocks != len(qids) or any(q in done for q in qids)):
             raise WholeRunNeeded
-        done.update(dict.fromkeys(part.qids))
-        missing = [q for q in part.qids if q not in judgments.code]
+        done.update(dict.fromkeys(qids))
+        judged = _tensor(pc.fill_null(pc.index_in(encoded.dictionary, judgments.queries), -1))
+        missing = [q for q, j in zip(qids, judged.tolist(), strict=True) if j < 0]
         if missing and unjudged == "error":
             if not whole:
                 raise WholeRunNeeded
@@ -684,14 +702,16 @@ def _joined(
             )
         unjudged_qids.extend(missing)
         if held is not None:
-            yield _join(judgments, held, [], trec_eval_order, relevance_threshold)
-        held = part
+            yield _join(judgments, *held, [], trec_eval_order, relevance_threshold)
+        held = (part, codes, judged[codes])
     assert held is not None  # read_parts refuses an empty run
-    unretrieved_qids = [q for q in qrels.qids if q not in done]
-    extra = unretrieved_qids if unretrieved == "count" else []
-    _distinct_names([q for q in done if q in judgments.code] + extra, qrels)
+    unretrieved_codes = [code for code, q in enumerate(judgments.names) if q not in done]
+    unretrieved_qids = [judgments.names[code] for code in unretrieved_codes]
+    extra = unretrieved_codes if unretrieved == "count" else []
+    names = set(judgments.names)
+    _distinct_names([q for q in done if q in names] + unretrieved_qids * bool(extra), qrels)
     yield replace(
-        _join(judgments, held, extra, trec_eval_order, relevance_threshold),
+        _join(judgments, *held, extra, trec_eval_order, relevance_threshold),
         unjudged=sorted(map(query_name, unjudged_qids)),
         unretrieved=sorted(map(query_name, unretrieved_qids)),
     )
@@ -700,71 +720,164 @@ def _joined(
 def _join(
     judgments: Judgments,
     run: Records,
-    extra: list[bytes],
+    codes: Tensor,
+    line_query: Tensor,
+    extra: list[int],
     trec_eval_order: bool,
     relevance_threshold: float | None,
 ) -> Collection:
-    """The judged queries of ``run``, and the ``extra`` judged queries, as one collection."""
-    pc, qrels = arrow().compute, judgments.qrels
-    # each document id hashed once: its code in the part, then in the qrels
-    encoded = pc.dictionary_encode(run.docnos)
-    code = _tensor(encoded.indices, torch.int64)
-    pairs = torch.sort(run.qcodes * len(encoded.dictionary) + code).values
-    if bool((pairs[1:] == pairs[:-1]).any()):
-        diagnose(run.path, run.kind, run.format)
-        raise FileFormatError(run.path, None, "a query lists a document twice")
-    evaluated = [q for q in run.qids if q in judgments.code] + extra
-    evaluated.sort(key=query_name)
-    row_of = torch.full((len(qrels.qids),), -1, dtype=torch.int64)  # qrels query -> row
-    row_of[torch.tensor([judgments.code[q] for q in evaluated], dtype=torch.int64)] = torch.arange(
-        len(evaluated)
-    )
-    judged_query = torch.tensor([judgments.code.get(q, -1) for q in run.qids], dtype=torch.int64)
-    line_query = judged_query[run.qcodes]  # each run line's query in the qrels, or -1
-    judged = pc.fill_null(pc.index_in(encoded.dictionary, value_set=judgments.documents), -1)
-    document = _tensor(judged, torch.int64)[code]  # each run line's document in the qrels, or -1
-    keys = line_query * len(judgments.documents) + document
-    at = torch.searchsorted(judgments.keys, keys).clamp(max=max(len(judgments.keys) - 1, 0))
-    hit = (line_query >= 0) & (document >= 0) & (judgments.keys[at] == keys)
-    judged_lines = judgments.lines[at[hit]]
-    grades = qrels.values
+    """The judged queries of ``run`` and the ``extra`` judged queries, as one collection.
+
+    ``codes``: each run line's query (a code of the run's own); ``line_query``:
+    its code in the qrels, or -1.
+    """
+    grades = judgments.qrels.values
+    # the rows: the evaluated queries in name order, and their judgments
+    evaluated = torch.unique(line_query[line_query >= 0]).tolist() + extra
+    evaluated.sort(key=lambda code: query_name(judgments.names[code]))
+    row_of = torch.full((len(judgments.names) + 1,), -1, dtype=torch.int64)  # [-1]: no row
+    row_of[evaluated] = torch.arange(len(evaluated))
+    lines = judgments.lines_of(evaluated)
+    # the run's (query, document) pairs as sorted integer keys
+    run_ids, judged_ids = judgments.document_ids(run.docnos, lines, packed=True)
+    pairs = torch.sort(_mix(codes, run_ids))
+    size = 0  # keys mixed by _mix; else exact: query code * size + document code
+    if _adjacent_equal(pairs.values):  # a repeated pair, or two pairs meeting on one key
+        run_ids, judged_ids = judgments.document_ids(run.docnos, lines, packed=False)
+        size = len(judgments.documents) + len(run)
+        pairs = torch.sort(codes * size + run_ids[:, 0])
+        if _adjacent_equal(pairs.values):
+            diagnose(run.path, run.kind, run.format)
+            raise FileFormatError(run.path, None, "a query lists a document twice")
+    # each judgment of the part's queries looked up among the run's keys (exact: the
+    # keys do not repeat, and the query and document of the key found are compared)
+    part_code = torch.full((len(judgments.names) + 1,), -1, dtype=torch.int64)
+    part_code[line_query] = codes
+    wanted = part_code[judgments.qcodes[lines]]
+    asked = (wanted >= 0).nonzero().flatten()
+    query, document = wanted[asked], judged_ids[asked]
+    keys = query * size + document[:, 0] if size else _mix(query, document)
+    at = torch.searchsorted(pairs.values, keys).clamp(max=len(run) - 1)
+    line = pairs.indices[at]
+    found = (pairs.values[at] == keys) & (codes[line] == query)
+    found &= (run_ids[line] == document).all(dim=1)
+    hit, judged_lines = line[found], lines[asked[found]]
     # a retrieved document the qrels do not judge is never relevant, whatever the
     # threshold: grade -inf (relevant means grade > 0, or >= a finite threshold)
     run_target = torch.full((len(run),), -math.inf, dtype=torch.float64)
     run_target[hit] = grades[judged_lines]
-    retrieved = torch.zeros(len(qrels), dtype=torch.bool)
-    retrieved[judged_lines] = True
-    kept = (line_query >= 0).nonzero().flatten()
-    run_rows, run_scores, run_target = row_of[line_query[kept]], run.values[kept], run_target[kept]
-
+    run_judged = torch.zeros(len(run), dtype=torch.bool)
+    run_judged[hit] = True
+    run_rows, scores, docnos = row_of[line_query], run.values, run.docnos
+    if bool((line_query < 0).any()):  # lines of unjudged queries are left out
+        kept = (line_query >= 0).nonzero().flatten()
+        run_rows, scores, docnos = run_rows[kept], scores[kept], docnos.take(kept.numpy())
+        run_target, run_judged = run_target[kept], run_judged[kept]
+    if trec_eval_order and run_rows.numel():
+        order = _trec_eval_order(scores, run_rows, docnos, len(evaluated) - len(extra))
+        scores, run_rows, run_target = scores[order], run_rows[order], run_target[order]
+        run_judged = run_judged[order]
     # judged documents not retrieved: masked items, when they can count in R or
     # the ideal DCG (grade > 0, or at or above the threshold)
-    qrels_rows = row_of[qrels.qcodes]
-    useful = grades > 0
+    retrieved = torch.zeros(len(lines), dtype=torch.bool)
+    retrieved[asked[found]] = True
+    useful = grades[lines] > 0
     if relevance_threshold is not None:
-        useful |= grades >= relevance_threshold
-    missing = (~retrieved) & useful & (qrels_rows >= 0)
-    missing_rows, missing_grades = qrels_rows[missing], grades[missing]
+        useful |= grades[lines] >= relevance_threshold
+    missing = lines[~retrieved & useful]
+    missing_rows = row_of[judgments.qcodes[missing]]
     # a counted query with nothing retrieved and nothing relevant still needs one
     # item: a masked placeholder of grade -inf, never relevant
-    present = torch.zeros(len(evaluated), dtype=torch.bool)
-    present[run_rows] = True
-    present[missing_rows] = True
-    empty_rows = (~present).nonzero().flatten()
+    present = torch.zeros(len(evaluated) + 1, dtype=torch.bool)
+    present[run_rows] = present[missing_rows] = True
+    empty = (~present[:-1]).nonzero().flatten()
+    extra_rows = torch.cat([missing_rows, empty])
+    # items gathered query by query: a query's run lines, then its masked items
+    run_rank, run_count = _rank_in_row(run_rows, len(evaluated))
+    extra_rank, extra_count = _rank_in_row(extra_rows, len(evaluated))
+    count = run_count + extra_count
+    start = torch.cumsum(count, 0) - count
+    at_item = torch.cat([start[run_rows] + run_rank,
+                         start[extra_rows] + run_count[extra_rows] + extra_rank])  # fmt: skip
 
-    if trec_eval_order and run_rows.numel():
-        docnos = run.docnos.take(kept.numpy())
-        order = _trec_eval_order(run_scores, run_rows, docnos, len(evaluated) - len(extra))
-        run_scores, run_rows, run_target = run_scores[order], run_rows[order], run_target[order]
-    masked = missing_rows.numel() + empty_rows.numel()
-    placeholders = torch.full((empty_rows.numel(),), -math.inf, dtype=torch.float64)
+    def items(run_values: Tensor, extra_values: Tensor) -> Tensor:
+        values = torch.cat([run_values, extra_values])
+        return torch.empty_like(values).index_put_((at_item,), values)
+
+    no = torch.zeros(extra_rows.numel(), dtype=torch.bool)
     return Collection(
-        qids=[query_name(q) for q in evaluated],
-        preds=torch.cat([run_scores, torch.zeros(masked, dtype=torch.float64)]),
-        target=torch.cat([run_target, missing_grades, placeholders]),
-        indexes=torch.cat([run_rows, missing_rows, empty_rows]),
-        mask=torch.arange(run_scores.numel() + masked) < run_scores.numel(),
+        qids=[query_name(judgments.names[code]) for code in evaluated],
+        preds=items(scores, torch.zeros(extra_rows.numel(), dtype=torch.float64)),
+        target=items(
+            run_target,
+            torch.cat([grades[missing], torch.full((len(empty),), -math.inf, dtype=torch.float64)]),
+        ),
+        indexes=torch.repeat_interleave(torch.arange(len(evaluated)), count),
+        mask=items(torch.ones(run_rows.numel(), dtype=torch.bool), no),
+        judged=items(
+            run_judged, torch.cat([torch.ones(len(missing), dtype=torch.bool), no[len(missing) :]])
+        ),
     )
+
+
+def _rank_in_row(rows: Tensor, num_rows: int) -> tuple[Tensor, Tensor]:
+    """Each item's place among the items of its row (in input order), and each row's count."""
+    count = torch.bincount(rows, minlength=num_rows)
+    first = torch.ones(rows.numel(), dtype=torch.bool)
+    first[1:] = rows[1:] != rows[:-1]
+    starts = first.nonzero().flatten()
+    if starts.numel() == int((count > 0).sum()):  # each row's items are together
+        block = torch.cumsum(first, 0) - 1
+        return torch.arange(rows.numel()) - starts[block], count
+    order = torch.argsort(rows, stable=True)
+    rank = torch.empty_like(order)
+    rank[order] = torch.arange(rows.numel()) - (torch.cumsum(count, 0) - count)[rows[order]]
+    return rank, count
+
+
+def _mix(codes: Tensor, ids: Tensor) -> Tensor:
+    """A key per (query code, document id words): equal pairs, equal keys (distinct pairs
+    may meet too: a repeated key is checked exactly, a key found is compared)."""
+    import numpy as np
+
+    factor = np.uint64(0x9E3779B97F4A7C15)
+    mixed = codes.numpy().astype(np.uint64) * factor
+    for word in ids.numpy().view(np.uint64).T:
+        mixed = (mixed ^ word) * factor
+    return torch.from_numpy(mixed.view(np.int64))
+
+
+def _adjacent_equal(keys: Tensor) -> bool:
+    return bool((keys[1:] == keys[:-1]).any())
+
+
+#: ids of at most this many bytes are joined as integers (words of 8 bytes), longer as codes
+PACKED_BYTES = 32
+
+
+def _packed(ids: Any, words: int) -> Tensor | None:
+    """(n, words) int64: each id's bytes, zero-padded, when that is one-to-one (no id longer
+    than ``8 * words`` bytes, none holding a zero byte); else None."""
+    import numpy as np
+
+    n, buffers = len(ids), ids.buffers()
+    offsets = np.frombuffer(buffers[1], np.int32, n + 1, ids.offset * 4)
+    lengths = np.diff(offsets)
+    if not n or buffers[2] is None or int(lengths.max()) > 8 * words:
+        return None
+    data = np.frombuffer(buffers[2], np.uint8)[offsets[0] : offsets[-1]]
+    width = int(lengths.max())
+    if not width or bool((data == 0).any()):
+        return None
+    if int(lengths.min()) == width:
+        matrix = data.reshape(n, width)
+    else:
+        column = np.arange(width)
+        at = np.minimum(offsets[:-1, None] - offsets[0] + column, data.size - 1)
+        matrix = np.where(column < lengths[:, None], data[at], 0)
+    padded = np.zeros((n, 8 * words), np.uint8)
+    padded[:, :width] = matrix
+    return torch.from_numpy(padded.view(np.int64))
 
 
 def _distinct_names(qids: list[bytes], qrels: Records) -> None:

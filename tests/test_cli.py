@@ -1094,3 +1094,28 @@ def test_import_ranking_plugins_imports_no_reader() -> None:
     third_party, pyarrow_loaded = done.stdout.splitlines()
     assert set(eval(third_party)) <= {"ranking_plugins", "typing_extensions"}, third_party
     assert pyarrow_loaded == "False"
+
+
+def test_document_ids_packed_into_integers_or_not_give_the_same_numbers(tmp_path: Path) -> None:
+    """Ids of at most 8 bytes are joined as one integer, up to 32 as several, longer as codes."""
+    qrels, run, _ = _parts_collection(tmp_path)
+    args = ["--per-query", "--format", "json", "--unjudged-queries", "skip",
+            "--unretrieved-queries", "count", "--ties", "first", *COMPARED]  # fmt: skip
+    short = run_cli("evaluate", qrels, run, *args).json()
+    text = {path: path.read_text() for path in (qrels, run)}
+    for prefix in ("document-", "a-document-id-longer-than-32-bytes-"):
+        for path in (qrels, run):
+            path.write_text(text[path].replace(" d", f" {prefix}d").replace(" x", f" {prefix}x"))
+        assert run_cli("evaluate", qrels, run, *args).json() == short, prefix
+
+
+def test_packed_ids_are_one_to_one_or_refused() -> None:
+    pa = pytest.importorskip("pyarrow")
+    ids = pa.array([b"a", b"ab", b"abcdefgh", b"b", b"a", b"abcdefghi"], pa.binary())
+    words = readers._packed(ids, 2)
+    assert words is not None and words.shape == (6, 2)
+    assert torch.equal(readers._packed(ids.slice(1), 2), words[1:])  # an offset into the buffers
+    rows = [tuple(row) for row in words.tolist()]
+    assert len(set(rows)) == 5 and rows[0] == rows[4]  # equal ids, equal integers
+    assert readers._packed(ids, 1) is None  # 9 bytes do not fit one word
+    assert readers._packed(pa.array([b"a\0", b"a"], pa.binary()), 1) is None  # would meet b"a"

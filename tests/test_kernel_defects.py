@@ -233,3 +233,33 @@ def test_grouped_gains_are_summed_per_query() -> None:
     target = torch.tensor([-3, 1023, -3, 1023])
     indexes = torch.tensor([0, 0, 7, 7])
     assert ndcg(preds, target, indexes=indexes, top_k=2).item() == 1.0
+
+
+@pytest.mark.parametrize("ties", ["first", "average", "pessimistic"])
+@pytest.mark.parametrize("lengths", ["alike", "skewed"])
+def test_grouped_input_in_query_order_or_not_gives_the_same_numbers(
+    ties: str, lengths: str
+) -> None:
+    """Items gathered query by query (no sort, one padded part when padding costs at most
+    twice the items) or in blocks out of query order (sorted, length classes)."""
+    generator = torch.Generator().manual_seed(16)
+    sizes = [20 + q % 5 for q in range(30)] if lengths == "alike" else [1] * 25 + [3, 40, 200]
+    blocks = []
+    for query, size in enumerate(sizes):
+        scores = torch.randint(0, 6, (size,), generator=generator).to(torch.float64)
+        grades = torch.randint(0, 3, (size,), generator=generator).to(torch.float64)
+        mask = torch.rand(size, generator=generator) > 0.1
+        blocks.append((scores, grades, torch.full((size,), query), mask))
+    metrics = ("ndcg", "map", "mrr", "precision")
+    results = []
+    for order in (range(len(sizes)), reversed(range(len(sizes)))):
+        preds, target, indexes, mask = (torch.cat(t) for t in zip(*[blocks[q] for q in order]))
+        results.append({
+            key: value
+            for top_k in (None, [1, 5])
+            for key, value in rank_metrics(preds, target, metrics, top_k, indexes=indexes,
+                                           mask=mask, ties=ties, reduction="none").items()
+        })  # fmt: skip
+    assert results[0].keys() == results[1].keys()
+    for key in results[0]:
+        torch.testing.assert_close(results[0][key], results[1][key], rtol=0, atol=1e-12)

@@ -29,7 +29,8 @@ def grouped(
     """Flat (M,) triples with query ids -> padded rows, items in input order.
 
     The shapes and ``indexes`` are checked already (``check_grouped``).
-    Queries are ordered by id (``torch.unique``). Lists are padded only to
+    Queries are ordered by id (``torch.unique``; no sort when ``indexes`` never
+    decreases). Lists are padded only to
     lists of the same length class (lengths in (2^(j-1), 2^j]), one part per
     class, so 20,000 one-item lists beside one 20,000-item list cost 60,000
     slots, not 400 million.
@@ -38,43 +39,47 @@ def grouped(
     deferred = nan_check_deferred(preds, mask, validate_args)
     if validate_args and not deferred:
         V.check_values(preds, None, None, 0)
-    queries, query_of_item, sizes = torch.unique(indexes, return_inverse=True, return_counts=True)
+    device = preds.device
+    # input already gathered by query (the command's collections): no sort needed
+    in_order = bool((indexes[1:] >= indexes[:-1]).all())
+    if in_order:
+        queries, sizes = torch.unique_consecutive(indexes, return_counts=True)
+        query_of_item = torch.repeat_interleave(torch.arange(sizes.numel(), device=device), sizes)
+        by_query = None
+    else:
+        queries, query_of_item, sizes = torch.unique(
+            indexes, return_inverse=True, return_counts=True
+        )
+        by_query = torch.argsort(query_of_item, stable=True)  # entries by query, in input order
     num_queries = queries.numel()
     if validate_args and num_queries:
         check_grades(target, rule, int(sizes.max()), query_of_item)
-    device = preds.device
     length_class = torch.ceil(torch.log2(sizes.to(torch.float64))).to(torch.int64)
-    # queries ordered by length class (then id); entries by query (then input order)
+    if num_queries and int(sizes.max()) * num_queries <= 2 * preds.numel():
+        length_class.zero_()  # padding every list to the longest at most doubles the slots
+    # queries ordered by length class (then id)
     query_order = torch.argsort(length_class, stable=True)
-    rank_of_query = torch.empty_like(query_order)
-    rank_of_query[query_order] = torch.arange(num_queries, device=device)
-    entry_order = torch.argsort(rank_of_query[query_of_item], stable=True)
-    sorted_sizes = sizes[query_order]
-    starts = torch.cumsum(sorted_sizes, 0) - sorted_sizes
+    query_start = torch.cumsum(sizes, 0) - sizes  # where a query's entries begin, by query
     _, queries_per_class = torch.unique_consecutive(length_class[query_order], return_counts=True)
     parts = []
     first_query = 0
     for count in queries_per_class.tolist():
         rows = query_order[first_query : first_query + count]
-        lengths = sorted_sizes[first_query : first_query + count]
+        lengths = sizes[rows]
         width = int(lengths.max())
-        first = int(starts[first_query])
-        entries = entry_order[first : first + int(lengths.sum())]
         row = torch.repeat_interleave(torch.arange(count, device=device), lengths)
-        column = torch.arange(entries.numel(), device=device) - (
-            starts[first_query : first_query + count] - first
-        ).repeat_interleave(lengths)
-        scores = torch.full((count, width), lowest(preds.dtype), dtype=preds.dtype, device=device)
-        scores[row, column] = preds[entries]
-        grades = torch.zeros((count, width), dtype=target.dtype, device=device)
-        grades[row, column] = target[entries]
-        judged = torch.zeros((count, width), dtype=torch.bool, device=device)
-        judged[row, column] = True
-        ranked = judged.clone()
-        if judged_items is not None:
-            judged[row, column] = judged_items[entries]
-        if mask is not None:
-            ranked[row, column] = mask[entries]
+        class_start = (torch.cumsum(lengths, 0) - lengths).repeat_interleave(lengths)
+        column = torch.arange(row.numel(), device=device) - class_start
+        entries = query_start[rows].repeat_interleave(lengths) + column
+        if by_query is not None:
+            entries = by_query[entries]
+        whole = by_query is None and count == num_queries  # entries = every item, in order
+        at = (row * width + column, (count, width), None if whole else entries)
+        scores = _padded(preds, lowest(preds.dtype), *at)
+        grades = _padded(target, 0, *at)
+        real = _padded(torch.ones_like(preds, dtype=torch.bool), False, *at)
+        ranked = real.clone() if mask is None else _padded(mask, False, *at)
+        judged = real if judged_items is None else _padded(judged_items, False, *at)
         # lists of one length (the usual batch of candidates) have no padding
         padded = int(lengths.min()) < width
         relevance = DenseGrades(
@@ -84,3 +89,12 @@ def grouped(
         parts.append(Part(rows, data))
         first_query += count
     return Batch(num_queries, device, tuple(parts))
+
+
+def _padded(
+    values: Tensor, fill: float, slot: Tensor, shape: tuple[int, int], entries: Tensor | None
+) -> Tensor:
+    """``values[entries]`` (all of them when None) placed at flat ``slot``s of a filled matrix."""
+    out = torch.full((shape[0] * shape[1],), fill, dtype=values.dtype, device=values.device)
+    out[slot] = values if entries is None else values[entries]
+    return out.view(shape)
