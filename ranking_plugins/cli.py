@@ -236,10 +236,10 @@ def evaluate(
     for); each part is ranked once, by the first, and both read that ranking.
     Per-query values follow the query names, sorted as strings.
 
-    A run document absent from the qrels is unjudged (grade ``-inf`` in the
-    collection), any document of the qrels judged (grade 0 included; a negative
-    grade is trec_eval's "in the pool, not judged"): the measures of judged
-    items read that as ``judged``. ``judged_only``: trec_eval's ``-J``.
+    A run document absent from the qrels is unjudged, any document of the
+    qrels judged (grade 0 included; a negative grade is trec_eval's "in the
+    pool, not judged"): the measures of judged items read the collection's
+    ``judged``. ``judged_only``: trec_eval's ``-J``.
     """
     parts = [collections] if isinstance(collections, Collection) else collections
     parts = (_judged_only(part) for part in parts) if judged_only else parts
@@ -261,7 +261,7 @@ def evaluate(
             continue
         inputs = (part.preds, part.target)
         # read only by the measures of judged items: the others never pay for it
-        judged = part.target > -math.inf if judgments else None
+        judged = part.judged if judgments else None
         try:
             ranked = first.rank(*inputs, indexes=part.indexes, mask=part.mask, judged=judged)
             for request in requests:

@@ -58,15 +58,15 @@ def _character(grade: float | None) -> str:
 def relstrings(qrels: Records, run: Records, qids: Sequence[str], length: int) -> dict[str, str]:
     """The string of each of ``qids`` (the queries evaluated), from the files' records."""
     judged: dict[bytes, dict[bytes, float]] = {}
-    for qcode, docno, grade in zip(
-        qrels.qcodes.tolist(), qrels.docnos.to_pylist(), qrels.values.tolist(), strict=True
+    for qid, docno, grade in zip(
+        qrels.qids.to_pylist(), qrels.docnos.to_pylist(), qrels.values.tolist(), strict=True
     ):
-        judged.setdefault(qrels.qids[qcode], {})[docno] = grade
+        judged.setdefault(qid, {})[docno] = grade
     retrieved: dict[bytes, tuple[list[bytes], list[float]]] = {}
-    for qcode, docno, score in zip(
-        run.qcodes.tolist(), run.docnos.to_pylist(), run.values.tolist(), strict=True
+    for qid, docno, score in zip(
+        run.qids.to_pylist(), run.docnos.to_pylist(), run.values.tolist(), strict=True
     ):
-        docs, scores = retrieved.setdefault(run.qids[qcode], ([], []))
+        docs, scores = retrieved.setdefault(qid, ([], []))
         docs.append(docno)
         scores.append(score)
     strings = {}
