@@ -517,5 +517,5 @@ def test_ignite_refuses_a_judged_entry_that_is_not_a_tensor():
     from ranking_plugins.ignite import RankingMetrics
 
     metric = RankingMetrics(["bpref"], None)
-    with pytest.raises(TypeError, match="`judged` in the engine output must be a torch.Tensor"):
+    with pytest.raises(TypeError, match=r"`judged` in the engine output must be a torch\.Tensor"):
         metric.update({"y_pred": torch.rand(2, 3), "y": torch.ones(2, 3), "judged": [[True] * 3]})
