@@ -1,8 +1,9 @@
 """The cost of issue 13's judged items for the metrics that do not read them, and their own.
 
-Times ``rank_metrics`` on the tensors of ``suite.py``'s workloads 1, 2 and 4
-(its defaults, and ``validate_args=False``), score tensors used in turn (the
-last-batch cache never serves), in one process per source tree, the trees
+Times ``rank_metrics`` on the tensors of ``suite.py``'s workloads 1, 2 and 4,
+and a grouped batch like workload 3's (its defaults, and
+``validate_args=False``), score tensors used in turn (the last-batch cache
+never serves), in one process per source tree, the trees
 alternated round by round, so that two trees (the branch before the change and
 after it) are compared as ratios measured in one run::
 
@@ -52,6 +53,7 @@ def _rows(quick: bool, judged_rows: bool) -> dict[str, Callable[[], object]]:
     grades = torch.zeros(q, n, dtype=torch.long).scatter_(
         1, graded, torch.randint(1, 5, graded.shape, generator=gen)
     )
+    grouped_indexes = torch.arange(q).repeat_interleave(100)  # W3-like: 100 candidates each
     rows: dict[str, Callable[[], object]] = {}
     for validate in (True, False):
         tag = "" if validate else ", validate_args=False"
@@ -63,6 +65,14 @@ def _rows(quick: bool, judged_rows: bool) -> dict[str, Callable[[], object]]:
         )
         rows[f"W2 rank_metrics{tag}"] = lambda v=validate: rank_metrics(
             fresh(), item, ("hit_rate", "mrr", "ndcg"), KS, validate_args=v
+        )
+        rows[f"W3 grouped rank_metrics{tag}"] = lambda v=validate: rank_metrics(
+            fresh()[:, :100].flatten(),
+            target[:, :100].flatten(),
+            ("mrr", "ndcg", "map"),
+            KS,
+            indexes=grouped_indexes,
+            validate_args=v,
         )
         for gain in ("exponential", "linear"):
             rows[f"W4 ndcg@10 {gain}{tag}"] = lambda v=validate, g=gain: rank_metrics(

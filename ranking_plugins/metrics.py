@@ -360,7 +360,7 @@ class Metric:
     cutoff: str = "k"
     #: the tie policies under which its value is exact (others are refused)
     ties: tuple[str, ...] = TIES
-    #: it reads which items are judged (issue 13): lists are ranked whole, never counted
+    #: it reads which items are judged (issue 13): whole lists, judged items counted too
     judgments: bool = False
     #: value of an empty query under empty_target_action="neg" (its worst value)
     empty_neg: float = 0.0

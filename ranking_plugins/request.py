@@ -220,7 +220,7 @@ class RankingRequest:
         """The options that change a ranking: two requests with equal keys rank alike."""
         options = self.options
         key = (options.target_format, options.rule, options.ties, options.validate_args)
-        # the measures of judged items read ranked (never counted) lists
+        # the measures of judged items read counts of the judged items too
         return (*key, "judgments") if self.judgments else key
 
     @property

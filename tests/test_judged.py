@@ -510,3 +510,12 @@ def test_item_ids_ranked_and_counted_agree(ties):
         torch.testing.assert_close(
             values[1][key].values, counted.values, equal_nan=True, rtol=0, atol=1e-12
         )
+
+
+def test_ignite_refuses_a_judged_entry_that_is_not_a_tensor():
+    pytest.importorskip("ignite")
+    from ranking_plugins.ignite import RankingMetrics
+
+    metric = RankingMetrics(["bpref"], None)
+    with pytest.raises(TypeError, match=r"`judged` in the engine output must be a torch\.Tensor"):
+        metric.update({"y_pred": torch.rand(2, 3), "y": torch.ones(2, 3), "judged": [[True] * 3]})

@@ -152,8 +152,9 @@ class ListStats(ABC):
         return self.num_ranked - self.relevant_ranked
 
     # -- judgments (issue 13): read only by the measures of judged items ------------
-    # Only ranked lists (``RankStats``) answer them: a request that asks one of
-    # those measures ranks every list whole, never by counting (``rank_inputs``).
+    # Ranked lists (``RankStats``) answer them, and counts (``CountStats``) made
+    # for them: a request that asks one of those measures reads whole lists and
+    # tells the kernel (``rank_inputs(judgments=True)``).
 
     def judgments(self) -> JudgedReadings:
         """The statistics of judged items (bpref, infAP, unj, ...) of these lists."""
