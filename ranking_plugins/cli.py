@@ -58,7 +58,6 @@ from ranking_plugins.trec_eval_names import (
     ALL_TREC,
     GEOMETRIC_MEANS,
     LEVEL_FAMILIES,
-    NOT_YET,
     TREC_EVAL_MEASURES,
     format_trec_eval,
     is_count,
@@ -153,9 +152,7 @@ def parse_metrics(values: Sequence[str]) -> list[tuple[str, int | None]]:
 
 def _one_metric(token: str) -> list[tuple[str, int | None]]:
     name = token.partition(".")[0]
-    trec_eval_only = (
-        name in TREC_EVAL_MEASURES or name in NOT_YET or name in (ALL_TREC, *LEVEL_FAMILIES)
-    )
+    trec_eval_only = name in TREC_EVAL_MEASURES or name in (ALL_TREC, *LEVEL_FAMILIES)
     if "." in token or (trec_eval_only and name not in METRICS):
         # trec_eval's spelling: ``P.5``, ``set_P``, ``P`` (its default cutoffs), ``all_trec``
         try:

@@ -93,9 +93,6 @@ IPREC = "iprec_at_recall"
 RPREC_MULT = "Rprec_mult"
 LEVEL_FAMILIES = (IPREC, RPREC_MULT)
 
-#: the measures of ``trec_eval -m all_trec`` the package does not compute yet
-NOT_YET: tuple[str, ...] = ()
-
 
 def trec_eval_measures(token: str) -> list[tuple[str, int | None]] | None:
     """``(metric, k)`` pairs of a trec_eval spelling, or None when ``token`` is not one.
@@ -114,11 +111,6 @@ def trec_eval_measures(token: str) -> list[tuple[str, int | None]] | None:
         return [(m, None) for m in TREC_EVAL_MEASURES if m.startswith(name + "_")]
     measure = TREC_EVAL_MEASURES.get(name)
     if measure is None:
-        if name in NOT_YET:
-            raise ValueError(
-                f"trec_eval's {name!r} is not computed yet; the trec_eval measures "
-                f"computed are {', '.join(TREC_EVAL_MEASURES)}"
-            )
         return None
     if not dot:
         return _pairs(measure)

@@ -32,7 +32,7 @@ from trec_files import TOL_PRINTED, read_qrels, read_run, read_trec_eval_output,
 from ranking_plugins import rank_metrics
 from ranking_plugins.cli import main, sample_path
 from ranking_plugins.options import Options
-from ranking_plugins.trec_eval_names import NOT_YET, TREC_EVAL_MEASURES
+from ranking_plugins.trec_eval_names import TREC_EVAL_MEASURES
 
 #: trec_eval measure (or family with cutoffs) -> (metric, takes a cutoff)
 TREC_NAMES = {
@@ -360,9 +360,9 @@ def test_command_prints_trec_eval_lines(trec_eval_dir, case, capsys):
     computed = {_family(name) for name in TREC_EVAL_MEASURES} | {"num_q", "relstring"}
     expected = [line for line in theirs if _family(line.split("\t")[0].strip()) in computed]
     assert sorted(ours) == sorted(expected)
-    # the rest of trec_eval's output: the families not computed yet, named in the module
+    # every family trec_eval prints is computed (the runid line names the run)
     missing = {_family(line.split("\t")[0].strip()) for line in theirs} - computed - {"runid"}
-    assert missing == set(NOT_YET)
+    assert missing == set()
 
 
 def test_command_trec_eval_names_and_flags(tmp_path, capsys):
@@ -387,7 +387,6 @@ def test_command_trec_eval_names_and_flags(tmp_path, capsys):
 @pytest.mark.parametrize(
     ("value", "words"),
     [
-        *((name, "not computed yet") for name in NOT_YET[:1]),
         ("P.x", "positive integers"),
         ("set_P.5", "takes no cutoff"),
         ("Pxx.5", "unknown metric"),
