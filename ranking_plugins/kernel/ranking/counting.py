@@ -285,7 +285,7 @@ def _tied_finding_nan(scores: Tensor, score: Tensor, tied_or_nan: Tensor, buffer
     difference is a NaN.
     """
     again = ((tied_or_nan > 1) | score.isnan()).any(dim=1).nonzero().squeeze(1)
-    rows = buffer.shape[0]
+    rows = max(buffer.shape[0], 1)
     exact = torch.empty((again.numel(), score.shape[1]), dtype=torch.float32, device=score.device)
     for low in range(0, again.numel(), rows):
         which = again[low : low + rows]
