@@ -15,6 +15,7 @@ import torch
 import ranking_plugins.kernel as kernel
 from ranking_plugins import rank_metrics
 from ranking_plugins.kernel import host_reads
+from ranking_plugins.request import _last_batch
 
 AT_K = ["hit_rate", "mrr", "precision", "recall", "f1", "map", "ndcg", "fall_out"]
 
@@ -169,3 +170,23 @@ def test_counting_in_row_blocks_finds_nan_in_any_block(monkeypatch: pytest.Monke
         bad[place] = math.nan
         with pytest.raises(ValueError, match="must not contain NaN"):
             rank_metrics(bad, torch.arange(9), ["mrr"], 5)
+
+
+@pytest.mark.parametrize("ties", kernel.TIES)
+@pytest.mark.parametrize("top_k", [4, None])
+def test_rows_without_ties_described_apart_give_the_grouped_numbers(
+    ties: str, top_k: int | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    generator = torch.Generator().manual_seed(8)
+    preds = torch.randn(12, 9, generator=generator)
+    preds[::3, 2:6] = 0.5  # a third of the rows tie, the rest are distinct
+    preds[1::3, 3] = preds[1::3, 4]  # and a tie of two in another third
+    grades = torch.randint(0, 4, (12, 9), generator=generator).float()
+    metrics = ["ndcg", "map", "mrr", "precision", "recall", "hit_rate"]
+    fast = rank_metrics(preds, grades, metrics, top_k, ties=ties, reduction="none")
+    monkeypatch.setattr(host_reads, "ACCELERATOR_PATHS_ON_CPU", True)  # every row grouped
+    _last_batch.clear()
+    grouped = rank_metrics(preds, grades, metrics, top_k, ties=ties, reduction="none")
+    assert fast.keys() == grouped.keys()
+    for key in fast:
+        torch.testing.assert_close(fast[key], grouped[key], rtol=0, atol=0, equal_nan=True)

@@ -76,7 +76,11 @@ class GainRule:
         g = grades.to(torch.float64).clamp(min=0)
         if self.gain == "linear":
             return g
-        return torch.where(g >= 1, torch.exp2(g) - 1, torch.expm1(g * math.log(2)))
+        gain = torch.exp2(g).sub_(1)  # exact at 0 and at every integer grade
+        cancels = (g > 0) & (g < 1)
+        if host_reads_are_free(cancels) and not bool(cancels.any()):
+            return gain  # no grade strictly between 0 and 1 (0/1 grades): no expm1 to take
+        return torch.where(cancels, torch.expm1(g * math.log(2)), gain)
 
     def gains(self, grades: Tensor, relevant: Tensor) -> Tensor:
         """float64 gains; non-relevant and negative grades earn nothing."""
