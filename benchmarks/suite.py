@@ -97,8 +97,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--check", action="store_true", help="exit with status 1 if a target is missed"
     )
+    parser.add_argument(
+        "--cpu-time",
+        action="store_true",
+        help="time the calling thread's CPU time instead of wall time: steadier on a shared "
+        "machine (time spent waiting for a core is not counted); needs --threads 1 (torch "
+        "then runs every operation in the calling thread) and not workload 6 (processes)",
+    )
     parser.add_argument("--_peak", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.cpu_time and (args.threads != 1 or 6 in args.workload):
+        parser.error("--cpu-time needs --threads 1 and workloads 1 to 5 only")
     if args.quick:
         args.repeats, args.warmup, args.tm_queries = 2, 1, 8
         args.chunk_size = min(args.chunk_size, 4096)
@@ -844,16 +853,25 @@ WORKLOADS = {
 
 
 def paired_ms(
-    entry: Entry, fn: Fn, floor: Entry, floor_fn: Fn, repeats: int, warmup: int
+    entry: Entry,
+    fn: Fn,
+    floor: Entry,
+    floor_fn: Fn,
+    repeats: int,
+    warmup: int,
+    clock: Callable[[], float] = time.perf_counter,
 ) -> tuple[float, float, list[float]]:
-    """Median ms of ``fn`` and of the floor, timed alternately, after a warm-up."""
+    """Median ms of ``fn`` and of the floor, timed alternately, after a warm-up.
+
+    ``clock``: wall time, or the calling thread's CPU time (``--cpu-time``).
+    """
 
     def timed(e: Entry, f: Fn) -> float:
         if e.kind == "ours":
             _last_batch.clear()  # see run_once: never time a cache hit
-        start = time.perf_counter()
+        start = clock()
         f()
-        return time.perf_counter() - start
+        return clock() - start
 
     for _ in range(warmup):
         run_once(entry, fn)
@@ -919,11 +937,14 @@ def run_workload(args: argparse.Namespace, number: int) -> tuple[Workload, list[
         repeats = min(args.repeats, entry.repeats or args.repeats)
         # rows at a reduced size are timed against the floor at that size
         floor, floor_fn = floors.get(entry.size, floors[""])
+        clock = time.thread_time if args.cpu_time else time.perf_counter
         if entry is floor:
-            ms, _, per_run = paired_ms(entry, fn, floor, lambda: None, repeats, args.warmup)
+            ms, _, per_run = paired_ms(entry, fn, floor, lambda: None, repeats, args.warmup, clock)
             floor_ms = ms
         else:
-            ms, floor_ms, per_run = paired_ms(entry, fn, floor, floor_fn, repeats, args.warmup)
+            ms, floor_ms, per_run = paired_ms(
+                entry, fn, floor, floor_fn, repeats, args.warmup, clock
+            )
         row = Row(number, entry, ms, floor_ms, per_run=per_run)
         wanted = entry.quick_memory if args.quick else entry.memory
         if wanted and not args.no_memory:
@@ -1165,7 +1186,12 @@ def report(
         f"load average {m['load']}.",
         "",
         f"Medians of {args.repeats} runs (3 for rows marked slow) after {args.warmup} "
-        "warm-up, each timed alternately with its workload's floor; 'x floor' is the "
+        + (
+            "warm-up, CPU time of the calling thread (--cpu-time), each timed"
+            if args.cpu_time
+            else "warm-up, each timed"
+        )
+        + " alternately with its workload's floor; 'x floor' is the "
         "ratio of the two medians, and 'peer / ours' is the quotient of the two rows' "
         "'x floor' (steadier than a quotient of their ms when the load changes between "
         "rows). Peak extra memory: one run in a fresh subprocess, "

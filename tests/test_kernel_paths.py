@@ -7,12 +7,15 @@ row, and with a whole-list metric it sorts whole rows. All three must agree.
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
 import ranking_plugins.kernel as kernel
 from ranking_plugins import rank_metrics
 from ranking_plugins.kernel import host_reads
+from ranking_plugins.request import _last_batch
 
 AT_K = ["hit_rate", "mrr", "precision", "recall", "f1", "map", "ndcg", "fall_out"]
 
@@ -96,3 +99,94 @@ def test_ideal_gains_shortcut_for_rows_with_one_relevant_grade(
             got = relevance.ideal_gains(12, count)
             want = relevance._top_gains(grades, 12)
             torch.testing.assert_close(got, want, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("width", [0, 1, 7, 8, 9, 255, 2039, 2040, 2048, 2049, 4100])
+def test_count_true_counts_every_row_whatever_its_width_and_alignment(width: int) -> None:
+    generator = torch.Generator().manual_seed(width)
+    flags = torch.rand(5, width + 3, generator=generator) < 0.9
+    for view in (flags, flags[:, 1:], flags[:, 3:], flags[1:], flags.t().contiguous().t()):
+        assert torch.equal(kernel.count_true(view), view.sum(dim=1))
+    full = torch.ones(3, 255 * 8 * 3 + 5, dtype=torch.bool)  # every byte of every word at 255
+    assert torch.equal(kernel.count_true(full), full.sum(dim=1))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.float64, torch.int64])
+@pytest.mark.parametrize("threshold", [None, 2.0, 2**40 + 1.0])
+def test_grade_summary_in_row_blocks_equals_whole_matrix_counts(
+    dtype: torch.dtype, threshold: float | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ranking_plugins.kernel import flags
+
+    monkeypatch.setattr(flags, "COMPARE_BLOCK_ELEMENTS", 50)  # 3 rows a block, 7 blocks
+    generator = torch.Generator().manual_seed(5)
+    grades = torch.randint(-1, 4, (20, 16), generator=generator).to(dtype)
+    if dtype == torch.int64:
+        grades[::3] += 2**40  # beyond float32's integers: compared in the grades' dtype
+        grades[1, 2] = 2**40 + 1
+    grades[4] = 0
+    rule = kernel.GainRule(threshold, "linear")
+    summary = kernel.DenseGrades(grades, rule).summary()
+    assert summary is not None
+    relevant = rule.relevant(grades)
+    assert torch.equal(summary.relevant, relevant.sum(dim=1))
+    assert torch.equal(summary.largest, grades.amax(dim=1))
+    assert torch.equal(summary.holders, (grades == grades.amax(dim=1, keepdim=True)).sum(dim=1))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.int64])
+@pytest.mark.parametrize("check_nan", [False, True])
+def test_counting_in_row_blocks_equals_brute_force_counts(
+    dtype: torch.dtype, check_nan: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ranking_plugins.kernel import flags
+    from ranking_plugins.kernel.ranking.counting import RankCounter, distinct_ids
+
+    monkeypatch.setattr(flags, "COMPARE_BLOCK_ELEMENTS", 40)  # 2 rows a block
+    generator = torch.Generator().manual_seed(6)
+    scores = torch.randint(0, 6, (9, 17), generator=generator).to(dtype)  # many ties
+    if dtype == torch.int64:
+        scores = scores + 2**40  # differences of 1 beyond float32's integers
+    scores[3] = torch.arange(17).to(dtype)  # no ties in this row
+    ids = distinct_ids(torch.randint(-1, 17, (9, 3), generator=generator))
+    own = scores.gather(1, ids.clamp(min=0))
+    counter = RankCounter(ids, own, 17, "average")
+    counter.add(scores, 0, check_nan=check_nan)
+    other = torch.ones(9, 3, dtype=torch.int64)  # the item itself, taken back out
+    above = (scores.unsqueeze(1) > own.unsqueeze(2)).sum(dim=2)
+    tied = (scores.unsqueeze(1) == own.unsqueeze(2)).sum(dim=2) - other
+    listed = ids >= 0
+    assert torch.equal(counter.above[listed], above[listed])
+    assert torch.equal(counter.tied[listed], tied[listed])
+
+
+def test_counting_in_row_blocks_finds_nan_in_any_block(monkeypatch: pytest.MonkeyPatch) -> None:
+    from ranking_plugins.kernel import flags
+
+    monkeypatch.setattr(flags, "COMPARE_BLOCK_ELEMENTS", 40)
+    preds = torch.randn(9, 17, generator=torch.Generator().manual_seed(7))
+    for place in ((0, 0), (8, 16), (5, 3)):
+        bad = preds.clone()
+        bad[place] = math.nan
+        with pytest.raises(ValueError, match="must not contain NaN"):
+            rank_metrics(bad, torch.arange(9), ["mrr"], 5)
+
+
+@pytest.mark.parametrize("ties", kernel.TIES)
+@pytest.mark.parametrize("top_k", [4, None])
+def test_rows_without_ties_described_apart_give_the_grouped_numbers(
+    ties: str, top_k: int | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    generator = torch.Generator().manual_seed(8)
+    preds = torch.randn(12, 9, generator=generator)
+    preds[::3, 2:6] = 0.5  # a third of the rows tie, the rest are distinct
+    preds[1::3, 3] = preds[1::3, 4]  # and a tie of two in another third
+    grades = torch.randint(0, 4, (12, 9), generator=generator).float()
+    metrics = ["ndcg", "map", "mrr", "precision", "recall", "hit_rate"]
+    fast = rank_metrics(preds, grades, metrics, top_k, ties=ties, reduction="none")
+    monkeypatch.setattr(host_reads, "ACCELERATOR_PATHS_ON_CPU", True)  # every row grouped
+    _last_batch.clear()
+    grouped = rank_metrics(preds, grades, metrics, top_k, ties=ties, reduction="none")
+    assert fast.keys() == grouped.keys()
+    for key in fast:
+        torch.testing.assert_close(fast[key], grouped[key], rtol=0, atol=0, equal_nan=True)

@@ -1,19 +1,78 @@
-"""Per-row counting of flags, the kernel's most frequent reduction."""
+"""Per-row counting of flags and of comparisons, the kernel's most frequent reductions."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 from torch import Tensor
+
+#: a comparison with an ``out`` argument: torch.gt, torch.lt, torch.ge, torch.eq
+Comparison = Callable[..., Tensor]
+
+#: float32 holds every integer up to 2^24: per-row sums of 0/1 values in rows
+#: shorter than this are exact whatever the order of the additions
+FLOAT_EXACT_COUNT = 1 << 24
+
+#: elements per block of comparisons, so that a block of the input and its
+#: float flags stay in cache between the comparisons made on it
+COMPARE_BLOCK_ELEMENTS = 1 << 18
 
 
 def count_true(flags: Tensor) -> Tensor:
     """Number of True per row, int64 (Q,).
 
     A plain ``sum`` widens every bool to int64 first, several times slower than
-    the pass itself; blocks of 255 bytes summed in uint8 cannot overflow.
+    the pass itself. Eight flags are read as one int64 word: a sum of at most
+    255 words keeps each byte below 256, so no byte carries into the next, and
+    the bytes of those sums add up to the count. Rows that cannot be read as
+    words (not aligned) are summed byte by byte, in uint8 blocks of 255.
     """
-    block = 255
     as_bytes = flags.view(torch.uint8)
-    whole = as_bytes.shape[-1] // block * block
+    width = as_bytes.shape[-1]
+    whole = width // 8 * 8
+    if as_bytes.ndim == 2 and whole and as_bytes.stride(-1) == 1:
+        try:
+            words = as_bytes[:, :whole].view(torch.int64)
+        except RuntimeError:  # rows not aligned on 8 bytes
+            pass
+        else:
+            grouped = words.shape[1] // 255 * 255
+            sums = torch.cat(
+                [
+                    words[:, :grouped].unflatten(1, (grouped // 255, 255)).sum(dim=2),
+                    words[:, grouped:].sum(dim=1, keepdim=True),
+                ],
+                dim=1,
+            )
+            return sums.view(torch.uint8).sum(dim=1) + as_bytes[:, whole:].sum(dim=1)
+    block = 255
+    whole = width // block * block
     blocks = as_bytes[:, :whole].unflatten(1, (whole // block, block))
     return blocks.sum(dim=2, dtype=torch.uint8).sum(dim=1) + as_bytes[:, whole:].sum(dim=1)
+
+
+def compare_rows(width: int) -> int:
+    """Rows per block of comparisons for rows of ``width`` items."""
+    return max(1, COMPARE_BLOCK_ELEMENTS // max(width, 1))
+
+
+def counts_fit_in_float(width: int) -> bool:
+    """Whether per-row counts over ``width`` items are exact as float32 sums."""
+    return width < FLOAT_EXACT_COUNT
+
+
+def count_compared(
+    op: Comparison, block: Tensor, other: object, buffer: Tensor, out: Tensor
+) -> None:
+    """Write in ``out`` (float32 (rows,)) the items of each row with ``op(item, other)``.
+
+    The flags are written as float 0/1 into ``buffer`` (float32, at least the
+    block's shape) and summed: a comparison that writes floats runs several
+    times faster than one that writes bools, and the sums are exact for rows
+    shorter than 2^24 (:func:`counts_fit_in_float`).
+    """
+    rows, width = block.shape
+    flags = buffer[:rows, :width]
+    op(block, other, out=flags)
+    torch.sum(flags, dim=1, out=out)

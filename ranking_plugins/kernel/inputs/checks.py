@@ -7,6 +7,7 @@ values and runs only with ``validate_args=True``.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import torch
 from torch import Tensor
@@ -66,8 +67,12 @@ def check_grouped(
 
 
 def check_grades(
-    grades: Tensor, rule: GainRule, list_length: int, query_of_item: Tensor | None = None
-) -> Tensor | None:
+    grades: Tensor,
+    rule: GainRule,
+    list_length: int,
+    query_of_item: Tensor | None = None,
+    largest: Callable[[], Tensor] | None = None,
+) -> None:
     """No NaN grade, and no gain (nor sum of a query's gains) that overflows float64.
 
     ``grades`` are (Q, N) rows, or flat (M,) with ``query_of_item`` (grouped).
@@ -77,21 +82,21 @@ def check_grades(
     gain times the list length is finite: int8 and uint8 under either gain,
     every integer dtype under the linear gain): no NaN, no overflow, no read.
 
-    Returns the largest grade of each row of (Q, N) grades when it was read
-    (:class:`~ranking_plugins.kernel.inputs.relevance.DenseGrades` reuses it
-    instead of a pass of its own), else None.
+    ``largest``: gives the largest grade of each row of (Q, N) grades, called
+    only when the check reads values (:meth:`DenseGrades.largest
+    <ranking_plugins.kernel.inputs.relevance.DenseGrades.largest>` reads them
+    with the counts the ranking needs anyway, instead of a pass of its own).
     """
     if grades.dtype == torch.bool or grades.numel() == 0:
-        return None
+        return
     if V.is_integer_dtype(grades.dtype) and _gains_bounded(grades.dtype, rule, list_length):
-        return None
-    row_max = grades.amax(dim=-1) if query_of_item is None and grades.ndim == 2 else None
-    top = grades.amax() if row_max is None else row_max.amax()
+        return
+    top = (grades.amax() if largest is None else largest().amax()).reshape(())
     if grades.is_floating_point() and bool(top.isnan()):
         raise ValueError("`target` must not contain NaN grades")
     top_gain = float(rule.gain_of(top.reshape(1))[0])
     if math.isfinite(top_gain * max(list_length, 1)):
-        return row_max
+        return
     gains = rule.gains(grades, rule.relevant(grades))
     if query_of_item is None:
         totals = gains.sum(dim=-1)
@@ -105,7 +110,6 @@ def check_grades(
             "gains, overflows float64; use smaller grades"
             + (" or gain='linear'" if rule.gain == "exponential" else "")
         )
-    return row_max
 
 
 def _gains_bounded(dtype: torch.dtype, rule: GainRule, list_length: int) -> bool:

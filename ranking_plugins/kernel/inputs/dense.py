@@ -30,10 +30,10 @@ def dense(
             f"got {tuple(target.shape)}"
         )
     deferred = nan_check_deferred(preds, mask, validate_args)
-    row_max = None
+    grades = DenseGrades(target, rule, judged)
     if validate_args:
         if not deferred:
             V.check_values(preds, None, None, preds.shape[1])
-        row_max = check_grades(target, rule, preds.shape[1])
-    grades = DenseGrades(target, rule, judged, row_max=row_max)
+        # the grades' row maxima come with the counts every ranking reads anyway
+        check_grades(target, rule, preds.shape[1], largest=grades.largest)
     return one_part(RankingInput(preds, mask, grades, deferred))

@@ -15,7 +15,13 @@ from typing import Protocol
 import torch
 from torch import Tensor
 
-from ranking_plugins.kernel.flags import count_true
+from ranking_plugins.kernel.flags import (
+    Comparison,
+    compare_rows,
+    count_compared,
+    count_true,
+    counts_fit_in_float,
+)
 from ranking_plugins.kernel.host_reads import host_reads_are_free
 
 
@@ -30,12 +36,19 @@ class GainRule:
         """grade > 0, or grade >= threshold, compared exactly in the grades' own dtype."""
         if grades.dtype == torch.bool:
             return self._relevant_bool(grades)
-        if self.relevance_threshold is None:
-            return grades > 0
-        bound = least_at_or_above(self.relevance_threshold, grades.dtype)
-        if bound is None:  # above every value of the dtype
+        test = self.relevance_test(grades.dtype)
+        if test is None:  # above every value of the dtype
             return torch.zeros_like(grades, dtype=torch.bool)
-        return grades >= bound
+        compare, bound = test
+        return compare(grades, bound)
+
+    def relevance_test(self, dtype: torch.dtype) -> tuple[Comparison, object] | None:
+        """``(compare, bound)``: a grade of (non-bool) ``dtype`` is relevant when
+        ``compare(grade, bound)``; None when no grade of the dtype is."""
+        if self.relevance_threshold is None:
+            return torch.gt, 0
+        bound = least_at_or_above(self.relevance_threshold, dtype)
+        return None if bound is None else (torch.ge, bound)
 
     def _relevant_bool(self, grades: Tensor) -> Tensor:
         # a bool is grade 0 or 1
@@ -63,7 +76,11 @@ class GainRule:
         g = grades.to(torch.float64).clamp(min=0)
         if self.gain == "linear":
             return g
-        return torch.where(g >= 1, torch.exp2(g) - 1, torch.expm1(g * math.log(2)))
+        gain = torch.exp2(g).sub_(1)  # exact at 0 and at every integer grade
+        cancels = (g > 0) & (g < 1)
+        if host_reads_are_free(cancels) and not bool(cancels.any()):
+            return gain  # no grade strictly between 0 and 1 (0/1 grades): no expm1 to take
+        return torch.where(cancels, torch.expm1(g * math.log(2)), gain)
 
     def gains(self, grades: Tensor, relevant: Tensor) -> Tensor:
         """float64 gains; non-relevant and negative grades earn nothing."""
@@ -132,6 +149,18 @@ class Relevance(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class GradeSummary:
+    """Per row of (Q, N) grades: what ranking statistics read of the whole row."""
+
+    relevant: Tensor  # int64 (Q,): relevant items (R)
+    largest: Tensor  # (Q,) the largest grade, in the grades' dtype
+    holders: Tensor  # int64 (Q,): items holding the largest grade
+
+    def take(self, rows: slice) -> GradeSummary:
+        return GradeSummary(self.relevant[rows], self.largest[rows], self.holders[rows])
+
+
 class DenseGrades:
     """Targets given as a grade for every item: (Q, N) bool, int or float.
 
@@ -145,18 +174,51 @@ class DenseGrades:
         grades: Tensor,
         rule: GainRule,
         judged: Tensor | None = None,
-        row_max: Tensor | None = None,
+        summary: GradeSummary | None = None,
     ) -> None:
         if grades.dtype == torch.bool and (rule.grade_zero_is_relevant or judged is not None):
             # not every relevant item has gain 1 any more: grades 0/1 as numbers
             grades = grades.to(torch.uint8)
-            row_max = None
         self.grades = grades
         self.rule = rule
         self.judged = judged
-        # the largest grade of each row, when validation has read it already
-        self.row_max = row_max
         self.binary = grades.dtype == torch.bool
+        self._summary = summary  # read once, when first asked (:meth:`summary`)
+
+    def summary(self) -> GradeSummary | None:
+        """Each row's relevant count, largest grade and how many items hold it.
+
+        One walk over the grades in row blocks that stay in cache (a max and
+        two comparisons on each), instead of a pass over the whole matrix for
+        each; None where the counts come from elsewhere (bool grades, unjudged
+        positions) or would not be exact as float sums (rows of 2^24 items).
+        """
+        grades = self.grades
+        if self._summary is not None or self.binary or self.judged is not None:
+            return self._summary
+        num_rows, width = grades.shape
+        if width == 0 or not counts_fit_in_float(width):
+            return None
+        rows = compare_rows(width)
+        device = grades.device
+        buffer = torch.empty((min(rows, num_rows), width), dtype=torch.float32, device=device)
+        high = torch.empty(num_rows, dtype=grades.dtype, device=device)
+        relevant = torch.zeros(num_rows, dtype=torch.float32, device=device)
+        holders = torch.empty_like(relevant)
+        test = self.rule.relevance_test(grades.dtype)
+        for low in range(0, num_rows, rows):
+            block, at = grades[low : low + rows], slice(low, low + rows)
+            torch.amax(block, dim=1, out=high[at])
+            if test is not None:
+                count_compared(test[0], block, test[1], buffer, relevant[at])
+            count_compared(torch.eq, block, high[at].unsqueeze(1), buffer, holders[at])
+        self._summary = GradeSummary(relevant.to(torch.int64), high, holders.to(torch.int64))
+        return self._summary
+
+    def largest(self) -> Tensor:
+        """The largest grade of each row (Q,), from :meth:`summary` where it has them."""
+        summary = self.summary()
+        return self.grades.amax(dim=1) if summary is None else summary.largest
 
     def _relevant_and_gain(
         self, grades: Tensor, judged: Tensor | None = None
@@ -179,10 +241,13 @@ class DenseGrades:
 
     def take(self, rows: slice) -> DenseGrades:
         judged = None if self.judged is None else self.judged[rows]
-        row_max = None if self.row_max is None else self.row_max[rows]
-        return DenseGrades(self.grades[rows], self.rule, judged, row_max)
+        summary = None if self._summary is None else self._summary.take(rows)
+        return DenseGrades(self.grades[rows], self.rule, judged, summary)
 
     def relevant_count(self, within: Tensor | None = None) -> Tensor:
+        summary = self.summary() if within is None else None
+        if summary is not None:
+            return summary.relevant
         relevant = self.rule.relevant(self.grades)
         if self.judged is not None:
             relevant &= self.judged
@@ -236,8 +301,12 @@ class DenseGrades:
         R relevant grades equal it exactly when R items hold it: one max and
         one comparison, exact for every dtype, much cheaper than a top-k.
         """
-        high = self.grades.amax(dim=1) if self.row_max is None else self.row_max
-        holders = count_true(self.grades == high.unsqueeze(1))
+        summary = self.summary()
+        if summary is None:
+            high = self.grades.amax(dim=1)
+            holders = count_true(self.grades == high.unsqueeze(1))
+        else:
+            high, holders = summary.largest, summary.holders
         return high, (relevant_count == 0) | (holders == relevant_count)
 
 

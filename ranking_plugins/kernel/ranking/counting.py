@@ -20,7 +20,12 @@ import torch
 from torch import Tensor
 
 from ranking_plugins import _validation as V
-from ranking_plugins.kernel.flags import count_true
+from ranking_plugins.kernel.flags import (
+    compare_rows,
+    count_compared,
+    count_true,
+    counts_fit_in_float,
+)
 from ranking_plugins.kernel.inputs.relevance import ItemIds
 from ranking_plugins.kernel.statistics.count_stats import CountStats
 from ranking_plugins.kernel.statistics.judged import CountedJudgedStats
@@ -98,39 +103,69 @@ class RankCounter:
             self.ranked &= own | ~inside
         first = self.ties == "first"
         column = torch.arange(start, start + width, device=scores.device) if first else None
-        # row blocks small enough for their comparison flags to stay in cache
-        rows = max(1, _BLOCK_ELEMENTS // max(width, 1))
         # NaN found by the counting's own comparisons, where they can tell (see below)
         nan_in_counts = check_nan and ranked is None and column is None
         if check_nan and not nan_in_counts:
             V.check_values(scores, None, None, 0)
-        for low in range(0, scores.shape[0], rows):
-            block = scores[low : low + rows]
-            block_ranked = None if ranked is None else ranked[low : low + rows]
-            for t in range(self.ids.shape[1]):
-                s = self.score[low : low + rows, t : t + 1]
-                above = block > s
-                above_count = count_true(above)
-                if nan_in_counts:
-                    self.above[low : low + rows, t] += above_count
-                    self.tied[low : low + rows, t] += _tied_count_finding_nan(block, s, above_count)
-                    continue
-                tied = block == s
-                if block_ranked is not None:
-                    above &= block_ranked
-                    tied &= block_ranked
-                    above_count = count_true(above)
-                self.above[low : low + rows, t] += above_count
-                self.tied[low : low + rows, t] += count_true(tied)
-                if column is not None:
-                    before = tied & (column < self.ids[low : low + rows, t : t + 1])
-                    self.tied_before[low : low + rows, t] += count_true(before)
+        if ranked is None and column is None and counts_fit_in_float(width):
+            self._count_plain(scores, nan_in_counts)
+        else:
+            self._count_flags(scores, ranked, column)
         if ranked is not None:
             self.unranked += width - count_true(ranked)
         self._record_block_scores(scores, start)
         self._correct(scores, start, self.ids, self.listed & self.ranked, is_target=True)
         if self.exclude is not None:
             self._correct(scores, start, self.exclude, self.exclude >= 0, is_target=False)
+
+    def _count_plain(self, scores: Tensor, nan_in_counts: bool) -> None:
+        """Above and tied counts when every item is ranked and no tie order is needed.
+
+        Row blocks small enough to stay in cache, each compared twice, the flags
+        written as floats (:func:`~ranking_plugins.kernel.flags.count_compared`).
+        With ``nan_in_counts`` the second comparison is "below" rather than
+        "tied", so that a NaN shows in the counts (:func:`_tied_finding_nan`).
+        """
+        num_rows, width = scores.shape
+        rows = compare_rows(width)
+        buffer = torch.empty(
+            (min(rows, num_rows), width), dtype=torch.float32, device=scores.device
+        )
+        second = torch.lt if nan_in_counts else torch.eq
+        above = torch.empty(self.ids.shape, dtype=torch.float32, device=scores.device)
+        other = torch.empty_like(above)
+        for low in range(0, num_rows, rows):
+            block = scores[low : low + rows]
+            for t in range(self.ids.shape[1]):
+                s = self.score[low : low + rows, t : t + 1]
+                count_compared(torch.gt, block, s, buffer, above[low : low + rows, t])
+                count_compared(second, block, s, buffer, other[low : low + rows, t])
+        above_count = above.to(torch.int64)
+        tied = other.to(torch.int64)
+        if nan_in_counts:
+            tied = _tied_finding_nan(scores, self.score, width - above_count - tied, buffer)
+        self.above += above_count
+        self.tied += tied
+
+    def _count_flags(self, scores: Tensor, ranked: Tensor | None, column: Tensor | None) -> None:
+        """Above, tied (and, under "first", tied before) counts from bool flags, masks applied."""
+        # row blocks small enough for their comparison flags to stay in cache
+        rows = max(1, _BLOCK_ELEMENTS // max(scores.shape[1], 1))
+        for low in range(0, scores.shape[0], rows):
+            block = scores[low : low + rows]
+            block_ranked = None if ranked is None else ranked[low : low + rows]
+            for t in range(self.ids.shape[1]):
+                s = self.score[low : low + rows, t : t + 1]
+                above = block > s
+                tied = block == s
+                if block_ranked is not None:
+                    above &= block_ranked
+                    tied &= block_ranked
+                self.above[low : low + rows, t] += count_true(above)
+                self.tied[low : low + rows, t] += count_true(tied)
+                if column is not None:
+                    before = tied & (column < self.ids[low : low + rows, t : t + 1])
+                    self.tied_before[low : low + rows, t] += count_true(before)
 
     def _record_block_scores(self, scores: Tensor, start: int) -> None:
         """Keep the score this block gives each listed item found in it, in the blocks' dtype.
@@ -288,24 +323,28 @@ class RankCounter:
         )
 
 
-def _tied_count_finding_nan(block: Tensor, s: Tensor, above_count: Tensor) -> Tensor:
-    """The items of each row of ``block`` tied with its ``s``; raises if a score is NaN.
+def _tied_finding_nan(scores: Tensor, score: Tensor, tied_or_nan: Tensor, buffer: Tensor) -> Tensor:
+    """The items of each row tied with each of its ``score`` (Q, T); raises if a score is NaN.
 
-    NaN compares false both ways, so "not below ``s``" holds for the items
-    above, the tied and the NaN: its count less ``above_count`` is the tied
-    count plus the NaN count, from the one comparison the tied count costs
-    anyway. ``s`` is a score of its own row, so a row without NaN counts it
-    at least once; rows counting more than once (ties, or NaN), or whose
-    ``s`` is NaN, are compared again exactly, and a difference is a NaN.
+    NaN compares false both ways, so the items neither above nor below a
+    score (``tied_or_nan``) are the tied ones and the NaN. ``score`` holds
+    scores of their own rows, so a row without NaN counts each at least once;
+    rows counting one more than once (ties, or NaN), or whose score is NaN,
+    are compared again exactly (in blocks, flags in ``buffer``), and a
+    difference is a NaN.
     """
-    not_below = block < s
-    not_below.logical_not_()
-    tied_or_nan = count_true(not_below) - above_count
-    again = ((tied_or_nan > 1) | s.squeeze(1).isnan()).nonzero().squeeze(1)
-    if again.numel():
-        exact = count_true(block[again] == s[again])
-        if not torch.equal(exact, tied_or_nan[again]):
-            raise ValueError(V.NAN_PREDS)
+    again = ((tied_or_nan > 1) | score.isnan()).any(dim=1).nonzero().squeeze(1)
+    rows = max(buffer.shape[0], 1)
+    exact = torch.empty((again.numel(), score.shape[1]), dtype=torch.float32, device=score.device)
+    for low in range(0, again.numel(), rows):
+        which = again[low : low + rows]
+        block = scores[which]
+        for t in range(score.shape[1]):
+            count_compared(
+                torch.eq, block, score[which, t : t + 1], buffer, exact[low : low + rows, t]
+            )
+    if not torch.equal(exact.to(torch.int64), tied_or_nan[again]):
+        raise ValueError(V.NAN_PREDS)
     return tied_or_nan
 
 

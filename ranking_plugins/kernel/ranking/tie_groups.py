@@ -15,6 +15,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from ranking_plugins.kernel.host_reads import host_reads_are_free
+
 TIES = ("average", "first", "pessimistic", "optimistic")
 
 
@@ -117,18 +119,68 @@ def lexsort_desc(keys: list[Tensor]) -> Tensor:
 
 
 def describe_tie_groups(c: Candidates, cut_group: CutGroup | None) -> RankedList:
-    """Per-position statistics of each position's tie group."""
+    """Per-position statistics of each position's tie group.
+
+    On the CPU, rows where no two positions share a group (distinct scores,
+    the usual top of real-valued scores) are described without totals to
+    gather (:func:`_one_item_groups`); only the other rows are grouped.
+    """
     ranked = c.ranked
     relevant = (c.relevant & ranked).to(torch.float64)
     gain = torch.where(ranked, c.gain, 0.0)
-    num_queries, length = ranked.shape
-    device = ranked.device
 
     # a new group wherever the score, the ranked flag or the tie key changes
     starts = torch.ones_like(ranked)
     starts[:, 1:] = (c.values[:, 1:] != c.values[:, :-1]) | (ranked[:, 1:] != ranked[:, :-1])
     if c.key is not None:
         starts[:, 1:] |= c.key[:, 1:] != c.key[:, :-1]
+    if cut_group is None and host_reads_are_free(starts):
+        rows = (~starts).any(dim=1).nonzero().squeeze(1)
+        if rows.numel() < ranked.shape[0]:
+            fields = _one_item_groups(relevant, gain)
+            if rows.numel():
+                grouped = _tie_groups(
+                    starts[rows], c.values[rows], ranked[rows], relevant[rows], gain[rows], None
+                )
+                for field, value in zip(fields, grouped, strict=True):
+                    field[rows] = value
+            return _ranked_list(c, ranked, fields, None)
+    fields = _tie_groups(starts, c.values, ranked, relevant, gain, cut_group)
+    return _ranked_list(c, ranked, fields, cut_group)
+
+
+#: group_start, group_size, group_relevant, group_gain, relevant_before: (Q, L) float64
+GroupFields = tuple[Tensor, Tensor, Tensor, Tensor, Tensor]
+
+
+def _ranked_list(
+    c: Candidates, ranked: Tensor, fields: GroupFields, cut_group: CutGroup | None
+) -> RankedList:
+    group_start, size, group_relevant, group_gain, relevant_before = fields
+    return RankedList(
+        ranked=ranked,
+        group_start=group_start,
+        group_size=size,
+        group_relevant=group_relevant,
+        group_gain=group_gain,
+        relevant_before=relevant_before,
+        items=c.items,
+        shared_ties=c.key is None,
+        cut_group=cut_group,
+    )
+
+
+def _tie_groups(
+    starts: Tensor,
+    values: Tensor,
+    ranked: Tensor,
+    relevant: Tensor,
+    gain: Tensor,
+    cut_group: CutGroup | None,
+) -> GroupFields:
+    """Each position's group statistics, groups beginning where ``starts``."""
+    num_queries, length = ranked.shape
+    device = ranked.device
     group = torch.cumsum(starts, dim=1) - 1
 
     def total(values: Tensor) -> Tensor:
@@ -141,7 +193,7 @@ def describe_tie_groups(c: Candidates, cut_group: CutGroup | None) -> RankedList
     if cut_group is not None:
         # "average": the cut group's totals come from its whole row
         rows = cut_group.rows
-        in_group = ranked[rows] & (c.values[rows] == cut_group.score.unsqueeze(1))
+        in_group = ranked[rows] & (values[rows] == cut_group.score.unsqueeze(1))
         cut = group[rows].gather(1, in_group.to(torch.int8).argmax(dim=1, keepdim=True))
         # no ranked member at all (only masked items at that score): nothing to replace
         at_cut = (torch.arange(length, device=device) == cut) & (cut_group.size > 0).unsqueeze(1)
@@ -161,14 +213,27 @@ def describe_tie_groups(c: Candidates, cut_group: CutGroup | None) -> RankedList
         relevant_so_far.gather(1, (group_start - 1).clamp(min=0)),
         0.0,
     )
-    return RankedList(
-        ranked=ranked,
-        group_start=group_start.to(torch.float64),
-        group_size=size.gather(1, group),
-        group_relevant=group_relevant.gather(1, group),
-        group_gain=group_gain.gather(1, group),
-        relevant_before=relevant_before,
-        items=c.items,
-        shared_ties=c.key is None,
-        cut_group=cut_group,
+    return (
+        group_start.to(torch.float64),
+        size.gather(1, group),
+        group_relevant.gather(1, group),
+        group_gain.gather(1, group),
+        relevant_before,
+    )
+
+
+def _one_item_groups(relevant: Tensor, gain: Tensor) -> GroupFields:
+    """:func:`_tie_groups` where each position is its own group (no two scores equal).
+
+    No totals to gather: a group is its position, and the relevant items
+    before it are the running count less its own.
+    """
+    num_queries, length = relevant.shape
+    position = torch.arange(length, dtype=torch.float64, device=relevant.device)
+    return (
+        position.repeat(num_queries, 1),
+        torch.ones_like(gain),
+        relevant.clone(),
+        gain.clone(),
+        torch.cumsum(relevant, dim=1) - relevant,
     )
