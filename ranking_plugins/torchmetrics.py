@@ -52,6 +52,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
+import math
 import threading
 import weakref
 from collections.abc import Callable, Sequence
@@ -498,7 +499,9 @@ class BaseRankingMetric(Metric):
             preds, target, indexes = preds.flatten(), target.flatten(), indexes.flatten()
             mask = None if mask is None else mask.flatten()
         _check_flat(preds, target, indexes, mask, self.request.options.target_format)
-        judged = check_judged(judged, preds, target, "grouped")
+        # checked, but kept as given: the next metric of a collection is proved
+        # to get the same batch by the objects it is given
+        check_judged(judged, preds, target, "grouped")
         if self.request.identities:  # the kernel's message, at update rather than compute
             _evaluate(self.request, preds, target, indexes=indexes, mask=mask)
         if preds.dtype == _UINT64:
@@ -526,6 +529,14 @@ class BaseRankingMetric(Metric):
             V.check_values(preds, target, None, 0)
         inputs = (preds, target, indexes, mask, judged)
         count = 5 if self._keeps_judged else 4  # copies kept: the judged flags too?
+        if judged is not None and not self._keeps_judged:
+            # an unjudged item is never relevant: its grade kept as one that is
+            # not (this metric's own copies, shared with no other metric)
+            target = _unjudged_grades(target, judged, self.request.options, self.ignore_index)
+            own = _stored_form((preds, target, indexes, mask, None), self.device)
+            for state, copy in zip((scores, *self._flat_lists()[2:]), own, strict=True):
+                state.append(copy)
+            return
         # proving a batch equal to the kept copies reads values: with
         # validate_args=False only where that costs no device sync
         may_read = self.request.options.validate_args or host_reads_are_free(preds)
@@ -851,6 +862,28 @@ def _stored_form(
         else inputs[i].detach().to(device=device, dtype=dtypes[i], copy=True)  # type: ignore[union-attr]
         for i in range(start, stop)
     )
+
+
+def _unjudged_grades(
+    target: Tensor, judged: Tensor, options: Options, ignore_index: int | None
+) -> Tensor:
+    """``target`` (float64) with the grade of every unjudged entry replaced by one that
+    is not relevant, for a metric that keeps no judged flags.
+
+    An unjudged item is never relevant (its gain 0), whatever its grade; of a
+    metric that reads no measure of judged items nothing else depends on the
+    flag, so a grade that is not relevant under the metric's threshold says the
+    same: 0, or below a threshold at or under 0. An entry ``ignore_index``
+    drops keeps its grade, and no replaced grade equals ``ignore_index``.
+    """
+    threshold = options.relevance_threshold
+    grade = 0 if threshold is None or threshold > 0 else math.floor(threshold) - 1
+    if grade == ignore_index:
+        grade -= 1
+    unjudged = ~judged
+    if ignore_index is not None:
+        unjudged &= target != ignore_index
+    return torch.where(unjudged, grade, target.to(torch.float64))
 
 
 def _same(a: Tensor, b: Tensor) -> bool:

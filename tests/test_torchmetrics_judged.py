@@ -7,6 +7,7 @@ them at ``compute``: equal to ``rank_metrics`` on the concatenated inputs.
 
 from __future__ import annotations
 
+import operator
 import random
 from pathlib import Path
 from typing import Any
@@ -98,3 +99,161 @@ def test_split_queries_match_rank_metrics(ties: str, seed: int) -> None:
     plain = rank_metrics(p, t, ["bpref", "unj"], top_k=KS, indexes=x, mask=m, **options)
     got = metric.compute()
     assert any(not torch.equal(got[k], v.double()) for k, v in plain.items())
+
+
+def test_collection_mixes_judged_and_other_metrics(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A plain metric first, then two judged ones: the judged metrics keep one copy of
+    each batch and share one ranking made with the flags; the plain one keeps its own
+    grades (an unjudged item not relevant) and ranks them without flags."""
+    preds, target, mask, judged, order = _problem(3)
+    p, t, x, m, j = _grouped(preds, target, mask, judged, order)
+    options = {"ties": "pessimistic", "empty_target_action": "skip", "gain": "linear"}
+    collection = MetricCollection(
+        {
+            "plain": NDCG(top_k=3, **options),
+            "bpref": RankingMetrics(["bpref", "unj"], KS, **options),
+            "more": RankingMetrics(["judged", "rbp_resid", "infap"], KS, **options),
+        },
+        compute_groups=False,
+    )
+    for lo, hi in [(0, 20), (20, p.numel())]:
+        collection.update(p[lo:hi], t[lo:hi], x[lo:hi], mask=m[lo:hi], judged=j[lo:hi])
+    plain, first, second = (collection[name] for name in ("plain", "bpref", "more"))
+    assert not hasattr(plain, "flat_judged")
+
+    def kept(metric: Any, state: str) -> list[torch.Tensor]:  # less each metric's own empty seed
+        return [tensor for tensor in getattr(metric, state) if tensor.numel()]
+
+    for state in ("flat_preds", "flat_target", "flat_indexes", "flat_mask", "flat_judged"):
+        assert len(kept(first, state)) == 2
+        assert all(map(operator.is_, kept(first, state), kept(second, state)))
+    # the plain metric keeps its own grades: an unjudged one as not relevant
+    assert not any(map(operator.is_, kept(plain, "flat_target"), kept(first, "flat_target")))
+    calls: list[bool] = []
+    rank = tm._rank
+    monkeypatch.setattr(tm, "_rank", lambda *a, **k: calls.append(True) or rank(*a, **k))
+    got = {name: metric.compute() for name, metric in collection.items()}
+    assert len(calls) == 2
+    grouped = {"indexes": x, "mask": m, "judged": j, **options}
+    for name, metric in collection.items():
+        names = [entry.name for entry in metric.request.metrics]
+        expected = rank_metrics(p, t, names, top_k=metric.request.ks, **grouped)
+        if name == "plain":
+            torch.testing.assert_close(got[name], expected["ndcg@3"].double())
+        else:
+            _assert_same(got[name], expected)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"ties": "average"},
+        {"ties": "first", "relevance_threshold": 2},
+        {"ties": "optimistic", "relevance_threshold": -0.5, "ignore_index": -2},
+        {"ties": "pessimistic", "ignore_index": 0, "gain": "exponential"},
+    ],
+)
+def test_metrics_without_judged_flags_treat_unjudged_as_not_relevant(options) -> None:
+    """A metric that reads no judged measure keeps no flags, yet ``judged`` given in the
+    grouped layout counts: an unjudged item is never relevant, as in ``rank_metrics``."""
+    preds, target, mask, judged, order = _problem(5, queries=7, items=8)
+    p, t, x, m, j = _grouped(preds, target, mask, judged, order)
+    options = {"empty_target_action": "skip", "gain": "linear", **options}
+    ignore_index = options.pop("ignore_index", None)
+    if ignore_index is not None:
+        t = t.masked_fill(torch.arange(t.numel()) % 5 == 0, ignore_index)
+    names = ["ndcg", "map", "mrr", "precision", "recall", "r_precision", "auc", "mean_rank"]
+    metric = RankingMetrics(names, KS, ignore_index=ignore_index, **options)
+    assert not hasattr(metric, "flat_judged")
+    for lo, hi in [(0, 25), (25, 40), (40, p.numel())]:
+        metric.update(p[lo:hi], t[lo:hi], x[lo:hi], mask=m[lo:hi], judged=j[lo:hi])
+    keep = torch.ones_like(m) if ignore_index is None else t != ignore_index
+    p, t, x, m, j = (tensor[keep] for tensor in (p, t, x, m, j))
+    grouped = {"indexes": x, "mask": m, **options}
+    expected = rank_metrics(p, t, names, top_k=KS, judged=j, **grouped)
+    _assert_same(metric.compute(), expected)
+    plain = rank_metrics(p, t, names, top_k=KS, **grouped)
+    assert any(not torch.equal(plain[k], v) for k, v in expected.items())  # the flags count
+
+
+def _persistent(metric: Any) -> Any:
+    metric.persistent(True)
+    return metric
+
+
+def _updated(metric: Any, seed: int = 7, with_judged: bool = True) -> Any:
+    preds, target, mask, judged, order = _problem(seed)
+    p, t, x, m, j = _grouped(preds, target, mask, judged, order)
+    for lo, hi in [(0, 20), (20, p.numel())]:
+        metric.update(
+            p[lo:hi], t[lo:hi], x[lo:hi], mask=m[lo:hi], judged=j[lo:hi] if with_judged else None
+        )
+    return metric
+
+
+@pytest.mark.filterwarnings("ignore:The ``compute`` method")
+def test_state_dict_round_trip() -> None:
+    """The judged flags are saved and loaded with the other kept entries."""
+    names, options = ["bpref", "unj", "ndcg"], {"ties": "first"}
+    saved = _updated(_persistent(RankingMetrics(names, KS, **options)))
+    state = saved.state_dict()
+    assert "flat_judged" in state
+    loaded = _persistent(RankingMetrics(names, KS, **options))
+    loaded.load_state_dict(state)
+    _assert_same(loaded.compute(), saved.compute())
+    # loaded, then updated again: as a metric given both
+    _updated(loaded, seed=8)
+    both = _updated(_updated(RankingMetrics(names, KS, **options)), seed=8)
+    _assert_same(loaded.compute(), both.compute())
+
+
+@pytest.mark.filterwarnings("ignore:The ``compute`` method")
+def test_state_dict_saved_without_judged_flags() -> None:
+    """A state saved before the grouped layout kept judged flags (when it took no
+    ``judged``) loads as every entry judged."""
+    names = ["bpref", "judged"]
+    saved = _updated(_persistent(RankingMetrics(names, KS)), with_judged=False)
+    state = saved.state_dict()
+    del state["flat_judged"]
+    loaded = _persistent(RankingMetrics(names, KS))
+    loaded.load_state_dict(state)
+    _assert_same(loaded.compute(), saved.compute())
+
+
+def test_metric_without_judged_measures_keeps_its_state_keys() -> None:
+    plain = _persistent(NDCG(top_k=3))
+    keys = set(plain.state_dict())
+    assert "flat_judged" not in keys
+    assert keys == {plain._sums_name, *tm._FLAT_STATES}
+    judged = _persistent(RankingMetrics(["ndcg", "bpref"], 3))
+    assert set(judged.state_dict()) == {judged._sums_name, *tm._FLAT_STATES, "flat_judged"}
+
+
+@pytest.mark.parametrize("name", ["bpref", "ndcg"])
+@pytest.mark.parametrize(
+    ("judged", "error", "words"),
+    [
+        (
+            torch.ones(5, dtype=torch.bool),
+            ValueError,
+            r"`judged` must have the shape of `preds` \(6,\)",
+        ),
+        (torch.ones(6), TypeError, "`judged` must be a bool"),
+        ([True] * 6, TypeError, "`judged` must be a torch.Tensor"),
+        (torch.ones(3, 2, dtype=torch.bool), ValueError, "`judged` must have the shape"),
+    ],
+)
+def test_bad_judged(name: str, judged: Any, error: type, words: str) -> None:
+    metric = RankingMetrics([name], 3)
+    preds, target, indexes = torch.rand(6), torch.ones(6), torch.tensor([0, 0, 0, 1, 1, 1])
+    with pytest.raises(error, match=words):
+        metric.update(preds, target, indexes, judged=judged)
+    # TorchMetrics' 2-D retrieval input: checked against the shape given
+    with pytest.raises(ValueError, match=r"`judged` must have the shape of `preds` \(2, 3\)"):
+        metric.update(
+            preds.view(2, 3),
+            target.view(2, 3),
+            indexes.view(2, 3),
+            judged=torch.ones(3, 2, dtype=torch.bool),
+        )
+    assert metric.flat_target[-1].numel() == 0  # nothing kept
