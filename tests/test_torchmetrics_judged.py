@@ -257,3 +257,133 @@ def test_bad_judged(name: str, judged: Any, error: type, words: str) -> None:
             judged=torch.ones(3, 2, dtype=torch.bool),
         )
     assert metric.flat_target[-1].numel() == 0  # nothing kept
+
+
+# ------------------------------------------------------------------ 2 processes (gloo)
+
+
+def _ddp_updates() -> dict[str, list[list[dict[str, Any]]]]:
+    """Per scenario, per rank, the grouped updates; queries split across the ranks."""
+    preds, target, mask, judged, order = _problem(11)
+    p, t, x, m, j = _grouped(preds, target, mask, judged, order)
+
+    def part(lo: int, hi: int, with_judged: bool = True) -> dict[str, Any]:
+        given = {"judged": j[lo:hi]} if with_judged else {}
+        return {
+            "preds": p[lo:hi],
+            "target": t[lo:hi],
+            "indexes": x[lo:hi],
+            "mask": m[lo:hi],
+            **given,
+        }
+
+    end = p.numel()
+    return {
+        "split": [[part(0, 12), part(12, 20, with_judged=False)], [part(20, end)]],
+        "one_rank_idle": [[part(0, 30), part(30, end)], []],
+    }
+
+
+def _ddp_metrics() -> dict[str, Any]:
+    return {
+        "judged": RankingMetrics(["bpref", "infap", "unj", "rbp_resid", "ndcg"], KS, ties="first"),
+        "plain": NDCG(top_k=3),
+    }
+
+
+def _ddp_results(metrics: dict[str, Any]) -> dict[str, Any]:
+    out = {}
+    for name, metric in metrics.items():
+        out[name] = metric.compute()
+        out[name + "_se"] = metric.compute_standard_error()
+    return out
+
+
+def ddp_worker(rank: int, init_file: str, out_dir: str) -> None:
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=2)
+    try:
+        saved = {}
+        for scenario, per_rank in _ddp_updates().items():
+            metrics = _ddp_metrics()
+            for update in per_rank[rank]:
+                for metric in metrics.values():
+                    metric.update(**update)
+            saved[scenario] = _ddp_results(metrics)
+        torch.save(saved, Path(out_dir) / f"rank{rank}.pt")
+    finally:
+        dist.destroy_process_group()
+
+
+@pytest.mark.skipif(not torch.distributed.is_available(), reason="no torch.distributed")
+def test_two_processes_match_one(tmp_path: Path) -> None:
+    """Each process holds part of the queries (one never updates in a scenario): every
+    process gets the single-process values."""
+    assert set(_ddp_updates()["split"][0][0]["indexes"].tolist()) & set(
+        _ddp_updates()["split"][1][0]["indexes"].tolist()
+    )
+    spawn_and_wait(ddp_worker, (str(tmp_path / "init"), str(tmp_path)), nprocs=2)
+    for scenario, per_rank in _ddp_updates().items():
+        metrics = _ddp_metrics()
+        for updates in per_rank:
+            for update in updates:
+                for metric in metrics.values():
+                    metric.update(**update)
+        expected = _ddp_results(metrics)
+        for rank in range(2):
+            got = torch.load(tmp_path / f"rank{rank}.pt", weights_only=False)[scenario]
+            for name, value in expected.items():
+                if isinstance(value, dict):
+                    _assert_same(got[name], value)
+                else:
+                    torch.testing.assert_close(got[name], value, rtol=0, atol=1e-12, equal_nan=True)
+
+
+def test_lightning_callback_grouped_judged() -> None:
+    """The callback passes a step output's "judged" key in the grouped layout too, with
+    queries spread over every batch (kept until the epoch's end)."""
+    pytest.importorskip("lightning")
+    import lightning.pytorch as pl
+    from lightning_helpers import NUM_ITEMS, NextItem, loader
+
+    from ranking_plugins.lightning import RankingMetricsCallback
+
+    seen: list[tuple[torch.Tensor, ...]] = []
+
+    class Grouped(NextItem):
+        def validation_step(self, batch, batch_idx, dataloader_idx=0):
+            features, target, mask = batch
+            preds = self(features)
+            grades = torch.nn.functional.one_hot(target, NUM_ITEMS)
+            rows = torch.arange(len(target)).unsqueeze(1).expand_as(preds)
+            indexes = rows % 3  # queries 0, 1 and 2 in every batch
+            judged = (rows + torch.arange(NUM_ITEMS) + batch_idx) % 4 != 0
+            out = {
+                "preds": preds.flatten(),
+                "target": grades.flatten(),
+                "indexes": indexes.flatten(),
+                "mask": mask.flatten(),
+                "judged": judged.flatten(),
+            }
+            seen.append(tuple(v.detach() for v in out.values()))
+            return out
+
+    metrics, ks = ["bpref", "unj", "judged", "ndcg"], [1, 3]
+    callback = RankingMetricsCallback(metrics=metrics, top_k=ks, ties="first")
+    trainer = pl.Trainer(
+        accelerator="cpu",
+        devices=1,
+        callbacks=[callback],
+        logger=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        enable_checkpointing=False,
+    )
+    trainer.validate(Grouped(), loader(seed=5, size=10, batch_size=4), verbose=False)
+    p, t, x, m, j = (torch.cat(parts) for parts in zip(*seen, strict=True))
+    expected = rank_metrics(
+        p, t, metrics, top_k=ks, indexes=x, mask=m, judged=j, ties="first", gain="linear"
+    )
+    for key, value in expected.items():
+        assert float(trainer.callback_metrics[f"val/{key}"]) == pytest.approx(float(value)), key
