@@ -7,6 +7,7 @@ them at ``compute``: equal to ``rank_metrics`` on the concatenated inputs.
 
 from __future__ import annotations
 
+import itertools
 import operator
 import random
 from pathlib import Path
@@ -21,10 +22,10 @@ from ranking_plugins import rank_metrics
 
 pytest.importorskip("torchmetrics")
 
-from torchmetrics import MetricCollection  # noqa: E402
+from torchmetrics import MetricCollection
 
-import ranking_plugins.torchmetrics as tm  # noqa: E402
-from ranking_plugins.torchmetrics import NDCG, RankingMetrics  # noqa: E402
+import ranking_plugins.torchmetrics as tm
+from ranking_plugins.torchmetrics import NDCG, RankingMetrics
 
 KS = [1, 3, 10]
 
@@ -83,7 +84,7 @@ def test_split_queries_match_rank_metrics(ties: str, seed: int) -> None:
     metrics = _metrics(ties)
     options = {"ties": ties, "empty_target_action": "skip", "gain": "linear"}
     metric = RankingMetrics(metrics, KS, keep_per_query=True, **options)
-    for i, (lo, hi) in enumerate(zip(cuts, cuts[1:], strict=False)):
+    for i, (lo, hi) in enumerate(itertools.pairwise(cuts)):
         p, t, x, m, j = (f[lo:hi] for f in flat)
         metric.update(p, t, x, mask=m, judged=None if i == 2 else j)
     # what was given, concatenated: the last update's entries judged
