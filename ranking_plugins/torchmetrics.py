@@ -143,7 +143,8 @@ _FLAT_STATES: dict[str, torch.dtype] = {
 #: the grouped layout's judged flags (issue 13), one per entry: a "cat" state
 #: only of the metrics that read a measure of judged items (bpref, infap, unj,
 #: ...), so that the state (and the state_dict) of every other metric is
-#: unchanged; an entry updated without ``judged`` is judged
+#: unchanged (those keep an unjudged entry's grade as not relevant, which is all
+#: they read of the flag); an entry updated without ``judged`` is judged
 _JUDGED_STATE = "flat_judged"
 
 #: where TorchMetrics' default differs from the package's
@@ -272,8 +273,8 @@ class BaseRankingMetric(Metric):
             dist_reduce_fx="sum",
         )
         self._add_exposure_state(items)
-        # the judged flags only where a metric reads them: a judged flag changes
-        # no other metric's number
+        # the judged flags only where a measure of judged items reads them
+        # (every process has the state, whether or not `judged` is ever given)
         self._keeps_judged = self.request.judgments
         for name in self._flat_dtypes():
             self.add_state(name, default=[], dist_reduce_fx="cat")
@@ -443,8 +444,9 @@ class BaseRankingMetric(Metric):
                 the judged item ids ``(Q, J)`` with item-id targets. In the
                 grouped layout a metric that reads a measure of judged items
                 keeps one flag per entry until ``compute`` (an update without
-                ``judged``: every entry judged); any other metric checks it
-                and keeps nothing, as no number of its depends on it.
+                ``judged``: every entry judged); any other metric keeps an
+                unjudged entry's grade as one that is not relevant (an
+                unjudged item is never relevant).
         """
         if indexes is None:
             self._update_ranked(preds, target, mask, judged)
