@@ -332,6 +332,18 @@ def test_two_processes_match_one(tmp_path: Path) -> None:
                 for metric in metrics.values():
                     metric.update(**update)
         expected = _ddp_results(metrics)
+        # and the single-process values are rank_metrics' on the concatenated entries
+        updates = [update for per in per_rank for update in per]
+        p, t, x, m = (
+            torch.cat([u[k] for u in updates]) for k in ("preds", "target", "indexes", "mask")
+        )
+        j = torch.cat([u.get("judged", torch.ones_like(u["mask"])) for u in updates])
+        judged = metrics["judged"]
+        names = [entry.name for entry in judged.request.metrics]
+        reference = rank_metrics(
+            p, t, names, top_k=KS, indexes=x, mask=m, judged=j, ties="first", gain="linear"
+        )
+        _assert_same(expected["judged"], reference)
         for rank in range(2):
             got = torch.load(tmp_path / f"rank{rank}.pt", weights_only=False)[scenario]
             for name, value in expected.items():
