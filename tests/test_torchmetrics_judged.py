@@ -400,3 +400,19 @@ def test_lightning_callback_grouped_judged() -> None:
     )
     for key, value in expected.items():
         assert float(trainer.callback_metrics[f"val/{key}"]) == pytest.approx(float(value)), key
+
+
+@pytest.mark.parametrize("validate_args", [True, False])
+def test_forward_gives_the_batch_value_and_accumulates(validate_args: bool) -> None:
+    """``metric(...)`` (TorchMetrics' forward) with ``judged``: the batch's value, and the
+    flags accumulated for ``compute``; also without the value checks."""
+    preds, target, mask, judged, order = _problem(9)
+    p, t, x, m, j = _grouped(preds, target, mask, judged, order)
+    names, options = ["bpref", "judged", "map"], {"ties": "optimistic", "gain": "linear"}
+    metric = RankingMetrics(names, KS, validate_args=validate_args, **options)
+    for lo, hi in [(0, 21), (21, p.numel())]:
+        batch = metric(p[lo:hi], t[lo:hi], x[lo:hi], mask=m[lo:hi], judged=j[lo:hi])
+        part = {"indexes": x[lo:hi], "mask": m[lo:hi], "judged": j[lo:hi], **options}
+        _assert_same(batch, rank_metrics(p[lo:hi], t[lo:hi], names, top_k=KS, **part))
+    grouped = {"indexes": x, "mask": m, "judged": j, **options}
+    _assert_same(metric.compute(), rank_metrics(p, t, names, top_k=KS, **grouped))
