@@ -14,7 +14,9 @@ indexes=None, mask=None)`` takes every layout of the package:
   scores as float64, integer scores as int64 (a timestamp above 2^53 is not
   rounded), so one metric takes either kind of scores in this layout, not both.
   Memory grows with every update: 8 + 8 + 8 + 1 bytes per entry (score,
-  grade, query id, mask), on the metric's device, until ``reset``.
+  grade, query id, mask), on the metric's device, until ``reset``; a metric
+  that reads a measure of judged items (bpref, infap, unj, ...) keeps one more
+  byte per entry, its ``judged`` flag.
 * grouped with ``whole_queries=True`` (each batch holds whole queries, as when
   a data loader yields one query's candidates together): the batch is ranked
   at once and only the sums are kept, a constant-size state whatever the
@@ -50,6 +52,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
+import math
 import threading
 import weakref
 from collections.abc import Callable, Sequence
@@ -63,6 +66,7 @@ from typing_extensions import Unpack
 from ranking_plugins import _validation as V
 from ranking_plugins.embeddings import EmbeddingInput
 from ranking_plugins.kernel import check_grouped, check_inputs, host_reads_are_free
+from ranking_plugins.kernel.inputs.checks import check_judged
 from ranking_plugins.kernel.inputs.items import (
     ITEM_FIELDS,
     ITEM_KEYWORDS,
@@ -135,6 +139,13 @@ _FLAT_STATES: dict[str, torch.dtype] = {
     "flat_indexes": torch.int64,
     "flat_mask": torch.bool,
 }
+
+#: the grouped layout's judged flags (issue 13), one per entry: a "cat" state
+#: only of the metrics that read a measure of judged items (bpref, infap, unj,
+#: ...), so that the state (and the state_dict) of every other metric is
+#: unchanged (those keep an unjudged entry's grade as not relevant, which is all
+#: they read of the flag); an entry updated without ``judged`` is judged
+_JUDGED_STATE = "flat_judged"
 
 #: where TorchMetrics' default differs from the package's
 TORCHMETRICS_DEFAULTS: dict[str, Any] = {"gain": "linear"}
@@ -262,7 +273,10 @@ class BaseRankingMetric(Metric):
             dist_reduce_fx="sum",
         )
         self._add_exposure_state(items)
-        for name in _FLAT_STATES:
+        # the judged flags only where a measure of judged items reads them
+        # (every process has the state, whether or not `judged` is ever given)
+        self._keeps_judged = self.request.judgments
+        for name in self._flat_dtypes():
             self.add_state(name, default=[], dist_reduce_fx="cat")
         # named by the same digest as the sums, so that a MetricCollection groups
         # only metrics that keep the same per-query values
@@ -331,7 +345,7 @@ class BaseRankingMetric(Metric):
         tensors of the right dtype (TorchMetrics would otherwise make up a
         float32 placeholder for an empty list).
         """
-        for name, dtype in _FLAT_STATES.items():
+        for name, dtype in self._flat_dtypes().items():
             getattr(self, name).append(torch.empty(0, dtype=dtype, device=self.device))
         if self.keep_per_query:
             getattr(self, self._per_query_name).append(
@@ -352,7 +366,7 @@ class BaseRankingMetric(Metric):
                 self._exposure_name + "_queries": torch.float64,
             }
         )
-        dtypes = {self._sums_name: torch.float64, **_FLAT_STATES, **exposure}
+        dtypes = {self._sums_name: torch.float64, **self._flat_dtypes(), **exposure}
         if self.keep_per_query:
             dtypes[self._per_query_name] = torch.float64
         return dtypes
@@ -378,7 +392,17 @@ class BaseRankingMetric(Metric):
         A state saved in a lower precision (by a version that let a cast reach
         the sums, say) is widened again; what it already lost stays lost.
         """
-        super()._load_from_state_dict(state_dict, prefix, *args)
+        judged_missing = (
+            self._keeps_judged
+            and prefix + _JUDGED_STATE not in state_dict
+            and prefix + "flat_mask" in state_dict
+        )
+        super()._load_from_state_dict(state_dict, prefix, *args)  # pops the states' keys
+        if judged_missing:
+            # saved before the grouped layout kept judged flags, when it took no
+            # `judged`: every kept entry is judged
+            entries = sum(t.numel() for t in self.flat_mask)
+            setattr(self, _JUDGED_STATE, [torch.ones(entries, dtype=torch.bool)])
         for name, dtype in self._storage_dtypes().items():
             value = getattr(self, name)
             if isinstance(value, Tensor):
@@ -417,19 +441,17 @@ class BaseRankingMetric(Metric):
                 retrieved (never ranked, but a relevant one still counts in R).
             judged: which items carry a judgment (None: every item), read by
                 bpref, infap, unj, ... (issue 13): bool of ``preds``' shape, or
-                the judged item ids ``(Q, J)`` with item-id targets. With
-                ``indexes`` it needs ``whole_queries=True`` (the kept grouped
-                state holds no judgments).
+                the judged item ids ``(Q, J)`` with item-id targets. In the
+                grouped layout a metric that reads a measure of judged items
+                keeps one flag per entry until ``compute`` (an update without
+                ``judged``: every entry judged); any other metric keeps an
+                unjudged entry's grade as one that is not relevant (an
+                unjudged item is never relevant).
         """
         if indexes is None:
             self._update_ranked(preds, target, mask, judged)
         elif isinstance(preds, EmbeddingInput):
             raise ValueError("`indexes` (grouped layout) does not apply to EmbeddingScores")
-        elif judged is not None and not self.whole_queries:
-            raise ValueError(
-                "`judged` with the grouped layout (`indexes`) needs `whole_queries=True`: "
-                "the grouped state kept until compute holds no judgments"
-            )
         else:
             self._update_flat(preds, target, indexes, mask, judged)
 
@@ -472,10 +494,16 @@ class BaseRankingMetric(Metric):
             and all(t.shape == preds.shape for t in tensors)
         ):
             # TorchMetrics' retrieval input: any shape, flattened
+            if judged is not None:  # checked against the shape given, then flattened
+                judged = V.check_tensor("judged", judged)
+                check_judged(judged, preds, target, "grouped")
+                judged = judged.flatten()
             preds, target, indexes = preds.flatten(), target.flatten(), indexes.flatten()
             mask = None if mask is None else mask.flatten()
-            judged = None if judged is None else judged.flatten()
         _check_flat(preds, target, indexes, mask, self.request.options.target_format)
+        # checked, but kept as given: the next metric of a collection is proved
+        # to get the same batch by the objects it is given
+        check_judged(judged, preds, target, "grouped")
         if self.request.identities:  # the kernel's message, at update rather than compute
             _evaluate(self.request, preds, target, indexes=indexes, mask=mask)
         if preds.dtype == _UINT64:
@@ -501,15 +529,27 @@ class BaseRankingMetric(Metric):
             )
         if self.request.options.validate_args:
             V.check_values(preds, target, None, 0)
-        inputs = (preds, target, indexes, mask)
+        inputs = (preds, target, indexes, mask, judged)
+        count = 5 if self._keeps_judged else 4  # copies kept: the judged flags too?
+        if judged is not None and not self._keeps_judged:
+            # an unjudged item is never relevant: its grade kept as one that is
+            # not (this metric's own copies, shared with no other metric)
+            target = _unjudged_grades(target, judged, self.request.options, self.ignore_index)
+            own = _stored_form((preds, target, indexes, mask, None), self.device)
+            for state, copy in zip((scores, *self._flat_lists()[2:]), own, strict=True):
+                state.append(copy)
+            return
         # proving a batch equal to the kept copies reads values: with
         # validate_args=False only where that costs no device sync
         may_read = self.request.options.validate_args or host_reads_are_free(preds)
         copies = _shared_copies.take(inputs, self.device) if may_read else None
-        if copies is None:
-            copies = _stored_form(inputs, self.device)
+        if copies is None or len(copies) < count:
+            # none kept, or kept by a metric without the judged flags: made
+            # here (only the missing ones) and kept for the next metric
+            copies = (copies or ()) + _stored_form(inputs, self.device, len(copies or ()), count)
             _shared_copies.keep(inputs, self.device, copies)
-        for state, copy in zip((scores, *self._flat_lists()[2:]), copies, strict=True):
+        lists = (scores, *self._flat_lists()[2:])
+        for state, copy in zip(lists, copies[:count], strict=True):
             state.append(copy)
 
     def _update_whole_queries(
@@ -526,16 +566,23 @@ class BaseRankingMetric(Metric):
             keep = target != self.ignore_index
             preds, target, indexes = preds[keep], target[keep], indexes[keep]
             mask = None if mask is None else mask[keep]
-            judged = None if judged is None or judged.shape != keep.shape else judged[keep]
+            judged = None if judged is None else judged[keep]
         if preds.numel() == 0:
             return
         extra = {} if judged is None else {"judged": judged}
         evaluation = _evaluate(self.request, preds, target, indexes=indexes, mask=mask, **extra)
         self._add(evaluation)
 
+    def _flat_dtypes(self) -> dict[str, torch.dtype]:
+        """The grouped layout's "cat" states and their storage dtypes: :data:`_FLAT_STATES`,
+        then the judged flags where a metric reads them."""
+        if not self._keeps_judged:
+            return _FLAT_STATES
+        return {**_FLAT_STATES, _JUDGED_STATE: torch.bool}
+
     def _flat_lists(self) -> tuple[list[Tensor], ...]:
-        """The grouped layout's "cat" states, in :data:`_FLAT_STATES` order."""
-        return tuple(getattr(self, name) for name in _FLAT_STATES)
+        """The grouped layout's "cat" states, in :meth:`_flat_dtypes` order."""
+        return tuple(getattr(self, name) for name in self._flat_dtypes())
 
     # ---------------------------------------------------------------- compute
 
@@ -567,13 +614,15 @@ class BaseRankingMetric(Metric):
             target = dim_zero_cat(self.flat_target)
             indexes = dim_zero_cat(self.flat_indexes)
             mask = dim_zero_cat(self.flat_mask)
+            judged = dim_zero_cat(getattr(self, _JUDGED_STATE)) if self._keeps_judged else None
             if self.ignore_index is not None:
                 # dropped here, not in ``update``, which must not read values
                 keep = target != self.ignore_index
                 preds, target, indexes, mask = preds[keep], target[keep], indexes[keep], mask[keep]
+                judged = None if judged is None else judged[keep]
                 if preds.numel() == 0:
                     return None
-            ranked = _rank(self.request, preds, target, indexes=indexes, mask=mask)
+            ranked = _rank(self.request, preds, target, indexes=indexes, mask=mask, judged=judged)
             _shared_rankings.store(lists, self.request, self.ignore_index, ranked)
         return _read(self.request, ranked)
 
@@ -792,24 +841,51 @@ def _read(request: RankingRequest, ranked: RankedBatch) -> Evaluation:
 # kept, by weak reference: nothing outlives the metrics' states.
 
 
+#: a grouped batch as ``update`` gets it: (scores, grades, query ids, mask, judged)
+_GroupedInputs = tuple[Tensor, Tensor, Tensor, Tensor | None, Tensor | None]
+
+
 def _stored_form(
-    inputs: tuple[Tensor, Tensor, Tensor, Tensor | None], device: torch.device
+    inputs: _GroupedInputs, device: torch.device, start: int = 0, stop: int = 4
 ) -> tuple[Tensor, ...]:
-    """Copies of a grouped batch as the states keep them: (scores, grades, query ids, mask).
+    """Copies of a grouped batch as the states keep them, fields ``start`` to ``stop``
+    of (scores, grades, query ids, mask, judged flags); a missing mask or judged:
+    all True.
 
     Always copies: a tensor already of the storage dtype would otherwise be kept
     as given, and the caller may rewrite its buffer before ``compute``.
     """
-    preds, target, indexes, mask = inputs
+    preds = inputs[0]
     storage = torch.int64 if V.is_integer_dtype(preds.dtype) else torch.float64
-    return (
-        preds.detach().to(device=device, dtype=storage, copy=True),
-        target.detach().to(device, torch.float64, copy=True),
-        indexes.detach().to(device, torch.int64, copy=True),
+    dtypes = (storage, torch.float64, torch.int64, torch.bool, torch.bool)
+    return tuple(
         torch.ones(preds.shape, dtype=torch.bool, device=device)
-        if mask is None
-        else mask.detach().to(device, copy=True),
+        if inputs[i] is None
+        else inputs[i].detach().to(device=device, dtype=dtypes[i], copy=True)  # type: ignore[union-attr]
+        for i in range(start, stop)
     )
+
+
+def _unjudged_grades(
+    target: Tensor, judged: Tensor, options: Options, ignore_index: int | None
+) -> Tensor:
+    """``target`` (float64) with the grade of every unjudged entry replaced by one that
+    is not relevant, for a metric that keeps no judged flags.
+
+    An unjudged item is never relevant (its gain 0), whatever its grade; of a
+    metric that reads no measure of judged items nothing else depends on the
+    flag, so a grade that is not relevant under the metric's threshold says the
+    same: 0, or below a threshold at or under 0. An entry ``ignore_index``
+    drops keeps its grade, and no replaced grade equals ``ignore_index``.
+    """
+    threshold = options.relevance_threshold
+    grade = 0 if threshold is None or threshold > 0 else math.floor(threshold) - 1
+    if grade == ignore_index:
+        grade -= 1
+    unjudged = ~judged
+    if ignore_index is not None:
+        unjudged &= target != ignore_index
+    return torch.where(unjudged, grade, target.to(torch.float64))
 
 
 def _same(a: Tensor, b: Tensor) -> bool:
@@ -823,10 +899,12 @@ class _SharedCopies(threading.local):
         self.inputs: tuple[object, ...] = ()
         self.copies: tuple[weakref.ref[Tensor], ...] = ()
 
-    def take(
-        self, inputs: tuple[Tensor, Tensor, Tensor, Tensor | None], device: torch.device
-    ) -> tuple[Tensor, ...] | None:
-        """The kept copies if ``inputs`` are the same objects and still equal to them."""
+    def take(self, inputs: _GroupedInputs, device: torch.device) -> tuple[Tensor, ...] | None:
+        """The kept copies if ``inputs`` are the same objects and still equal to them.
+
+        Four copies, or five (the judged flags too) when a metric that keeps
+        them made or completed them.
+        """
         if len(self.inputs) != len(inputs) + 1 or self.inputs[-1] != device:
             return None
         if not all(_alive(kept) is given for kept, given in zip(self.inputs, inputs, strict=False)):
@@ -835,12 +913,12 @@ class _SharedCopies(threading.local):
         kept = tuple(c for c in copies if c is not None)
         if len(kept) != len(copies):
             return None
-        fresh = _stored_form(inputs, device)  # dropped once compared
+        fresh = _stored_form(inputs, device, 0, len(kept))  # dropped once compared
         return kept if all(_same(a, b) for a, b in zip(fresh, kept, strict=True)) else None
 
     def keep(
         self,
-        inputs: tuple[Tensor, Tensor, Tensor, Tensor | None],
+        inputs: _GroupedInputs,
         device: torch.device,
         copies: tuple[Tensor, ...],
     ) -> None:
