@@ -121,8 +121,6 @@ def _check_against_reference(preds, target, mask, judged_dense, ties, got, ks, p
     for q in range(preds.shape[0]):
         args = (preds[q].tolist(), target[q].tolist(), mask[q].tolist(), judged_dense[q].tolist())
         for metric, takes_k in JUDGED_MEASURES.items():
-            if metric == "infap" and ties == "average":
-                continue
             for k in ks if takes_k else [None]:
                 key = metric if k is None else f"{metric}@{k}"
                 expected = reference_judged_measure(
@@ -133,10 +131,6 @@ def _check_against_reference(preds, target, mask, judged_dense, ties, got, ks, p
                     assert metric not in JUDGED_ALWAYS_DEFINED and math.isnan(value), (key, q)
                 else:
                     assert value == pytest.approx(expected, abs=1e-12), (key, q, ties)
-
-
-def _exact(ties: str) -> list[str]:
-    return [m for m in JUDGED_MEASURES if ties != "average" or m != "infap"]
 
 
 @pytest.mark.parametrize("ties", TIES)
@@ -152,14 +146,14 @@ def test_brute_force_dense_and_grouped(ties, seed):
         "reduction": "none",
         "rbp_persistence": 0.7,
     }
-    got = rank_metrics(preds, target, _exact(ties), top_k=ks, **options)
+    got = rank_metrics(preds, target, list(JUDGED_MEASURES), top_k=ks, **options)
     _check_against_reference(preds, target, mask, judged, ties, got, ks, 0.7)
     # the grouped layout: one (M,) entry per item, judged (M,) bool
     indexes = torch.arange(preds.shape[0]).repeat_interleave(preds.shape[1])
     grouped = rank_metrics(
         preds.flatten(),
         target.flatten(),
-        _exact(ties),
+        list(JUDGED_MEASURES),
         top_k=ks,
         indexes=indexes,
         **{**options, "mask": mask.flatten(), "judged": judged.flatten()},
@@ -182,7 +176,7 @@ def test_brute_force_item_ids(ties):
     judged_ids[::3, 3] = -1
     ks = [1, 2, 5, 9]
     options = {"ties": ties, "empty_target_action": "skip", "reduction": "none"}
-    got = rank_metrics(preds, ids, _exact(ties), top_k=ks, judged=judged_ids, **options)
+    got = rank_metrics(preds, ids, list(JUDGED_MEASURES), top_k=ks, judged=judged_ids, **options)
     target = torch.zeros(queries, items, dtype=torch.int64)
     judged = torch.zeros(queries, items, dtype=torch.bool)
     for q in range(queries):
@@ -195,15 +189,10 @@ def test_brute_force_item_ids(ties):
     mask = torch.ones(queries, items, dtype=torch.bool)
     _check_against_reference(preds, target, mask, judged, ties, got, ks, 0.8)
     # without `judged`, every item is judged: as a dense all-True mask
-    every = rank_metrics(preds, ids, _exact(ties), top_k=ks, **options)
-    dense = rank_metrics(preds, target, _exact(ties), top_k=ks, **options)
+    every = rank_metrics(preds, ids, list(JUDGED_MEASURES), top_k=ks, **options)
+    dense = rank_metrics(preds, target, list(JUDGED_MEASURES), top_k=ks, **options)
     for key, values in every.items():
         torch.testing.assert_close(dense[key], values, equal_nan=True, rtol=0, atol=1e-12)
-
-
-def test_infap_refuses_average():
-    with pytest.raises(ValueError, match="infap is exact only under ties in"):
-        rank_metrics(torch.rand(2, 4), torch.ones(2, 4), ["infap"], top_k=None, ties="average")
 
 
 # --------------------------------------------------------------------------- pytrec_eval, ranx
@@ -380,12 +369,12 @@ def test_embedding_scores_count_the_judged_items(ties):
         for excluded in (None, exclude):
             embedded = EmbeddingScores(queries, items, chunk_size=4, exclude=excluded)
             got = rank_metrics(
-                embedded, target, _exact(ties), top_k=[1, 3, 20], judged=judged_ids, **options
+                embedded, target, list(JUDGED_MEASURES), top_k=[1, 3, 20], judged=judged_ids, **options
             )
             expected = rank_metrics(
                 queries @ items.T,
                 target,
-                _exact(ties),
+                list(JUDGED_MEASURES),
                 top_k=[1, 3, 20],
                 judged=judged_ids,
                 mask=None if excluded is None else mask,
@@ -490,7 +479,7 @@ def test_item_ids_ranked_and_counted_agree(ties):
     ids = torch.randint(-1, 8, (9, 3), generator=g)
     judged = torch.randint(-1, 8, (9, 4), generator=g)
     rule = GainRule(None, "exponential")
-    metrics = get_metrics(_exact(ties))
+    metrics = get_metrics(list(JUDGED_MEASURES))
     options = Options(ties=ties, empty_target_action="skip")
     values = []
     for method in ("count", "rank"):
