@@ -237,6 +237,8 @@ def _rbp_resid(c: Cutoff, options: Options) -> MetricValue:
     residual = p**n + (1 - p) * judged.unjudged_geometric(p)
     value = torch.where(judged.unjudged_ranked > 0, residual, 0.0)
     return value.unsqueeze(1).expand_as(c.k), _always(c)
+
+
 # -- G, ndcg_rel, Rndcg (issue 13) ---------------------------------------------------------
 
 

@@ -231,6 +231,7 @@ class RankStats(ListStats):
             cached = JudgedStats(self.list, self._relevance, self.relevance, self.position)
             self.__dict__["_judged"] = cached
         return cached
+
     # -- G, ndcg_rel, Rndcg (issue 13): computed only when one of them is read ----
 
     @cached_property

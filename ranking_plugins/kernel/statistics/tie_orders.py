@@ -128,7 +128,7 @@ IPREC_AVERAGE_STEPS_MAX = 10**8
 
 
 def check_average_steps(measure: str, what: str, steps: int, budget: int, groups: str) -> None:
-    """Refuse (ValueError) an exact expectation under "average" that would take over ``budget`` steps.
+    """Refuse (ValueError) an exact expectation under "average" taking over ``budget`` steps.
 
     ``measure``: the metric names; ``what``: what the expectation is;
     ``groups``: the size of the query's largest tie groups, in words.
@@ -216,9 +216,9 @@ def _expected_max_precision(groups: Sequence[tuple[int, int, int, int]], n: int)
     return math.fsum(s * (1 - float(p)) for s, p in zip(steps, below.tolist(), strict=True))
 
 
-#: the most (s, w) terms :func:`expected_infap_terms` sums for one query (about a second
-#: per 10^7 on one CPU core, in blocks of bounded memory); beyond, it refuses
-INFAP_AVERAGE_STEPS_MAX = 10**9
+#: the most (s, w) terms :func:`expected_infap_terms` sums for one query (about a
+#: second per 10^7 on one CPU core, in blocks of bounded memory); beyond, it refuses
+INFAP_AVERAGE_STEPS_MAX = 10**8
 
 #: trec_eval's INFAP_EPSILON (trec_eval.h)
 INFAP_EPSILON = 0.00001
@@ -252,20 +252,22 @@ def expected_infap_terms(
     members, m - 1 are relevant or judged non-relevant (m = r + n_g) and z
     are neither (z = t - m). The member's rank s among the m is uniform over
     0..m-1; given s, the number w of the z placed before it has the negative
-    hypergeometric chance C(s + w, s) C(m - s - 1 + z - w, z - w) / C(m + z, m)
-    (log-binomials: nothing overflows); given s, the relevant ones among the
-    s are hypergeometric with mean s (r - 1)/(m - 1), and given w the
-    pooled-only ones among the w have mean w u_g / z, independently. As
-    ρ + n = ρ0 + n0 + s, the term is linear in each of those two counts given
-    (s, w), so
+    hypergeometric chance P(w | s) = C(s + w, s) C(m - s - 1 + z - w, z - w)
+    / C(m + z, m); the relevant ones among the s are hypergeometric with mean
+    s (r - 1)/(m - 1), and the pooled-only ones among the w have mean
+    π w, π = u_g / z, independently. As ρ + n = ρ0 + n0 + s, the term is
+    linear in each of those two counts given (s, w), so with
+    p(s) = (ρ0 + s (r - 1)/(m - 1) + ε) / (ρ0 + n0 + s + 2ε),
 
-        E = (1/m) Σ_s Σ_w P(w | s) (1 + (d0 + s + w u_g/z)
-            (ρ0 + s (r - 1)/(m - 1) + ε) / (ρ0 + n0 + s + 2ε)) / (T + s + w + 1).
+        E = (1/m) Σ_s [(1 + (d0 + s) p(s)) A(s) + π p(s) B(s)],
+        A(s) = Σ_w P(w | s) / (T + s + w + 1),  B(s) = Σ_w P(w | s) w / (T + s + w + 1).
 
-    Cost: m (z + 1) terms per group (at most t²/4 + t), summed in blocks of
+    P comes from a table of log-factorials (nothing overflows; each row of
+    chances is divided by its own sum, so a rounding common to the row cancels).
+    Cost: m (z + 1) terms per group (at most (t + 1)² / 4), in blocks of
     bounded memory. Beyond :data:`INFAP_AVERAGE_STEPS_MAX` terms for a query
-    it raises a ValueError (never an approximate number); this reads the
-    sizes on the host.
+    it raises a ValueError (never an approximate number); the sizes are read
+    on the host.
     """
     dtype, device = torch.float64, start.device
     r, t = relevant.to(dtype), size.to(dtype)
@@ -283,30 +285,58 @@ def expected_infap_terms(
         INFAP_AVERAGE_STEPS_MAX,
         f"largest: {int(t[largest])} items, {int(m[largest])} of them relevant or judged",
     )
-    rho0, n0 = relevant_before.to(dtype), nonrelevant_before.to(dtype)
-    d0 = rho0 + n0 + pooled_before.to(dtype)
-    share_relevant = torch.where(m > 1, (r - 1) / (m - 1).clamp(min=1), 0.0)
-    share_pooled = torch.where(z > 0, pooled_only.to(dtype) / z.clamp(min=1), 0.0)
-    log_total = _log_binomial(m + z, m)
-    ends = torch.cumsum(steps, dim=0)
-    total = int(ends[-1]) if ends.numel() else 0
-    expected = torch.zeros_like(t)
+    # one row per (group, s)
+    group = torch.repeat_interleave(torch.arange(m.numel(), device=device), m.to(torch.int64))
+    s = torch.arange(group.numel(), dtype=dtype, device=device)
+    s = s - (torch.cumsum(m, 0) - m)[group]
+    mg, zg = m[group], z[group]
+    log_factorial = torch.lgamma(
+        torch.arange(int(t.max()) + 1, dtype=dtype, device=device) + 1
+    )  # t.max() + 1 entries
+    # per row: log C(m + z, m) + log s! + log (m - s - 1)! (a chance is at least 1 / (z + 1)
+    # at the row's mode: nothing underflows there), the last index of the second binomial,
+    # and the place T + s + 1 before the others
+    row_log = (
+        log_factorial[(mg + zg).to(torch.int64)]
+        - log_factorial[zg.to(torch.int64)]
+        + log_factorial[s.to(torch.int64)]
+        + log_factorial[(mg - s - 1).to(torch.int64)]
+    )
+    s_index, z_index = s.to(torch.int64), zg.to(torch.int64)
+    high = (mg - s - 1 + zg).to(torch.int64)
+    place = start.to(dtype)[group] + s + 1
+    a_sum, b_sum, p_sum = (torch.zeros_like(s) for _ in range(3))
+    width = zg + 1
+    ends = torch.cumsum(width, 0).to(torch.int64)
+    row_start = ends - width.to(torch.int64)
+    total = int(ends[-1])
     for first in range(0, total, _INFAP_BLOCK):
-        e = torch.arange(first, min(first + _INFAP_BLOCK, total), dtype=dtype, device=device)
-        group = torch.searchsorted(ends, e, right=True)
-        local = e - (ends[group] - steps[group])
-        width = z[group] + 1
-        s = torch.div(local, width, rounding_mode="floor")
-        w = local - s * width
-        mg, zg = m[group], z[group]
+        # the block's terms: each one's row and its w
+        e = torch.arange(first, min(first + _INFAP_BLOCK, total), device=device)
+        row = torch.searchsorted(ends, e, right=True)
+
+        def at(values: Tensor, index: Tensor = row) -> Tensor:
+            return torch.index_select(values, 0, index)  # faster than indexing on the CPU
+
+        w = e - at(row_start)
         log_p = (
-            _log_binomial(s + w, s)
-            + _log_binomial(mg - s - 1 + zg - w, zg - w)
-            - log_total[group]
+            at(log_factorial, at(s_index) + w)
+            - at(log_factorial, w)
+            + at(log_factorial, at(high) - w)
+            - at(log_factorial, at(z_index) - w)
+            - at(row_log)
         )
-        rho = rho0[group] + s * share_relevant[group] + INFAP_EPSILON
-        precision = rho / (rho0[group] + n0[group] + s + 2 * INFAP_EPSILON)
-        pooled = d0[group] + s + w * share_pooled[group]
-        term = (1 + pooled * precision) / (start[group].to(dtype) + s + w + 1)
-        expected.index_add_(0, group, torch.exp(log_p) * term / mg)
-    return expected
+        p = torch.exp(log_p)
+        wf = w.to(dtype)
+        inverse = p / (at(place) + wf)
+        p_sum.index_add_(0, row, p)
+        a_sum.index_add_(0, row, inverse)
+        b_sum.index_add_(0, row, inverse * wf)
+    a, b = a_sum / p_sum, b_sum / p_sum
+    rho0, n0 = relevant_before.to(dtype)[group], nonrelevant_before.to(dtype)[group]
+    d0 = rho0 + n0 + pooled_before.to(dtype)[group]
+    share_relevant = torch.where(mg > 1, (r[group] - 1) / (mg - 1).clamp(min=1), 0.0)
+    share_pooled = torch.where(zg > 0, pooled_only.to(dtype)[group] / zg.clamp(min=1), 0.0)
+    precision = (rho0 + s * share_relevant + INFAP_EPSILON) / (rho0 + n0 + s + 2 * INFAP_EPSILON)
+    value = (1 + (d0 + s) * precision) * a + share_pooled * precision * b
+    return torch.zeros_like(t).index_add_(0, group, value / mg)
