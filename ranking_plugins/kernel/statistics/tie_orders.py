@@ -216,8 +216,8 @@ def _expected_max_precision(groups: Sequence[tuple[int, int, int, int]], n: int)
     return math.fsum(s * (1 - float(p)) for s, p in zip(steps, below.tolist(), strict=True))
 
 
-#: the most (s, w) terms :func:`expected_infap_terms` sums for one query (about a
-#: second per 10^7 on one CPU core, in blocks of bounded memory); beyond, it refuses
+#: the most (s, w) terms :func:`expected_infap_terms` sums for one query (0.4 to 1 s
+#: per 10^7 on one CPU core, ``benchmarks/bench_judged.py``); beyond, it refuses
 INFAP_AVERAGE_STEPS_MAX = 10**8
 
 #: trec_eval's INFAP_EPSILON (trec_eval.h)
