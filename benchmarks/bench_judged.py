@@ -10,7 +10,9 @@ after it) are compared as ratios measured in one run::
     python benchmarks/bench_judged.py --tree /path/to/before --tree . --rounds 3
 
 With one tree it also times the judged measures (bpref, unj@k, ...) beside
-map on workload 1's tensors, with and without a ``judged`` mask.
+map on workload 1's tensors, with and without a ``judged`` mask, and infAP
+under ``ties="first"`` and ``"average"`` on one tie group of 100,100 items
+(10^7 terms of its exact sum under "average").
 
 ``--ops`` counts the torch operations each row runs instead of timing it
 (``TorchDispatchMode``): a count that load cannot blur. Equal counts in both
@@ -89,6 +91,20 @@ def _rows(quick: bool, judged_rows: bool) -> dict[str, Callable[[], object]]:
         rows["W1 unj@10, judged mask"] = lambda: rank_metrics(
             fresh(), target, "unj", 10, judged=judged
         )
+        # infAP under "average": one query, one tie group of m = 100 relevant or judged
+        # items and z = 10^5 others (10^7 terms of tie_orders.expected_infap_terms)
+        size = 100 + 10**5
+        tied = [torch.zeros(1, size) for _ in range(3)]
+        tied_turn = iter(range(10**9))
+        tied_grades = torch.zeros(1, size, dtype=torch.long)
+        tied_grades[0, :50] = 1
+        tied_grades[0, 100:10100] = -1  # pooled, not judged
+        tied_judged = torch.zeros(1, size, dtype=torch.bool)
+        tied_judged[0, :10100] = True
+        for ties in ("first", "average"):
+            rows[f"infap, 1 group of {size} (10^7 terms), {ties}"] = lambda t=ties: rank_metrics(
+                tied[next(tied_turn) % 3], tied_grades, "infap", None, judged=tied_judged, ties=t
+            )
     return rows
 
 

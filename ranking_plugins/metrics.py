@@ -155,8 +155,6 @@ def _bin_g(c: Cutoff, options: Options) -> MetricValue:
 
 #: trec_eval's recall levels of iprec_at_recall and 11pt_avg
 RECALL_LEVELS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
-#: the tie policies under which interpolated precision is exact (groups of interchangeable items)
-ORDERED_TIES = ("first", "pessimistic", "optimistic")
 
 
 def _iprec_at(level: int) -> Callable[[Cutoff, Options], MetricValue]:
@@ -473,7 +471,6 @@ METRICS: dict[str, Metric] = {
             higher_is_better=True,
             value=_infap,
             cutoff="whole_list",
-            ties=ORDERED_TIES,
             judgments=True,
         ),
         Metric(
@@ -554,6 +551,7 @@ METRICS: dict[str, Metric] = {
 HOST_UNDER_AVERAGE = (
     "err",
     "g",
+    "infap",
     "11pt_avg",
     *(f"iprec_at_recall_{level:.2f}" for level in RECALL_LEVELS),
 )

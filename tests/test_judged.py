@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import random
+from fractions import Fraction
 from functools import cache
 from pathlib import Path
 
@@ -25,6 +26,7 @@ from trec_files import TOL_PRINTED, read_qrels, read_run, read_trec_eval_output,
 from ranking_plugins import rank_metrics
 from ranking_plugins.cli import main
 from ranking_plugins.embeddings import EmbeddingScores
+from ranking_plugins.kernel.statistics.tie_orders import INFAP_EPSILON, expected_infap_terms
 from ranking_plugins.totals import geometric_mean
 
 CASES = {
@@ -121,8 +123,6 @@ def _check_against_reference(preds, target, mask, judged_dense, ties, got, ks, p
     for q in range(preds.shape[0]):
         args = (preds[q].tolist(), target[q].tolist(), mask[q].tolist(), judged_dense[q].tolist())
         for metric, takes_k in JUDGED_MEASURES.items():
-            if metric == "infap" and ties == "average":
-                continue
             for k in ks if takes_k else [None]:
                 key = metric if k is None else f"{metric}@{k}"
                 expected = reference_judged_measure(
@@ -133,10 +133,6 @@ def _check_against_reference(preds, target, mask, judged_dense, ties, got, ks, p
                     assert metric not in JUDGED_ALWAYS_DEFINED and math.isnan(value), (key, q)
                 else:
                     assert value == pytest.approx(expected, abs=1e-12), (key, q, ties)
-
-
-def _exact(ties: str) -> list[str]:
-    return [m for m in JUDGED_MEASURES if ties != "average" or m != "infap"]
 
 
 @pytest.mark.parametrize("ties", TIES)
@@ -152,14 +148,14 @@ def test_brute_force_dense_and_grouped(ties, seed):
         "reduction": "none",
         "rbp_persistence": 0.7,
     }
-    got = rank_metrics(preds, target, _exact(ties), top_k=ks, **options)
+    got = rank_metrics(preds, target, list(JUDGED_MEASURES), top_k=ks, **options)
     _check_against_reference(preds, target, mask, judged, ties, got, ks, 0.7)
     # the grouped layout: one (M,) entry per item, judged (M,) bool
     indexes = torch.arange(preds.shape[0]).repeat_interleave(preds.shape[1])
     grouped = rank_metrics(
         preds.flatten(),
         target.flatten(),
-        _exact(ties),
+        list(JUDGED_MEASURES),
         top_k=ks,
         indexes=indexes,
         **{**options, "mask": mask.flatten(), "judged": judged.flatten()},
@@ -182,7 +178,7 @@ def test_brute_force_item_ids(ties):
     judged_ids[::3, 3] = -1
     ks = [1, 2, 5, 9]
     options = {"ties": ties, "empty_target_action": "skip", "reduction": "none"}
-    got = rank_metrics(preds, ids, _exact(ties), top_k=ks, judged=judged_ids, **options)
+    got = rank_metrics(preds, ids, list(JUDGED_MEASURES), top_k=ks, judged=judged_ids, **options)
     target = torch.zeros(queries, items, dtype=torch.int64)
     judged = torch.zeros(queries, items, dtype=torch.bool)
     for q in range(queries):
@@ -195,15 +191,75 @@ def test_brute_force_item_ids(ties):
     mask = torch.ones(queries, items, dtype=torch.bool)
     _check_against_reference(preds, target, mask, judged, ties, got, ks, 0.8)
     # without `judged`, every item is judged: as a dense all-True mask
-    every = rank_metrics(preds, ids, _exact(ties), top_k=ks, **options)
-    dense = rank_metrics(preds, target, _exact(ties), top_k=ks, **options)
+    every = rank_metrics(preds, ids, list(JUDGED_MEASURES), top_k=ks, **options)
+    dense = rank_metrics(preds, target, list(JUDGED_MEASURES), top_k=ks, **options)
     for key, values in every.items():
         torch.testing.assert_close(dense[key], values, equal_nan=True, rtol=0, atol=1e-12)
 
 
-def test_infap_refuses_average():
-    with pytest.raises(ValueError, match="infap is exact only under ties in"):
-        rank_metrics(torch.rand(2, 4), torch.ones(2, 4), ["infap"], top_k=None, ties="average")
+def _infap_group_by_composition(
+    start, size, relevant, nonrelevant, pooled_only, rho0, n0, u0
+) -> Fraction:
+    """One relevant member's expected infAP term, summed over its place k in the group and
+    the (multivariate hypergeometric) kinds of the k - 1 members before it, in fractions."""
+    eps = Fraction(INFAP_EPSILON)
+    others = size - relevant - nonrelevant - pooled_only  # not pooled
+    total = Fraction(0)
+    for k in range(1, size + 1):
+        ways = math.comb(size - 1, k - 1)
+        for a in range(relevant):
+            for b in range(nonrelevant + 1):
+                for c in range(pooled_only + 1):
+                    rest = k - 1 - a - b - c
+                    if rest < 0 or rest > others:
+                        continue
+                    chance = Fraction(
+                        math.comb(relevant - 1, a)
+                        * math.comb(nonrelevant, b)
+                        * math.comb(pooled_only, c)
+                        * math.comb(others, rest),
+                        ways,
+                    )
+                    rho, n, u = rho0 + a, n0 + b, u0 + c
+                    precision = (rho + eps) / (rho + n + 2 * eps)
+                    total += chance * (1 + (rho + n + u) * precision) / (start + k)
+    return total / size
+
+
+def test_infap_average_group_expectation_by_composition():
+    """Tie groups too large for every order (up to 16 members): the expectation by rank
+    among the relevant and judged members equals the sum over places and compositions."""
+    rng = random.Random(5)
+    groups = [(0, 1, 1, 0, 0, 0, 0, 0), (0, 3, 1, 0, 0, 0, 0, 0), (0, 4, 4, 0, 0, 0, 0, 0)]
+    for _ in range(25):
+        size = rng.randint(2, 16)
+        relevant = rng.randint(1, size)
+        nonrelevant = rng.randint(0, size - relevant)
+        pooled_only = rng.randint(0, size - relevant - nonrelevant)
+        start = rng.randint(0, 30)
+        rho0 = rng.randint(0, start)
+        n0 = rng.randint(0, start - rho0)
+        u0 = rng.randint(0, start - rho0 - n0)
+        groups.append((start, size, relevant, nonrelevant, pooled_only, rho0, n0, u0))
+    columns = torch.tensor(groups, dtype=torch.float64).T
+    query = torch.arange(len(groups)) % 3
+    got = expected_infap_terms(query, *columns)
+    for g, group in enumerate(groups):
+        expected = float(_infap_group_by_composition(*group))
+        assert float(got[g]) == pytest.approx(expected, rel=1e-12, abs=0), group
+
+
+def test_infap_average_refuses_beyond_its_size():
+    """A tie group too large for the exact sum: a clear error naming the other policies."""
+    scores = torch.zeros(1, 30000)
+    grades = torch.zeros(1, 30000, dtype=torch.int64)
+    judged = torch.zeros(1, 30000, dtype=torch.bool)
+    grades[0, :5000] = 1
+    judged[0, :10000] = True  # m = 10000 relevant or judged, z = 20000 others: 2e8 terms
+    with pytest.raises(ValueError, match=r"infap.*under `ties='average'`.*pass ties='first'"):
+        rank_metrics(scores, grades, ["infap"], top_k=None, judged=judged, ties="average")
+    first = rank_metrics(scores, grades, ["infap"], top_k=None, judged=judged, ties="first")
+    assert 0 < float(first["infap"]) <= 1
 
 
 # --------------------------------------------------------------------------- pytrec_eval, ranx
@@ -380,12 +436,17 @@ def test_embedding_scores_count_the_judged_items(ties):
         for excluded in (None, exclude):
             embedded = EmbeddingScores(queries, items, chunk_size=4, exclude=excluded)
             got = rank_metrics(
-                embedded, target, _exact(ties), top_k=[1, 3, 20], judged=judged_ids, **options
+                embedded,
+                target,
+                list(JUDGED_MEASURES),
+                top_k=[1, 3, 20],
+                judged=judged_ids,
+                **options,
             )
             expected = rank_metrics(
                 queries @ items.T,
                 target,
-                _exact(ties),
+                list(JUDGED_MEASURES),
                 top_k=[1, 3, 20],
                 judged=judged_ids,
                 mask=None if excluded is None else mask,
@@ -494,7 +555,7 @@ def test_item_ids_ranked_and_counted_agree(ties):
     ids = torch.randint(-1, 8, (9, 3), generator=g)
     judged = torch.randint(-1, 8, (9, 4), generator=g)
     rule = GainRule(None, "exponential")
-    metrics = get_metrics(_exact(ties))
+    metrics = get_metrics(list(JUDGED_MEASURES))
     options = Options(ties=ties, empty_target_action="skip")
     values = []
     for method in ("count", "rank"):

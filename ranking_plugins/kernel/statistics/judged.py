@@ -16,7 +16,11 @@ tie policy where the measure is a sum of per-group terms:
   difference of prefix sums of min(v, R) (:func:`capped_prefix_sum`);
 * under the ordered policies a group that holds a relevant item holds only
   relevant items, so those counts are the counts before the group, and the
-  same formulas give the deterministic value.
+  same formulas give the deterministic value;
+* infAP's term reads the place and three counts before the item, not a sum
+  of per-position terms: under "average" a group that mixes relevant and
+  other items is summed over its orders
+  (:func:`~ranking_plugins.kernel.statistics.tie_orders.expected_infap_terms`).
 
 Made only when a measure of judged items is read (``RankStats.judgments``):
 the requests of the other metrics never pay for it.
@@ -33,9 +37,7 @@ from torch import Tensor
 from ranking_plugins.kernel.inputs.relevance import Relevance
 from ranking_plugins.kernel.ranking.tie_groups import RankedList
 from ranking_plugins.kernel.statistics.closed_forms import geometric_weight_sum
-
-#: trec_eval's INFAP_EPSILON (trec_eval.h)
-INFAP_EPSILON = 0.00001
+from ranking_plugins.kernel.statistics.tie_orders import INFAP_EPSILON, expected_infap_terms
 
 
 class JudgedReadings(Protocol):
@@ -164,16 +166,39 @@ class JudgedStats:
 
         (1 + d · (ρ + ε) / (ρ + n + 2ε)) / j, with ρ relevant, n judged
         non-relevant and d = ρ + n + u pooled items before it (u pooled but not
-        judged). Exact under the ordered tie policies only (the metric refuses
-        "average"): there a group with a relevant item holds only relevant items.
+        judged). A group of relevant items only (every group that holds one,
+        under the ordered policies) gives each place its deterministic term;
+        under "average" a group that mixes relevant and other items gives r
+        times a member's expected term
+        (:func:`~ranking_plugins.kernel.statistics.tie_orders.expected_infap_terms`).
         """
         g = self.list
         rho = g.relevant_before + (self.position - g.group_start - 1)
         n = self._before_group(self._nonrelevant_judged)
         u = self._before_group(self._pooled_unjudged)
         precision = (rho + INFAP_EPSILON) / (rho + n + 2 * INFAP_EPSILON)
-        term = (1 + (rho + n + u) * precision) / self.position
-        return (self.place_relevance * term).sum(dim=1)
+        term = self.place_relevance * (1 + (rho + n + u) * precision) / self.position
+        if not g.shared_ties:
+            return term.sum(dim=1)
+        mixed = g.ranked & (g.group_relevant > 0) & (g.group_size > g.group_relevant)
+        total = torch.where(mixed, 0.0, term).sum(dim=1)
+        first = mixed & (self.position - 1 == g.group_start)
+        if not bool(first.any()):
+            return total
+        rows, places = first.nonzero(as_tuple=True)
+        relevant = g.group_relevant[rows, places]
+        expected = expected_infap_terms(
+            rows,
+            g.group_start[rows, places],
+            g.group_size[rows, places],
+            relevant,
+            self._group_total(self._nonrelevant_judged)[rows, places],
+            self._group_total(self._pooled_unjudged)[rows, places],
+            g.relevant_before[rows, places],
+            n[rows, places],
+            u[rows, places],
+        )
+        return total.index_add(0, rows, relevant * expected)
 
 
 class CountedJudgedStats:
@@ -230,6 +255,8 @@ class CountedJudgedStats:
             lo = torch.where(relevant, above, above + rel_tied)
             m = torch.where(relevant, rel_tied + 1, tied - rel_tied + 1)
         self._lo, self._m = lo, m
+        #: under "average": each tracked item's tie group, for infAP's expectation
+        self._groups = (above, tied, rel_above, rel_tied, jn_above, jn_tied)
         # bpref: judged non-relevant items before a relevant one: J + U, U uniform 0..n
         if ties == "average":
             self._before, self._inside = jn_above, jn_tied
@@ -286,7 +313,41 @@ class CountedJudgedStats:
 
     @cached_property
     def infap_sum(self) -> Tensor:
+        """As :attr:`JudgedStats.infap_sum` (no pooled-only items: a listed id is judged).
+
+        Under "average" a relevant item whose tie group holds other items takes
+        its expected term, once per group
+        (:func:`~ranking_plugins.kernel.statistics.tie_orders.expected_infap_terms`).
+        """
         rho, n = self._rho, self._before
         precision = (rho + INFAP_EPSILON) / (rho + n + 2 * INFAP_EPSILON)
-        term = (1 + (rho + n) * precision) / self._place
-        return torch.where(self.relevant, term, 0.0).sum(dim=1)
+        term = torch.where(self.relevant, (1 + (rho + n) * precision) / self._place, 0.0)
+        if self.ties != "average":
+            return term.sum(dim=1)
+        above, tied, rel_above, rel_tied, jn_above, jn_tied = self._groups
+        mixed = self.relevant & (tied > rel_tied)
+        if not bool(mixed.any()):
+            return term.sum(dim=1)
+        rows, cols = mixed.nonzero(as_tuple=True)
+        # the relevant members of a group report it alike: one expectation per group
+        keys = torch.stack([rows, above[rows, cols].to(torch.int64)])
+        _, inverse = torch.unique(keys, dim=1, return_inverse=True)
+        first = torch.full((int(inverse.max()) + 1,), rows.numel(), device=rows.device)
+        first = first.scatter_reduce(
+            0, inverse, torch.arange(rows.numel(), device=rows.device), reduce="amin"
+        )
+        q, i = rows[first], cols[first]
+        zero = torch.zeros_like(above[q, i])
+        expected = expected_infap_terms(
+            q,
+            above[q, i],
+            tied[q, i] + 1,
+            rel_tied[q, i] + 1,
+            jn_tied[q, i],
+            zero,
+            rel_above[q, i],
+            jn_above[q, i],
+            zero,
+        )
+        term = term.index_put((rows, cols), expected[inverse])
+        return term.sum(dim=1)

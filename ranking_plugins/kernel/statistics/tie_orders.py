@@ -14,6 +14,12 @@ group's place ``u + 1`` the members before it are a uniformly random
   first u places (a product over the members placed there).
 * :func:`expected_interpolated_precision`: trec_eval's iprec_at_recall (an
   expected maximum of precisions).
+* :func:`expected_infap_terms`: trec_eval's infAP (a term that reads the
+  relevant, judged non-relevant and pooled items before the member).
+
+Where the exact sum can grow past what a call should take, it is bounded by a
+step budget (:data:`IPREC_AVERAGE_STEPS_MAX`, :data:`INFAP_AVERAGE_STEPS_MAX`)
+and refused beyond it (:func:`check_average_steps`): never an approximation.
 """
 
 from __future__ import annotations
@@ -121,6 +127,20 @@ def _log_binomial(n: Tensor, k: Tensor) -> Tensor:
 IPREC_AVERAGE_STEPS_MAX = 10**8
 
 
+def check_average_steps(measure: str, what: str, steps: int, budget: int, groups: str) -> None:
+    """Refuse (ValueError) an exact expectation under "average" taking over ``budget`` steps.
+
+    ``measure``: the metric names; ``what``: what the expectation is;
+    ``groups``: the size of the query's largest tie groups, in words.
+    """
+    if steps > budget:
+        raise ValueError(
+            f"{measure} under `ties='average'` is {what}; this query's tie groups "
+            f"({groups}) would take about {steps:.1e} exact steps, beyond {budget:.0e}: "
+            "pass ties='first', 'pessimistic' or 'optimistic', or break the ties in the scores"
+        )
+
+
 def expected_interpolated_precision(
     groups: Sequence[tuple[int, int, int, int]], needed: Sequence[int]
 ) -> list[float]:
@@ -146,15 +166,14 @@ def expected_interpolated_precision(
     steps = sum(r * (t - r + 1) for _, t, r, _ in groups) * sum(
         t * (r + 1) for _, t, r, _ in groups
     )
-    if steps * len(set(needed)) > IPREC_AVERAGE_STEPS_MAX:
-        raise ValueError(
-            "interpolated precision (iprec_at_recall_*, 11pt_avg) under `ties='average'` "
-            f"is an expected maximum over the orders of each tie group; this query's tie "
-            f"groups (largest: {max(t for _, t, _, _ in groups)} items, "
-            f"{max(r for _, _, r, _ in groups)} relevant) would take about "
-            f"{steps * len(set(needed)):.1e} exact steps, beyond {IPREC_AVERAGE_STEPS_MAX:.0e}: "
-            "pass ties='first', 'pessimistic' or 'optimistic', or break the ties in the scores"
-        )
+    check_average_steps(
+        "interpolated precision (iprec_at_recall_*, 11pt_avg)",
+        "an expected maximum over the orders of each tie group",
+        steps * len(set(needed)),
+        IPREC_AVERAGE_STEPS_MAX,
+        f"largest: {max(t for _, t, _, _ in groups)} items, "
+        f"{max(r for _, _, r, _ in groups)} relevant",
+    )
     results: dict[int, float] = {}
     for n in needed:
         if n not in results:
@@ -195,3 +214,129 @@ def _expected_max_precision(groups: Sequence[tuple[int, int, int, int]], n: int)
         below = below * state.sum(dim=1)
     steps = [float(values[0])] + [float(b - a) for a, b in itertools.pairwise(values)]
     return math.fsum(s * (1 - float(p)) for s, p in zip(steps, below.tolist(), strict=True))
+
+
+#: the most (s, w) terms :func:`expected_infap_terms` sums for one query (0.4 to 1 s
+#: per 10^7 on one CPU core, ``benchmarks/bench_judged.py``); beyond, it refuses
+INFAP_AVERAGE_STEPS_MAX = 10**8
+
+#: trec_eval's INFAP_EPSILON (trec_eval.h)
+INFAP_EPSILON = 0.00001
+
+#: the (s, w) terms summed at once (bounds the memory, about 30 MiB)
+_INFAP_BLOCK = 2**18
+
+
+def expected_infap_terms(
+    query: Tensor,
+    start: Tensor,
+    size: Tensor,
+    relevant: Tensor,
+    nonrelevant: Tensor,
+    pooled_only: Tensor,
+    relevant_before: Tensor,
+    nonrelevant_before: Tensor,
+    pooled_before: Tensor,
+) -> Tensor:
+    """(G,) E[trec_eval's infAP term of one relevant member] of each tie group, over its orders.
+
+    Each argument is (G,), one entry per tie group: ``query`` its row (for the
+    step budget), T (``start``) items ranked before it, t (``size``) members,
+    r ≥ 1 of them relevant, n_g judged non-relevant (``nonrelevant``), u_g
+    pooled but not judged (``pooled_only``, grade < 0), and ρ0, n0, u0 of
+    those kinds before the group. A relevant member at place T + k has the term
+    (1 + d · (ρ + ε) / (ρ + n + 2ε)) / (T + k), with ρ, n, u the relevant,
+    judged non-relevant and pooled-only items before it and d = ρ + n + u.
+
+    Every relevant member has the same expectation. Of the group's other
+    members, m - 1 are relevant or judged non-relevant (m = r + n_g) and z
+    are neither (z = t - m). The member's rank s among the m is uniform over
+    0..m-1; given s, the number w of the z placed before it has the negative
+    hypergeometric chance P(w | s) = C(s + w, s) C(m - s - 1 + z - w, z - w)
+    / C(m + z, m); the relevant ones among the s are hypergeometric with mean
+    s (r - 1)/(m - 1), and the pooled-only ones among the w have mean
+    π w, π = u_g / z, independently. As ρ + n = ρ0 + n0 + s, the term is
+    linear in each of those two counts given (s, w), so with
+    p(s) = (ρ0 + s (r - 1)/(m - 1) + ε) / (ρ0 + n0 + s + 2ε),
+
+        E = (1/m) Σ_s [(1 + (d0 + s) p(s)) A(s) + π p(s) B(s)],
+        A(s) = Σ_w P(w | s) / (T + s + w + 1),  B(s) = Σ_w P(w | s) w / (T + s + w + 1).
+
+    P comes from a table of log-factorials (nothing overflows; each row of
+    chances is divided by its own sum, so a rounding common to the row cancels).
+    Cost: m (z + 1) terms per group (at most (t + 1)² / 4), in blocks of
+    bounded memory. Beyond :data:`INFAP_AVERAGE_STEPS_MAX` terms for a query
+    it raises a ValueError (never an approximate number); the sizes are read
+    on the host.
+    """
+    dtype, device = torch.float64, start.device
+    r, t = relevant.to(dtype), size.to(dtype)
+    m = r + nonrelevant.to(dtype)
+    z = t - m
+    steps = m * (z + 1)
+    per_query = torch.zeros(int(query.max()) + 1, dtype=dtype, device=device)
+    per_query.index_add_(0, query, steps)
+    worst = int(per_query.argmax())
+    largest = torch.where(query == worst, t, 0.0).argmax()
+    check_average_steps(
+        "infAP (infap)",
+        "an expectation over the orders of each tie group that mixes relevant and other items",
+        int(per_query[worst]),
+        INFAP_AVERAGE_STEPS_MAX,
+        f"largest: {int(t[largest])} items, {int(m[largest])} of them relevant or judged",
+    )
+    # one row per (group, s)
+    group = torch.repeat_interleave(torch.arange(m.numel(), device=device), m.to(torch.int64))
+    s = torch.arange(group.numel(), dtype=dtype, device=device)
+    s = s - (torch.cumsum(m, 0) - m)[group]
+    mg, zg = m[group], z[group]
+    log_factorial = torch.lgamma(
+        torch.arange(int(t.max()) + 1, dtype=dtype, device=device) + 1
+    )  # t.max() + 1 entries
+    # per row: log C(m + z, m) + log s! + log (m - s - 1)! (a chance is at least 1 / (z + 1)
+    # at the row's mode: nothing underflows there), the last index of the second binomial,
+    # and the place T + s + 1 before the others
+    row_log = (
+        log_factorial[(mg + zg).to(torch.int64)]
+        - log_factorial[zg.to(torch.int64)]
+        + log_factorial[s.to(torch.int64)]
+        + log_factorial[(mg - s - 1).to(torch.int64)]
+    )
+    s_index, z_index = s.to(torch.int64), zg.to(torch.int64)
+    high = (mg - s - 1 + zg).to(torch.int64)
+    place = start.to(dtype)[group] + s + 1
+    a_sum, b_sum, p_sum = (torch.zeros_like(s) for _ in range(3))
+    width = zg + 1
+    ends = torch.cumsum(width, 0).to(torch.int64)
+    row_start = ends - width.to(torch.int64)
+    total = int(ends[-1])
+    for first in range(0, total, _INFAP_BLOCK):
+        # the block's terms: each one's row and its w
+        e = torch.arange(first, min(first + _INFAP_BLOCK, total), device=device)
+        row = torch.searchsorted(ends, e, right=True)
+
+        def at(values: Tensor, index: Tensor = row) -> Tensor:
+            return torch.index_select(values, 0, index)  # faster than indexing on the CPU
+
+        w = e - at(row_start)
+        log_p = (
+            at(log_factorial, at(s_index) + w)
+            - at(log_factorial, w)
+            + at(log_factorial, at(high) - w)
+            - at(log_factorial, at(z_index) - w)
+            - at(row_log)
+        )
+        p = torch.exp(log_p)
+        wf = w.to(dtype)
+        inverse = p / (at(place) + wf)
+        p_sum.index_add_(0, row, p)
+        a_sum.index_add_(0, row, inverse)
+        b_sum.index_add_(0, row, inverse * wf)
+    a, b = a_sum / p_sum, b_sum / p_sum
+    rho0, n0 = relevant_before.to(dtype)[group], nonrelevant_before.to(dtype)[group]
+    d0 = rho0 + n0 + pooled_before.to(dtype)[group]
+    share_relevant = torch.where(mg > 1, (r[group] - 1) / (mg - 1).clamp(min=1), 0.0)
+    share_pooled = torch.where(zg > 0, pooled_only.to(dtype)[group] / zg.clamp(min=1), 0.0)
+    precision = (rho0 + s * share_relevant + INFAP_EPSILON) / (rho0 + n0 + s + 2 * INFAP_EPSILON)
+    value = (1 + (d0 + s) * precision) * a + share_pooled * precision * b
+    return torch.zeros_like(t).index_add_(0, group, value / mg)
