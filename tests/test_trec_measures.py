@@ -2,7 +2,7 @@
 
 Checked four ways: trec_eval's own printed output (out.test.aq, out.test.aql
 with -l 2) per query and in the "all" line; pytrec_eval (trec_eval itself)
-on random collections with unjudged and unretrieved documents; ranx for RBP;
+on random collections with unjudged and unretrieved documents; ranx for RBP and DCG;
 and the brute-force reference (tests/reference.py) over every order of
 every tie group, under the four tie policies, in the dense and item-id layouts.
 """
@@ -235,6 +235,28 @@ def test_rbp_matches_ranx(persistence):
         reduction="none",
     )["rbp"]
     qids = sorted(qrels, key=lambda q: int(q[1:]))
+    for i, qid in enumerate(sorted(kept)):  # ranx reports queries sorted by id
+        assert float(got[qids.index(qid)]) == pytest.approx(float(expected[i]), abs=1e-9), qid
+
+
+@pytest.mark.parametrize(("gain", "ranx_name"), [("linear", "dcg"), ("exponential", "dcg_burges")])
+@pytest.mark.parametrize("k", [1, 5, 30])
+def test_dcg_matches_ranx(gain, ranx_name, k):
+    ranx = pytest.importorskip("ranx")
+    qrels, run, preds, target, mask = _random_collection(seed=37)
+    graded = {q: {d: g for d, g in docs.items() if g > 0} for q, docs in qrels.items()}
+    kept = [q for q in graded if graded[q]]  # ranx needs a relevant document per query
+    expected = ranx.evaluate(
+        ranx.Qrels({q: graded[q] for q in kept}),
+        ranx.Run({q: run[q] for q in kept}),
+        f"{ranx_name}@{k}",
+        return_mean=False,
+    )
+    got = rank_metrics(
+        preds, target, metrics=("dcg",), top_k=k, mask=mask, gain=gain, reduction="none"
+    )[f"dcg@{k}"]
+    qids = sorted(qrels, key=lambda q: int(q[1:]))
+    assert len(kept) > 10 and any(float(v) > 0 for v in expected)
     for i, qid in enumerate(sorted(kept)):  # ranx reports queries sorted by id
         assert float(got[qids.index(qid)]) == pytest.approx(float(expected[i]), abs=1e-9), qid
 
