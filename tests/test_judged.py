@@ -21,7 +21,14 @@ from pathlib import Path
 import pytest
 import torch
 from reference import JUDGED_ALWAYS_DEFINED, JUDGED_MEASURES, TIES, reference_judged_measure
-from trec_files import TOL_PRINTED, read_qrels, read_run, read_trec_eval_output, to_tensors
+from trec_files import (
+    TOL_PRINTED,
+    random_collection,
+    read_qrels,
+    read_run,
+    read_trec_eval_output,
+    to_tensors,
+)
 
 from ranking_plugins import rank_metrics
 from ranking_plugins.cli import main
@@ -265,39 +272,9 @@ def test_infap_average_refuses_beyond_its_size():
 # --------------------------------------------------------------------------- pytrec_eval, ranx
 
 
-def _random_collection(seed: int, queries: int = 25, columns: int = 30):
+def _random_collection(seed: int, queries: int = 25):
     """Dense inputs with unjudged, unretrieved and pooled-unjudged (-1) documents, no ties."""
-    rng = random.Random(seed)
-    preds = torch.zeros(queries, columns, dtype=torch.float64)
-    target = torch.zeros(queries, columns, dtype=torch.int64)
-    mask = torch.zeros(queries, columns, dtype=torch.bool)
-    judged = torch.zeros(queries, columns, dtype=torch.bool)
-    qrels: dict[str, dict[str, int]] = {}
-    run: dict[str, dict[str, float]] = {}
-    for q in range(queries):
-        qid = f"q{q}"
-        scores = rng.sample(range(1000), columns)
-        grades: dict[str, int] = {}
-        docs: dict[str, float] = {}
-        for j in range(columns):
-            docno = f"d{j:03d}"
-            preds[q, j] = scores[j] / 7.0
-            if rng.random() < 0.7:
-                mask[q, j] = True
-                docs[docno] = scores[j] / 7.0
-            if rng.random() < 0.6:
-                grade = rng.choice([-1, 0, 0, 1, 2])
-                grades[docno] = grade
-                target[q, j] = grade
-                judged[q, j] = True
-        if not docs:
-            mask[q, 0] = True
-            docs["d000"] = float(preds[q, 0])
-        if "d001" not in grades:
-            grades["d001"] = 0
-            judged[q, 1] = True
-        qrels[qid], run[qid] = grades, docs
-    return qrels, run, preds, target, mask, judged
+    return random_collection(seed, queries, grades=(-1, 0, 0, 1, 2))
 
 
 PYTREC_NAMES = {

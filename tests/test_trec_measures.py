@@ -27,7 +27,14 @@ from reference import (
     TREC_MEASURES,
     reference_trec_measure,
 )
-from trec_files import TOL_PRINTED, read_qrels, read_run, read_trec_eval_output, to_tensors
+from trec_files import (
+    TOL_PRINTED,
+    random_collection,
+    read_qrels,
+    read_run,
+    read_trec_eval_output,
+    to_tensors,
+)
 
 from ranking_plugins import rank_metrics
 from ranking_plugins.cli import main, sample_path
@@ -116,35 +123,9 @@ def test_reproduces_trec_eval_output(trec_eval_dir, case, name):
 # --------------------------------------------------------------------------- random collections
 
 
-def _random_collection(seed: int, queries: int = 20, columns: int = 30):
+def _random_collection(seed: int):
     """Dense inputs with unjudged and unretrieved documents, no ties, graded 0..2."""
-    rng = random.Random(seed)
-    preds = torch.zeros(queries, columns, dtype=torch.float64)
-    target = torch.zeros(queries, columns, dtype=torch.int64)
-    mask = torch.zeros(queries, columns, dtype=torch.bool)
-    qrels: dict[str, dict[str, int]] = {}
-    run: dict[str, dict[str, float]] = {}
-    for q in range(queries):
-        qid = f"q{q}"
-        scores = rng.sample(range(1000), columns)
-        judged: dict[str, int] = {}
-        docs: dict[str, float] = {}
-        for j in range(columns):
-            docno = f"d{j:03d}"
-            preds[q, j] = scores[j] / 7.0
-            if rng.random() < 0.7:
-                mask[q, j] = True
-                docs[docno] = scores[j] / 7.0
-            if rng.random() < 0.6:
-                grade = rng.choice([0, 0, 1, 2])
-                judged[docno] = grade
-                target[q, j] = grade
-        if not docs:
-            mask[q, 0] = True
-            docs["d000"] = float(preds[q, 0])
-        judged.setdefault("d001", 0)
-        qrels[qid], run[qid] = judged, docs
-    return qrels, run, preds, target, mask
+    return random_collection(seed, queries=20)[:5]
 
 
 PYTREC_NAMES = {

@@ -8,6 +8,7 @@ Formats (whitespace separated):
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 
 import torch
@@ -117,3 +118,54 @@ def to_tensors(
                 preds[q, j] = scores[docno]
                 mask[q, j] = True
     return qids, preds, target, mask
+
+
+def random_collection(
+    seed: int, queries: int, columns: int = 30, grades: tuple[int, ...] = (0, 0, 1, 2)
+) -> tuple[
+    dict[str, dict[str, int]],
+    dict[str, dict[str, float]],
+    torch.Tensor,
+    torch.Tensor,
+    torch.Tensor,
+    torch.Tensor,
+]:
+    """A random collection as files would hold it and as dense inputs, no ties.
+
+    ``(qrels, run, preds, target, mask, judged)``: about 70% of the documents
+    retrieved (``mask``) and 60% judged (``judged``, their grade drawn from
+    ``grades``; the others grade 0 and absent from ``qrels``), so that the
+    collection holds unjudged and unretrieved documents; ``d001`` is judged
+    (grade 0 when not drawn) and every query retrieves a document.
+    """
+    rng = random.Random(seed)
+    preds = torch.zeros(queries, columns, dtype=torch.float64)
+    target = torch.zeros(queries, columns, dtype=torch.int64)
+    mask = torch.zeros(queries, columns, dtype=torch.bool)
+    judged = torch.zeros(queries, columns, dtype=torch.bool)
+    qrels: dict[str, dict[str, int]] = {}
+    run: dict[str, dict[str, float]] = {}
+    for q in range(queries):
+        qid = f"q{q}"
+        scores = rng.sample(range(1000), columns)
+        judgments: dict[str, int] = {}
+        docs: dict[str, float] = {}
+        for j in range(columns):
+            docno = f"d{j:03d}"
+            preds[q, j] = scores[j] / 7.0
+            if rng.random() < 0.7:
+                mask[q, j] = True
+                docs[docno] = scores[j] / 7.0
+            if rng.random() < 0.6:
+                grade = rng.choice(grades)
+                judgments[docno] = grade
+                target[q, j] = grade
+                judged[q, j] = True
+        if not docs:
+            mask[q, 0] = True
+            docs["d000"] = float(preds[q, 0])
+        if "d001" not in judgments:
+            judgments["d001"] = 0
+            judged[q, 1] = True
+        qrels[qid], run[qid] = judgments, docs
+    return qrels, run, preds, target, mask, judged
