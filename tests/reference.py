@@ -745,10 +745,7 @@ def reference_trec_measure(
         )
         for order in orders
     ]
-    if any(v is None for v in values):
-        assert all(v is None for v in values), (metric, k, values)
-        return None
-    return math.fsum(v for v in values if v is not None) / len(values)
+    return _mean_over_orders(values, (metric, k))
 
 
 # --------------------------------------------------------------------------- #
@@ -896,7 +893,12 @@ def reference_judged_measure(
         )
         for order in orders
     ]
+    return _mean_over_orders(values, (metric, k))
+
+
+def _mean_over_orders(values: list[float | None], what: object) -> float | None:
+    """The mean of a measure over every order; None where it is undefined (in every order)."""
     if any(v is None for v in values):
-        assert all(v is None for v in values), (metric, k, values)
+        assert all(v is None for v in values), (what, values)
         return None
     return math.fsum(v for v in values if v is not None) / len(values)

@@ -27,6 +27,7 @@ from typing import NamedTuple
 import pytest
 import torch
 from trec_files import (
+    CASES,
     FAMILIES,
     PYTREC_EVAL_MEASURES,
     TOL_PRINTED,
@@ -96,12 +97,6 @@ def key_of(measure: str) -> str:
 
 def metric_args(measures: list[str]) -> list[str]:
     return [arg for m in measures for arg in ("-m", m)]
-
-
-CASES = {
-    "aq": ("qrels.test", "out.test.aq", None),
-    "aql-l2": ("qrels.rel_level", "out.test.aql", 2),
-}
 
 
 # --------------------------------------------------------------------------- trec_eval

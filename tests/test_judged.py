@@ -22,6 +22,7 @@ import pytest
 import torch
 from reference import JUDGED_ALWAYS_DEFINED, JUDGED_MEASURES, TIES, reference_judged_measure
 from trec_files import (
+    CASES,
     TOL_PRINTED,
     random_collection,
     read_qrels,
@@ -36,10 +37,6 @@ from ranking_plugins.embeddings import EmbeddingScores
 from ranking_plugins.kernel.statistics.tie_orders import INFAP_EPSILON, expected_infap_terms
 from ranking_plugins.totals import geometric_mean
 
-CASES = {
-    "aq": ("qrels.test", "out.test.aq", None),
-    "aql-l2": ("qrels.rel_level", "out.test.aql", 2),
-}
 #: trec_eval's name -> (the package's metric, its cutoff)
 TREC_NAMES = {
     "bpref": ("bpref", None),

@@ -39,6 +39,7 @@ from pathlib import Path
 import pytest
 import torch
 from trec_files import (
+    CASES,
     CUTOFFS,
     FAMILIES,
     PYTREC_EVAL_MEASURES,
@@ -51,12 +52,6 @@ from trec_files import (
 )
 
 from ranking_plugins import rank_metrics
-
-CASES = {
-    # id: (qrels file, trec_eval output file, relevance threshold (trec_eval -l))
-    "aq": ("qrels.test", "out.test.aq", None),
-    "aql-l2": ("qrels.rel_level", "out.test.aql", 2),
-}
 
 
 def _cutoffs(measures: dict[str, str], family: str) -> list[int]:

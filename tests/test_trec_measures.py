@@ -28,6 +28,7 @@ from reference import (
     reference_trec_measure,
 )
 from trec_files import (
+    CASES,
     TOL_PRINTED,
     random_collection,
     read_qrels,
@@ -62,10 +63,6 @@ SUMMED = {"num_ret", "num_rel", "num_rel_ret"}
 #: trec_eval's rbp reads the grades (scaled by the largest), not -l
 UNTHRESHOLDED = {"rbp"}
 TREC_EVAL_RBP_PERSISTENCE = 0.9
-CASES = {
-    "aq": ("qrels.test", "out.test.aq", None),
-    "aql-l2": ("qrels.rel_level", "out.test.aql", 2),
-}
 
 
 @cache

@@ -17,6 +17,13 @@ import torch
 # printed digit (the tiny slack only absorbs the float error of the literal).
 TOL_PRINTED = 5e-5 + 1e-12
 
+#: trec_eval's published outputs of its test collection, as parametrize ids:
+#: id -> (qrels file, trec_eval output file, relevance threshold (trec_eval -l))
+CASES = {
+    "aq": ("qrels.test", "out.test.aq", None),
+    "aql-l2": ("qrels.rel_level", "out.test.aql", 2),
+}
+
 # trec_eval measure family -> (this package's metric, takes a cutoff)
 FAMILIES = {
     "P": ("precision", True),
