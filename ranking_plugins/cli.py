@@ -70,9 +70,7 @@ from ranking_plugins.trec_files import (
     FileFormatError,
     MissingExtraError,
     Records,
-    WholeRunNeeded,
-    build_collection,
-    iter_collections,
+    collections,
     read_records,
 )
 from ranking_plugins.trec_relstring import (
@@ -220,7 +218,7 @@ class Results:
 
 
 def evaluate(
-    collections: Collection | Iterable[Collection],
+    joined: Collection | Iterable[Collection],
     wanted: Sequence[tuple[str, int | None]],
     options: Options,
     qrels_path: str = "qrels",
@@ -238,7 +236,7 @@ def evaluate(
     pool, not judged"): the measures of judged items read the collection's
     ``judged``. ``judged_only``: trec_eval's ``-J``.
     """
-    parts = [collections] if isinstance(collections, Collection) else collections
+    parts = [joined] if isinstance(joined, Collection) else joined
     parts = (_judged_only(part) for part in parts) if judged_only else parts
     keys = [name if name in GEOMETRIC_MEANS else result_key(METRICS[name], k) for name, k in wanted]
     # a geometric mean (trec_eval's gm_map) aggregates its metric's per-query values
@@ -260,14 +258,12 @@ def evaluate(
         # read only by the measures of judged items: the others never pay for it
         judged = part.judged if judgments else None
         try:
-            ranked = first.rank(*inputs, indexes=part.indexes, mask=part.mask, judged=judged)
+            ranked = first.rank(*inputs, mask=part.mask, judged=judged)
             for request in requests:
                 if request.reads(first.ranking_key, first.depth):
                     evaluation = request.read(ranked)
                 else:
-                    evaluation = request.evaluate(
-                        *inputs, indexes=part.indexes, mask=part.mask, judged=judged
-                    )
+                    evaluation = request.evaluate(*inputs, mask=part.mask, judged=judged)
                 for key in request.keys:
                     if key in results:
                         results[key].append(evaluation.results[key])
@@ -726,22 +722,17 @@ def _evaluate_run(
     options: Options,
     stderr: TextIO,
 ) -> tuple[Results, Collection]:
-    """The run read, joined and evaluated in parts of whole queries; and its last part."""
+    """The run read, then joined and evaluated in parts of whole queries; and its last part."""
     join: dict[str, Any] = {
         "trec_eval_order": args.ties == "first",
         "relevance_threshold": join_threshold(wanted, threshold),
         "unjudged": args.unjudged_queries,
         "unretrieved": args.unretrieved_queries,
     }
+    run = read_records(args.run, "run", args.run_format, stderr)
     last: list[Collection] = []
-    parts = iter_collections(qrels, args.run, args.run_format, stderr, **join)
-    try:
-        results = evaluate(_keep_last(parts, last), wanted, options, args.qrels, args.judged_only)
-    except WholeRunNeeded:  # a query's lines are apart: the run is read whole
-        run = read_records(args.run, "run", args.run_format, stderr)
-        last = [build_collection(qrels, run, **join)]
-        del run
-        results = evaluate(last[0], wanted, options, args.qrels, args.judged_only)
+    parts = _keep_last(collections(qrels, run, **join), last)
+    results = evaluate(parts, wanted, options, args.qrels, args.judged_only)
     return results, last[-1]
 
 

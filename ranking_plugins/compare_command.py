@@ -27,7 +27,7 @@ from ranking_plugins.trec_files import (
     FORMATS,
     FileFormatError,
     MissingExtraError,
-    build_collection,
+    collections,
     read_records,
 )
 
@@ -213,7 +213,7 @@ def run_compare(
         qrels = read_records(args.qrels, "qrels", args.qrels_format, stderr)
         for name, path in zip(names, args.runs, strict=True):
             run = read_records(path, "run", args.run_format, stderr)
-            collection = build_collection(
+            parts = collections(
                 qrels,
                 run,
                 trec_eval_order=args.ties == "first",
@@ -221,10 +221,10 @@ def run_compare(
                 unjudged=args.unjudged_queries,
                 unretrieved=args.unretrieved_queries,
             )
+            results = evaluate(parts, wanted, options, args.qrels)
             del run
-            if not collection.qids:
+            if not results.qids:
                 raise FileFormatError(path, None, "no query is both in the run and in the qrels")
-            results = evaluate(collection, wanted, options, args.qrels)
             systems[name] = {key: results.per_query[key] for key in results.keys}
             query_ids[name] = list(results.qids)
         report = compare(

@@ -1,4 +1,4 @@
-"""Qrels and run files: a columnar reader (pyarrow), exact error messages, and their join.
+"""Qrels and run files: read into columns by pyarrow, checked exactly, and joined.
 
 ========  ======================================  ==============================
 format    qrels line                              run line
@@ -13,19 +13,16 @@ file is read through gzip. The rank, ``iter``, ``Q0`` and run-id columns are
 read past (a run is ordered by score, as trec_eval orders it). TREC grades
 are integers (trec_eval's); TSV and JSONL grades may be any finite number.
 
-pyarrow parses a file into columns block by block, and every check and the
-join are vectorised (pyarrow's hash lookups, torch's sorts). When pyarrow
-refuses a file or a check fails, :func:`iter_records` reads it line by line:
-it raises :class:`FileFormatError` (``FILE:LINE: what was wrong``) at the
-first bad line, or returns the records of a good file that a one-character
-separator cannot split (runs of blanks).
-
-:func:`build_collection` joins a qrels and a run into the grouped layout of
-:func:`ranking_plugins.rank_metrics`, adding each judged relevant document the
-run does not retrieve as a masked item (it counts in R and the ideal DCG, as
-in trec_eval); :func:`iter_collections` does the same in parts of whole
-queries as it reads the run, in bounded memory. pyarrow, numpy and tqdm are
-the ``cli`` extra, imported when a file is read, never by ``import ranking_plugins``.
+pyarrow parses a file into columns block by block; the checks and the join
+are vectorised (pyarrow's hashing, torch's sorts), never a loop over lines.
+When pyarrow refuses a file or a check fails, :func:`iter_records` reads it
+line by line: it raises :class:`FileFormatError` (``FILE:LINE: what was
+wrong``) at the first bad line, or returns the records of a good file that a
+one-character separator cannot split (runs of blanks). :func:`collections`
+joins a qrels and a run into the dense layout of
+:func:`ranking_plugins.rank_metrics`, in parts of whole queries. pyarrow,
+numpy and tqdm are the ``cli`` extra, imported when a file is read, never by
+``import ranking_plugins``.
 """
 
 from __future__ import annotations
@@ -45,7 +42,7 @@ KINDS = ("qrels", "run")
 FORMATS = ("auto", "trec", "tsv", "jsonl")
 #: bytes that pyarrow parses per block: the unit of reading and of progress
 CHUNK_BYTES = 2 << 20
-#: run lines joined and evaluated at a time by :func:`iter_collections` (whole queries)
+#: slots (queries x longest query, padded) of one part given to the kernel at a time
 PART_LINES = 1 << 17
 #: a progress bar (on a terminal) for files of at least this many bytes
 PROGRESS_MIN_BYTES = 32 << 20
@@ -66,11 +63,6 @@ class FileFormatError(Exception):
 
 class MissingExtraError(ImportError):
     """The file readers need the ``cli`` extra (pyarrow, numpy, tqdm)."""
-
-
-class WholeRunNeeded(Exception):
-    """:func:`iter_collections` cannot go on part by part (a query's lines are apart, or an
-    error needs the whole run): read it with :func:`read_records` and :func:`build_collection`."""
 
 
 class _Malformed(Exception):
@@ -127,55 +119,24 @@ def value_name(kind: str) -> str:
     return "grade" if kind == "qrels" else "score"
 
 
-# --------------------------------------------------------------------------- records
-
-
-@dataclass
+@dataclass(frozen=True)
 class Records:
-    """The records of a file (or of consecutive lines of it) as columns, one entry per line.
-
-    Ids are bytes (as read, UTF-8 for JSONL), so that a TREC qrels and a JSONL
-    run name the same documents alike.
-    """
+    """The records of a file as columns, one entry per line (ids as bytes, UTF-8 for JSONL,
+    so that a TREC qrels and a JSONL run name the same documents alike)."""
 
     path: str
     kind: str
     format: str
-    qids: Any  # (n,) pyarrow binary: each line's query id
-    docnos: Any  # (n,) pyarrow binary: each line's document id
+    qids: Any  # (n,) pyarrow chunked binary: each line's query id
+    docnos: Any  # (n,) pyarrow chunked binary: each line's document id
     values: Tensor  # (n,) float64 grades (qrels) or scores (run)
 
     def __len__(self) -> int:
         return self.values.numel()
 
-    def lines(self, start: int, stop: int | None = None) -> Records:
-        stop = len(self) if stop is None else stop
-        qids, docnos = (a.slice(start, stop - start) for a in (self.qids, self.docnos))
-        return replace(self, qids=qids, docnos=docnos, values=self.values[start:stop])
-
-
-def concat(parts: list[Records]) -> Records:
-    """One :class:`Records` of consecutive parts of one file."""
-    if len(parts) == 1:
-        return parts[0]
-    joined = (
-        arrow().concat_arrays([getattr(p, name) for p in parts]) for name in ("qids", "docnos")
-    )
-    return replace(parts[0], qids=next(joined), docnos=next(joined),
-                   values=torch.cat([p.values for p in parts]))  # fmt: skip
-
 
 def _tensor(array: Any, dtype: torch.dtype = torch.int64) -> Tensor:
     return torch.tensor(array.to_numpy(zero_copy_only=False)).to(dtype)
-
-
-def _columns(path: str, kind: str, file_format: str, qid: Any, docno: Any, value: Any) -> Records:
-    """Records from three pyarrow columns; ``_Malformed`` if a value is NaN (or infinite grade)."""
-    pa = arrow()
-    values = _tensor(value, torch.float64)
-    if bool((torch.isnan(values) if kind == "run" else ~torch.isfinite(values)).any()):
-        raise _Malformed
-    return Records(path, kind, file_format, qid.cast(pa.binary()), docno.cast(pa.binary()), values)
 
 
 def open_binary(path: str) -> BinaryIO:
@@ -223,80 +184,68 @@ def read_records(
     missing key), and for an empty file. ``progress``: the stream of a
     progress bar (shown only on a terminal, for large files).
     """
-    parts = list(read_parts(path, kind, file_format, progress))
-    return parts[0] if len(parts) == 1 else concat(parts)
-
-
-def read_parts(
-    path: str, kind: str, file_format: str = "auto", progress: TextIO | None = None
-) -> Iterator[Records]:
-    """The file's records in parts of consecutive lines, as pyarrow reads its blocks
-    (:func:`read_records` says what is checked); an empty file is an error."""
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
     if file_format not in FORMATS:
         raise ValueError(f"format must be one of {FORMATS}, got {file_format!r}")
     if file_format == "auto":
         file_format = guess_format(path, kind)
-    pa, done = arrow(), 0
+    pa = arrow()
     try:
-        for part in _read_columnar(path, kind, file_format, progress):
-            done += len(part)
-            if len(part):
-                yield part
+        qid, docno, value = _read_columnar(path, kind, file_format, progress)
+        values = torch.cat([_tensor(chunk, torch.float64) for chunk in value.chunks])
+        if bool((torch.isnan(values) if kind == "run" else ~torch.isfinite(values)).any()):
+            raise _Malformed
+        records = Records(path, kind, file_format, qid, docno, values)
     except (OSError, EOFError) as error:
         raise FileFormatError(path, None, f"cannot read the file: {_os_reason(error)}") from None
     except (_Malformed, pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
-        # raises at the first bad line; a good file is read here, after what was yielded
-        exact = _exact_records(path, kind, file_format, skip=done)
-        done += len(exact)
-        if len(exact):
-            yield exact
-    if not done:
+        records = _exact_records(path, kind, file_format)  # raises at the first bad line
+    if not len(records):
         raise FileFormatError(path, None, f"the {kind} file has no {kind} lines (it is empty)")
+    return records
 
 
-def _read_columnar(
-    path: str, kind: str, file_format: str, progress: TextIO | None
-) -> Iterator[Records]:
+def _read_columnar(path: str, kind: str, file_format: str, progress: TextIO | None) -> list[Any]:
+    """The query id, document id and value columns (pyarrow chunked arrays) of a file."""
     pa = arrow()
     if file_format == "jsonl":
         with open_binary(path) as handle:
-            yield _jsonl_columns(path, kind, pa.json.read_json(handle))
-        return
+            return _jsonl_columns(kind, pa.json.read_json(handle))
     layout = LAYOUTS[(kind, file_format)]
     first = next((line for _, line in iter_lines(path) if line.strip()), b"")
-    header = file_format == "tsv" and _is_tsv_header(first.split())
     names = [f"c{i}" for i in range(len(layout.columns))]
     wanted = [names[layout.qid], names[layout.docno], names[layout.value]]
     integer = kind == "qrels" and file_format == "trec"  # trec_eval's grades: 1.5 is an error
-    value_type = pa.int64() if integer else pa.float64()
-    types = dict(zip(wanted, [pa.binary(), pa.binary(), value_type], strict=True))
-    options = {
-        "read_options": pa.csv.ReadOptions(
-            column_names=names, block_size=CHUNK_BYTES, skip_rows=int(header), use_threads=False
-        ),
-        "parse_options": pa.csv.ParseOptions(
-            delimiter="\t" if b"\t" in first else " ", quote_char=False, escape_char=False
-        ),
-        "convert_options": pa.csv.ConvertOptions(
-            column_types=types, include_columns=wanted, null_values=[], strings_can_be_null=False
-        ),
-    }
+    types = [pa.binary(), pa.binary(), pa.int64() if integer else pa.float64()]
+    header = file_format == "tsv" and _is_tsv_header(first.split())
+    read = pa.csv.ReadOptions(
+        column_names=names, block_size=CHUNK_BYTES, skip_rows=int(header), use_threads=False
+    )
+    parse = pa.csv.ParseOptions(
+        delimiter="\t" if b"\t" in first else " ", quote_char=False, escape_char=False
+    )
+    convert = pa.csv.ConvertOptions(
+        column_types=dict(zip(wanted, types, strict=True)), include_columns=wanted,
+        null_values=[], strings_can_be_null=False,
+    )  # fmt: skip
+    columns: list[list[Any]] = [[], [], []]
     with open(path, "rb") as raw:
         stream: Any = gzip.GzipFile(fileobj=raw) if path.endswith(".gz") else raw
         bar = progress_bar(progress, path)
         try:
-            for batch in pa.csv.open_csv(stream, **options):
-                yield _columns(path, kind, file_format, *batch.columns)
+            for batch in pa.csv.open_csv(stream, read, parse, convert):
+                for column, chunk in zip(columns, batch.columns, strict=True):
+                    column.append(chunk)
                 if bar is not None:
                     bar.update(raw.tell() - bar.n)
         finally:
             if bar is not None:
                 bar.close()
+    return [pa.chunked_array(c, t) for c, t in zip(columns, types, strict=True)]
 
 
-def _jsonl_columns(path: str, kind: str, table: Any) -> Records:
+def _jsonl_columns(kind: str, table: Any) -> list[Any]:
     """The id and value columns, under one accepted key each, with the types they must have."""
     pa, columns = arrow(), []
     for name in ("qid", "docno", value_name(kind)):
@@ -304,14 +253,12 @@ def _jsonl_columns(path: str, kind: str, table: Any) -> Records:
         if len(present) != 1 or table.column(present[0]).null_count:
             raise _Malformed  # a missing key, or two names for one field: the exact reader decides
         column = table.column(present[0])
-        allowed = (pa.types.is_integer, pa.types.is_floating) if name in ("grade", "score") else (
-            pa.types.is_integer, pa.types.is_string
-        )  # fmt: skip
+        number = name in ("grade", "score")
+        allowed = (pa.types.is_integer, pa.types.is_floating if number else pa.types.is_string)
         if not any(test(column.type) for test in allowed):
             raise _Malformed
-        columns.append(column.combine_chunks())
-    qid, docno, value = columns
-    return _columns(path, kind, "jsonl", qid.cast(pa.string()), docno.cast(pa.string()), value)
+        columns.append(column if number else column.cast(pa.string()).cast(pa.binary()))
+    return columns
 
 
 def _is_tsv_header(row: list[bytes]) -> bool:
@@ -396,14 +343,13 @@ def diagnose(path: str, kind: str, file_format: str) -> None:
         pass
 
 
-def _exact_records(path: str, kind: str, file_format: str, skip: int = 0) -> Records:
-    """The records after the first ``skip``, read by :func:`iter_records`."""
+def _exact_records(path: str, kind: str, file_format: str) -> Records:
+    """The file's records, read by :func:`iter_records`."""
     pa = arrow()
-    records = list(iter_records(path, kind, file_format))[skip:]
-    qids, docnos = ([r[i] for r in records] for i in (1, 2))
+    records = list(iter_records(path, kind, file_format))
+    qids, docnos = (pa.chunked_array([[r[i] for r in records]], pa.binary()) for i in (1, 2))
     values = torch.tensor([r[3] for r in records], dtype=torch.float64)
-    return Records(path, kind, file_format, pa.array(qids, pa.binary()),
-                   pa.array(docnos, pa.binary()), values)  # fmt: skip
+    return Records(path, kind, file_format, qids, docnos, values)
 
 
 def _check_text_line(
@@ -515,93 +461,56 @@ def _show(value: bytes, limit: int = 80) -> str:
 
 @dataclass(frozen=True)
 class Collection:
-    """A qrels and a run joined into the grouped layout of ``rank_metrics``.
+    """Whole queries of a qrels and a run, joined into the dense layout of ``rank_metrics``.
 
-    Item ``i`` belongs to query ``qids[indexes[i]]``; items come query by query
-    (``indexes`` never decreases), each query's retrieved documents in the run's
-    order (trec_eval's with ``trec_eval_order``), then its judged documents the
-    run did not retrieve, with ``mask`` False (they count in R and in the ideal
-    DCG but are never ranked). ``target`` holds the qrels grades; a retrieved
-    document the qrels do not judge, and the masked placeholder item of a
-    counted query with nothing retrieved, has grade ``-inf``, which is relevant
-    under no threshold. ``judged``: whether the qrels judge the item. The rows
-    of ``rank_metrics(..., reduction="none")`` follow ``qids``, names sorted as
-    strings (:func:`query_name`).
+    Row ``r`` is query ``qids[r]``: its retrieved documents in the run's order
+    (trec_eval's with ``trec_eval_order``), then its judged documents the run did
+    not retrieve, with ``mask`` False (they count in R and in the ideal DCG but
+    are never ranked), then padding (``mask`` False, grade ``-inf``). ``target``
+    holds the qrels grades; a retrieved document the qrels do not judge has
+    grade ``-inf``, relevant under no threshold. ``judged``: whether the qrels
+    judge the item.
     """
 
     qids: list[str]
     preds: Tensor
     target: Tensor
-    indexes: Tensor
     mask: Tensor
     judged: Tensor
-    #: queries of the run without judgments, left out (``unjudged="skip"``)
+    #: queries of the run without judgments, left out (``unjudged="skip"``; last part)
     unjudged: list[str] = field(default_factory=list)
-    #: judged queries the run does not retrieve for (counted or left out)
+    #: judged queries the run does not retrieve for (counted or left out; last part)
     unretrieved: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
 class Judgments:
-    """The qrels as codes, and each query's judgments."""
+    """The qrels, with each judged query's lines."""
 
     qrels: Records
-    names: list[bytes]  # the judged query ids; a query's code is its position here
+    names: list[bytes]  # the judged query ids; a query's code is its place here
     queries: Any  # the same, as a pyarrow array
-    documents: Any  # the distinct judged document ids (pyarrow)
-    qcodes: Tensor  # each judgment's query code
-    dcodes: Tensor  # each judgment's document code (a position in ``documents``)
-    by_query: Tensor  # the judgments' lines, query by query
+    docnos: Any  # each line's document id, as one pyarrow array
+    by_query: Tensor  # the qrels lines, query by query
     starts: Tensor  # where each query's lines start in ``by_query``
     counts: Tensor  # how many lines each query has
-    words: int  # the words of 8 bytes that the longest judged document takes
-    packed: Tensor | None  # the documents packed into so many words (:func:`_packed`)
 
     @classmethod
     def of(cls, qrels: Records) -> Judgments:
-        """Encode ``qrels``; a document judged twice for one query is a :class:`FileFormatError`."""
-        queries, documents = map(arrow().compute.dictionary_encode, (qrels.qids, qrels.docnos))
-        qcodes, dcodes = _tensor(queries.indices), _tensor(documents.indices)
-        if _adjacent_equal(torch.sort(qcodes * len(documents.dictionary) + dcodes).values):
+        """Index ``qrels``; a document judged twice for one query is a :class:`FileFormatError`."""
+        pc, docnos = arrow().compute, qrels.docnos.combine_chunks()
+        queries, documents = pc.dictionary_encode(qrels.qids.combine_chunks()), pc.unique(docnos)
+        codes = _tensor(queries.indices)
+        pairs = codes * len(documents) + _tensor(pc.index_in(docnos, documents))
+        if _adjacent_equal(torch.sort(pairs).values):
             diagnose(qrels.path, qrels.kind, qrels.format)
             raise FileFormatError(qrels.path, None, "a query judges a document twice")
-        names = queries.dictionary.to_pylist()
-        counts = torch.bincount(qcodes, minlength=len(names))
-        by_query = torch.argsort(qcodes, stable=True)
-        starts = torch.cumsum(counts, 0) - counts
-        longest = arrow().compute.max(arrow().compute.binary_length(documents.dictionary))
-        words = -(-(longest.as_py() or 0) // 8)
-        packed = _packed(documents.dictionary, words) if words * 8 <= PACKED_BYTES else None
-        return cls(qrels, names, queries.dictionary, documents.dictionary, qcodes, dcodes,
-                   by_query, starts, counts, words, packed)  # fmt: skip
-
-    def lines_of(self, codes: list[int]) -> Tensor:
-        """The qrels lines of the queries ``codes``, query by query."""
-        query = torch.tensor(codes, dtype=torch.int64)
-        counts = self.counts[query]
-        shift = torch.repeat_interleave(
-            self.starts[query] - (torch.cumsum(counts, 0) - counts), counts
-        )
-        return self.by_query[shift + torch.arange(int(counts.sum()))]
-
-    def document_ids(self, docnos: Any, lines: Tensor, packed: bool) -> tuple[Tensor, Tensor]:
-        """(n, words) int64 ids of ``docnos`` and of the documents of the judgments on
-        ``lines``, equal for equal ids: their bytes (``packed``, when they fit,
-        :func:`_packed`) or codes (one word, exact, slower: every id hashed by pyarrow)."""
-        pa = arrow()
-        longest = pa.compute.max(pa.compute.binary_length(docnos)).as_py() or 0
-        words = max(-(-longest // 8), self.words)
-        if packed and words * 8 <= PACKED_BYTES and self.packed is not None:
-            ids = _packed(docnos, words)
-            if ids is not None:  # zero words added to the judged ids: the same as packing wider
-                judged = self.packed[self.dcodes[lines]]
-                return ids, torch.nn.functional.pad(judged, (0, words - self.words))
-        both = pa.compute.dictionary_encode(pa.concat_arrays([self.documents, docnos]))
-        codes = _tensor(both.indices).unsqueeze(1)  # the judged documents first: their codes
-        return codes[len(self.documents) :], self.dcodes[lines].unsqueeze(1)
+        counts = torch.bincount(codes, minlength=len(queries.dictionary))
+        return cls(qrels, queries.dictionary.to_pylist(), queries.dictionary, docnos,
+                   torch.argsort(codes, stable=True), torch.cumsum(counts, 0) - counts, counts)  # fmt: skip
 
 
-def build_collection(
+def collections(
     qrels: Records,
     run: Records,
     *,
@@ -609,11 +518,12 @@ def build_collection(
     relevance_threshold: float | None = None,
     unjudged: str = "error",
     unretrieved: str = "skip",
-) -> Collection:
-    """Join ``qrels`` and ``run`` into flat ``(preds, target, indexes, mask)``.
+) -> Iterator[Collection]:
+    """Join ``qrels`` and ``run`` in parts of whole queries (at most :data:`PART_LINES`
+    slots each but for a longer query); the last part lists the queries left out.
 
     Args:
-        trec_eval_order: order each query's items by score, then document id
+        trec_eval_order: order each query's documents by score, then document id
             DESCENDING, so that ``ties="first"`` breaks ties as trec_eval does.
         relevance_threshold: unretrieved judged documents with a grade at or
             above it (or above 0) are added as masked items.
@@ -623,269 +533,190 @@ def build_collection(
             (trec_eval's default) or ``"count"``-ed as a query with nothing
             retrieved (trec_eval ``-c``).
     """
-    options = (trec_eval_order, relevance_threshold, unjudged, unretrieved)
-    return next(_joined(qrels, iter([run]), *options, whole=True))
-
-
-def iter_collections(
-    qrels: Records,
-    run_path: str,
-    run_format: str = "auto",
-    progress: TextIO | None = None,
-    *,
-    trec_eval_order: bool = False,
-    relevance_threshold: float | None = None,
-    unjudged: str = "error",
-    unretrieved: str = "skip",
-) -> Iterator[Collection]:
-    """:func:`build_collection` in parts of whole queries (about :data:`PART_LINES` run
-    lines each), joined as the run is read, so that memory does not grow with the run.
-
-    The last part holds the counted unretrieved queries and the lists of
-    left-out ones. Raises :class:`WholeRunNeeded` when a query's lines are
-    apart, or a query is not judged under ``unjudged="error"`` (its message
-    counts them all): the caller then reads the run whole.
-    """
-    options = (trec_eval_order, relevance_threshold, unjudged, unretrieved)
-    yield from _joined(
-        qrels, _whole_queries(read_parts(run_path, "run", run_format, progress)), *options
-    )
-
-
-def _whole_queries(parts: Iterator[Records]) -> Iterator[Records]:
-    """``parts`` regrouped into parts of at least :data:`PART_LINES` lines that end with a query."""
-    pc, held, size = arrow().compute, [], 0
-    for part in parts:
-        held.append(part)
-        size += len(part)
-        if size >= PART_LINES:
-            other = pc.not_equal(part.qids, part.qids[-1]).to_numpy(zero_copy_only=False)
-            cut = int(other.nonzero()[0][-1]) + 1 if other.any() else 0
-            if cut:  # the part's last query may go on in the next part
-                yield concat([*held[:-1], part.lines(0, cut)])
-                held, size = [part.lines(cut)], len(part) - cut
-    if held:
-        yield concat(held)
-
-
-def _joined(
-    qrels: Records,
-    parts: Iterator[Records],
-    trec_eval_order: bool,
-    relevance_threshold: float | None,
-    unjudged: str,
-    unretrieved: str,
-    whole: bool = False,
-) -> Iterator[Collection]:
-    pc, judgments = arrow().compute, Judgments.of(qrels)
-    done: dict[bytes, None] = {}
-    unjudged_qids: list[bytes] = []
-    held: tuple[Records, Tensor, Tensor] | None = None  # the last part takes the counted queries
-    for part in parts:
-        encoded = pc.dictionary_encode(part.qids)
-        qids, codes = encoded.dictionary.to_pylist(), _tensor(encoded.indices)
-        blocks = 1 + int((codes[1:] != codes[:-1]).sum())
-        if not whole and (blocks != len(qids) or any(q in done for q in qids)):
-            raise WholeRunNeeded
-        done.update(dict.fromkeys(qids))
-        judged = _tensor(pc.fill_null(pc.index_in(encoded.dictionary, judgments.queries), -1))
-        missing = [q for q, j in zip(qids, judged.tolist(), strict=True) if j < 0]
-        if missing and unjudged == "error":
-            if not whole:
-                raise WholeRunNeeded
-            raise FileFormatError(
-                part.path,
-                first_line_of_query(part, missing[0]),
-                f"query {query_name(missing[0])!r} is in the run but not in the qrels "
-                f"({len(missing)} such {'query' if len(missing) == 1 else 'queries'}"
-                f"{_listing(missing)}); pass --unjudged-queries skip to leave them out",
-            )
-        unjudged_qids.extend(missing)
-        if held is not None:
-            yield _join(judgments, *held, [], trec_eval_order, relevance_threshold)
-        held = (part, codes, judged[codes])
-    assert held is not None  # read_parts refuses an empty run
-    unretrieved_codes = [code for code, q in enumerate(judgments.names) if q not in done]
-    unretrieved_qids = [judgments.names[code] for code in unretrieved_codes]
+    pc, judgments, n = arrow().compute, Judgments.of(qrels), len(run)
+    # the run's blocks of lines of one query, and its queries in order of first line
+    new = torch.ones(n, dtype=torch.bool)
+    new[1:] = _tensor(pc.not_equal(run.qids.slice(1), run.qids.slice(0, n - 1)), torch.bool)
+    starts = new.nonzero().flatten()
+    heads = pc.dictionary_encode(run.qids.take(starts.numpy()).combine_chunks())
+    names: list[bytes] = heads.dictionary.to_pylist()
+    blocks, block_sizes = _tensor(heads.indices), torch.diff(starts, append=torch.tensor([n]))
+    sizes = torch.zeros(len(names), dtype=torch.int64).index_add_(0, blocks, block_sizes)
+    code = _tensor(pc.fill_null(pc.index_in(heads.dictionary, judgments.queries), -1))
+    missing = [name for name, c in zip(names, code.tolist(), strict=True) if c < 0]
+    if missing and unjudged == "error":
+        raise FileFormatError(
+            run.path,
+            first_line_of_query(run, missing[0]),
+            f"query {query_name(missing[0])!r} is in the run but not in the qrels "
+            f"({len(missing)} such {'query' if len(missing) == 1 else 'queries'}"
+            f"{_listing(missing)}); pass --unjudged-queries skip to leave them out",
+        )
+    # the run's lines query by query, those of unjudged queries left out
+    grouped, order = len(blocks) == len(names), None
+    if trec_eval_order or not grouped or missing:
+        line_query = torch.repeat_interleave(blocks, block_sizes)
+        if trec_eval_order:
+            order = _trec_eval_order(run, line_query, grouped)
+        elif not grouped:
+            order = torch.argsort(line_query, stable=True)
+        if missing:
+            kept = code[line_query if order is None else line_query[order]] >= 0
+            order = kept.nonzero().flatten() if order is None else order[kept]
+    if order is not None:
+        docnos = run.docnos.take(order.numpy())
+        run = Records(run.path, run.kind, run.format, run.qids, docnos, run.values[order])
+    retrieved = set(code.tolist())
+    unretrieved_codes = [c for c in range(len(judgments.names)) if c not in retrieved]
     extra = unretrieved_codes if unretrieved == "count" else []
-    names = set(judgments.names)
-    _distinct_names([q for q in done if q in names] + unretrieved_qids * bool(extra), qrels)
-    yield replace(
-        _join(judgments, *held, extra, trec_eval_order, relevance_threshold),
-        unjudged=sorted(map(query_name, unjudged_qids)),
-        unretrieved=sorted(map(query_name, unretrieved_qids)),
-    )
+    _distinct_names([judgments.names[c] for c in code.tolist() + extra if c >= 0], qrels)
+    # parts of consecutive queries, at most PART_LINES slots (queries x longest) each
+    queries: list[int] = []
+    lengths: list[int] = []
+    first = widest = 0
+    for query, size in zip(code.tolist(), sizes.tolist(), strict=True):
+        if query < 0:
+            continue
+        if queries and (len(queries) + 1) * max(widest, size) > PART_LINES:
+            yield _part(judgments, run, first, queries, lengths, relevance_threshold)
+            first, queries, lengths, widest = first + sum(lengths), [], [], 0
+        queries.append(query)
+        lengths.append(size)
+        widest = max(widest, size)
+    last = _part(judgments, run, first, queries + extra, lengths + [0] * len(extra),
+                 relevance_threshold)  # fmt: skip
+    unretrieved_qids = [judgments.names[c] for c in unretrieved_codes]
+    yield replace(last, unjudged=sorted(map(query_name, missing)),
+                  unretrieved=sorted(map(query_name, unretrieved_qids)))  # fmt: skip
 
 
-def _join(
+def _part(
     judgments: Judgments,
     run: Records,
-    codes: Tensor,
-    line_query: Tensor,
-    extra: list[int],
-    trec_eval_order: bool,
+    first: int,
+    queries: list[int],
+    sizes: list[int],
     relevance_threshold: float | None,
 ) -> Collection:
-    """The judged queries of ``run`` and the ``extra`` judged queries, as one collection.
-
-    ``codes``: each run line's query (a code of the run's own); ``line_query``:
-    its code in the qrels, or -1.
-    """
-    grades = judgments.qrels.values
-    # the rows: the evaluated queries in name order, and their judgments
-    evaluated = torch.unique(line_query[line_query >= 0]).tolist() + extra
-    evaluated.sort(key=lambda code: query_name(judgments.names[code]))
-    row_of = torch.full((len(judgments.names) + 1,), -1, dtype=torch.int64)  # [-1]: no row
-    row_of[evaluated] = torch.arange(len(evaluated))
-    lines = judgments.lines_of(evaluated)
-    # the run's (query, document) pairs as sorted integer keys
-    run_ids, judged_ids = judgments.document_ids(run.docnos, lines, packed=True)
-    pairs = torch.sort(_mix(codes, run_ids))
-    size = 0  # keys mixed by _mix; else exact: query code * size + document code
-    if _adjacent_equal(pairs.values):  # a repeated pair, or two pairs meeting on one key
-        run_ids, judged_ids = judgments.document_ids(run.docnos, lines, packed=False)
-        size = len(judgments.documents) + len(run)
-        pairs = torch.sort(codes * size + run_ids[:, 0])
-        if _adjacent_equal(pairs.values):
-            diagnose(run.path, run.kind, run.format)
-            raise FileFormatError(run.path, None, "a query lists a document twice")
-    # each judgment of the part's queries looked up among the run's keys (exact: the
-    # keys do not repeat, and the query and document of the key found are compared)
-    part_code = torch.full((len(judgments.names) + 1,), -1, dtype=torch.int64)
-    part_code[line_query] = codes
-    wanted = part_code[judgments.qcodes[lines]]
-    asked = (wanted >= 0).nonzero().flatten()
-    query, document = wanted[asked], judged_ids[asked]
-    keys = query * size + document[:, 0] if size else _mix(query, document)
-    at = torch.searchsorted(pairs.values, keys).clamp(max=len(run) - 1)
-    line = pairs.indices[at]
-    found = (pairs.values[at] == keys) & (codes[line] == query)
-    found &= (run_ids[line] == document).all(dim=1)
-    hit, judged_lines = line[found], lines[asked[found]]
-    # a retrieved document the qrels do not judge is never relevant, whatever the
-    # threshold: grade -inf (relevant means grade > 0, or >= a finite threshold)
-    run_target = torch.full((len(run),), -math.inf, dtype=torch.float64)
-    run_target[hit] = grades[judged_lines]
-    run_judged = torch.zeros(len(run), dtype=torch.bool)
-    run_judged[hit] = True
-    run_rows, scores, docnos = row_of[line_query], run.values, run.docnos
-    if bool((line_query < 0).any()):  # lines of unjudged queries are left out
-        kept = (line_query >= 0).nonzero().flatten()
-        run_rows, scores, docnos = run_rows[kept], scores[kept], docnos.take(kept.numpy())
-        run_target, run_judged = run_target[kept], run_judged[kept]
-    if trec_eval_order and run_rows.numel():
-        order = _trec_eval_order(scores, run_rows, docnos, len(evaluated) - len(extra))
-        scores, run_rows, run_target = scores[order], run_rows[order], run_target[order]
-        run_judged = run_judged[order]
-    # judged documents not retrieved: masked items, when they can count in R or
-    # the ideal DCG (grade > 0, or at or above the threshold)
-    retrieved = torch.zeros(len(lines), dtype=torch.bool)
-    retrieved[asked[found]] = True
-    useful = grades[lines] > 0
+    """The dense rows of ``queries`` (codes in the qrels), whose ``sizes`` lines follow
+    each other in ``run`` from line ``first``."""
+    query, size = torch.tensor(queries, dtype=torch.int64), torch.tensor(sizes, dtype=torch.int64)
+    count, big = judgments.counts[query], torch.iinfo(torch.int64).max
+    row, column = _places(size)  # each run line's row and place in it
+    line_row, line_place = _places(count)  # each judgment's row and place among the row's
+    lines = judgments.by_query[judgments.starts[query][line_row] + line_place]
+    grades, total = judgments.qrels.values[lines], int(size.sum())
+    docnos = run.docnos.slice(first, total).combine_chunks()
+    judged_keys, run_keys = _document_keys(judgments.docnos.take(lines.numpy()), docnos)
+    # each row's documents sorted: a repeated one is adjacent, a judged one found by bisection
+    keys = torch.full((len(queries), max([1, *sizes])), big)
+    keys[row, column] = run_keys
+    keys, slot = torch.sort(keys, dim=1, stable=True)  # a row's lines before its padding
+    real = torch.arange(keys.shape[1]) < size.unsqueeze(1)
+    if bool(((keys[:, 1:] == keys[:, :-1]) & real[:, 1:]).any()):
+        diagnose(run.path, run.kind, run.format)
+        raise FileFormatError(run.path, None, "a query lists a document twice")
+    asked = torch.full((len(queries), max([1, *count.tolist()])), big)
+    asked[line_row, line_place] = judged_keys
+    place = torch.searchsorted(keys, asked)[line_row, line_place]
+    found = place < size[line_row]
+    place = place.clamp(max=keys.shape[1] - 1)
+    found &= keys[line_row, place] == judged_keys
+    # judged documents not retrieved: masked items, when they can count in R or the
+    # ideal DCG (grade > 0, or at or above the threshold)
+    useful = grades > 0
     if relevance_threshold is not None:
-        useful |= grades[lines] >= relevance_threshold
-    missing = lines[~retrieved & useful]
-    missing_rows = row_of[judgments.qcodes[missing]]
-    # a counted query with nothing retrieved and nothing relevant still needs one
-    # item: a masked placeholder of grade -inf, never relevant
-    present = torch.zeros(len(evaluated) + 1, dtype=torch.bool)
-    present[run_rows] = present[missing_rows] = True
-    empty = (~present[:-1]).nonzero().flatten()
-    extra_rows = torch.cat([missing_rows, empty])
-    # items gathered query by query: a query's run lines, then its masked items
-    run_rank, run_count = _rank_in_row(run_rows, len(evaluated))
-    extra_rank, extra_count = _rank_in_row(extra_rows, len(evaluated))
-    count = run_count + extra_count
-    start = torch.cumsum(count, 0) - count
-    at_item = torch.cat([start[run_rows] + run_rank,
-                         start[extra_rows] + run_count[extra_rows] + extra_rank])  # fmt: skip
-
-    def items(run_values: Tensor, extra_values: Tensor) -> Tensor:
-        values = torch.cat([run_values, extra_values])
-        return torch.empty_like(values).index_put_((at_item,), values)
-
-    no = torch.zeros(extra_rows.numel(), dtype=torch.bool)
-    return Collection(
-        qids=[query_name(judgments.names[code]) for code in evaluated],
-        preds=items(scores, torch.zeros(extra_rows.numel(), dtype=torch.float64)),
-        target=items(
-            run_target,
-            torch.cat([grades[missing], torch.full((len(empty),), -math.inf, dtype=torch.float64)]),
-        ),
-        indexes=torch.repeat_interleave(torch.arange(len(evaluated)), count),
-        mask=items(torch.ones(run_rows.numel(), dtype=torch.bool), no),
-        judged=items(
-            run_judged, torch.cat([torch.ones(len(missing), dtype=torch.bool), no[len(missing) :]])
-        ),
-    )
+        useful |= grades >= relevance_threshold
+    added = ~found & useful
+    added_row = line_row[added]
+    added_count = torch.bincount(added_row, minlength=len(queries))
+    width = max([1, *(size + added_count).tolist()])
+    preds = torch.zeros(len(queries), width, dtype=torch.float64)
+    preds[row, column] = run.values[first : first + total]
+    mask = torch.zeros(len(queries), width, dtype=torch.bool)
+    mask[row, column] = True
+    target = torch.full((len(queries), width), -math.inf, dtype=torch.float64)
+    judged = torch.zeros(len(queries), width, dtype=torch.bool)
+    hit = (line_row[found], slot[line_row[found], place[found]])
+    extra = (added_row, size[added_row] + _places(added_count)[1])
+    for (rows, columns), values in ((hit, grades[found]), (extra, grades[added])):
+        target[rows, columns] = values
+        judged[rows, columns] = True
+    qids = [query_name(judgments.names[q]) for q in queries]
+    return Collection(qids, preds, target, mask, judged)
 
 
-def _rank_in_row(rows: Tensor, num_rows: int) -> tuple[Tensor, Tensor]:
-    """Each item's place among the items of its row (in input order), and each row's count."""
-    count = torch.bincount(rows, minlength=num_rows)
-    first = torch.ones(rows.numel(), dtype=torch.bool)
-    first[1:] = rows[1:] != rows[:-1]
-    starts = first.nonzero().flatten()
-    if starts.numel() == int((count > 0).sum()):  # each row's items are together
-        block = torch.cumsum(first, 0) - 1
-        return torch.arange(rows.numel()) - starts[block], count
-    order = torch.argsort(rows, stable=True)
-    rank = torch.empty_like(order)
-    rank[order] = torch.arange(rows.numel()) - (torch.cumsum(count, 0) - count)[rows[order]]
-    return rank, count
+def _places(counts: Tensor) -> tuple[Tensor, Tensor]:
+    """For items laid out row by row, ``counts`` per row: each item's row and place in it."""
+    row = torch.repeat_interleave(torch.arange(len(counts)), counts)
+    return row, torch.arange(len(row)) - (torch.cumsum(counts, 0) - counts)[row]
 
 
-def _mix(codes: Tensor, ids: Tensor) -> Tensor:
-    """A key per (query code, document id words): equal pairs, equal keys (distinct pairs
-    may meet too: a repeated key is checked exactly, a key found is compared)."""
+def _document_keys(judged: Any, retrieved: Any) -> tuple[Tensor, Tensor]:
+    """int64 keys of two pyarrow arrays of ids, equal where the ids are: their bytes when
+    every id fits in 8 (:func:`_packed`), else codes of pyarrow's hashing (slower)."""
+    packed = _packed(judged), _packed(retrieved)
+    if packed[0] is not None and packed[1] is not None:
+        return packed[0], packed[1]
+    pa = arrow()
+    codes = _tensor(pa.compute.dictionary_encode(pa.concat_arrays([judged, retrieved])).indices)
+    return codes[: len(judged)], codes[len(judged) :]
+
+
+def _packed(ids: Any) -> Tensor | None:
+    """Each id's bytes, zero-padded to 8, as an int64; None unless that is one-to-one
+    (no id longer than 8 bytes, none holding a zero byte)."""
     import numpy as np
 
-    factor = np.uint64(0x9E3779B97F4A7C15)
-    mixed = codes.numpy().astype(np.uint64) * factor
-    for word in ids.numpy().view(np.uint64).T:
-        mixed = (mixed ^ word) * factor
-    return torch.from_numpy(mixed.view(np.int64))
+    n, buffers = len(ids), ids.buffers()
+    offsets = np.frombuffer(buffers[1], np.int32, n + 1, ids.offset * 4)
+    lengths = np.diff(offsets)
+    if not n or int(lengths.max()) > 8:
+        return torch.zeros(0, dtype=torch.int64) if not n else None
+    data = np.frombuffer(buffers[2] or b"", np.uint8)[offsets[0] : offsets[-1]]
+    if bool((data == 0).any()):
+        return None
+    width = int(lengths.max())
+    padded = np.zeros((n, 8), np.uint8)
+    if int(lengths.min()) == width:
+        padded[:, :width] = data.reshape(n, width)
+    else:
+        column = np.arange(width)
+        at = np.minimum(offsets[:-1, None] - offsets[0] + column, max(data.size - 1, 0))
+        padded[:, :width] = np.where(column < lengths[:, None], data[at], 0)
+    return torch.from_numpy(padded.view(np.int64).reshape(n))
+
+
+def _trec_eval_order(run: Records, line_query: Tensor, grouped: bool) -> Tensor:
+    """The run's lines by query, score descending, then document id descending (trec_eval's).
+
+    A run in rank order (a block per query, scores not increasing) needs only
+    its tie groups sorted; any other run is sorted whole, both by pyarrow.
+    """
+    pa, scores = arrow(), run.values
+    same = line_query[1:] == line_query[:-1]
+    at, order = torch.arange(len(run)), torch.arange(len(run))
+    if grouped and bool((~same | (scores[1:] <= scores[:-1])).all()):
+        tied = same & (scores[1:] == scores[:-1])
+        in_tie = torch.zeros(len(run), dtype=torch.bool)
+        in_tie[1:] |= tied
+        in_tie[:-1] |= tied
+        at = in_tie.nonzero().flatten()
+    if at.numel():
+        columns = {"q": line_query[at].numpy(), "s": scores[at].numpy()}
+        table = pa.table({**columns, "d": run.docnos.take(at.numpy())})
+        keys = [("q", "ascending"), ("s", "descending"), ("d", "descending")]
+        order[at] = at[_tensor(pa.compute.sort_indices(table, keys))]
+    return order
 
 
 def _adjacent_equal(keys: Tensor) -> bool:
     return bool((keys[1:] == keys[:-1]).any())
 
 
-#: ids of at most this many bytes are joined as integers (words of 8 bytes), longer as codes
-PACKED_BYTES = 32
-
-
-def _packed(ids: Any, words: int) -> Tensor | None:
-    """(n, words) int64: each id's bytes, zero-padded, when that is one-to-one (no id longer
-    than ``8 * words`` bytes, none holding a zero byte); else None."""
-    import numpy as np
-
-    n, buffers = len(ids), ids.buffers()
-    offsets = np.frombuffer(buffers[1], np.int32, n + 1, ids.offset * 4)
-    lengths = np.diff(offsets)
-    if not n or buffers[2] is None or int(lengths.max()) > 8 * words:
-        return None
-    data = np.frombuffer(buffers[2], np.uint8)[offsets[0] : offsets[-1]]
-    width = int(lengths.max())
-    if not width or bool((data == 0).any()):
-        return None
-    if int(lengths.min()) == width:
-        matrix = data.reshape(n, width)
-    else:
-        column = np.arange(width)
-        at = np.minimum(offsets[:-1, None] - offsets[0] + column, data.size - 1)
-        matrix = np.where(column < lengths[:, None], data[at], 0)
-    padded = np.zeros((n, 8 * words), np.uint8)
-    padded[:, :width] = matrix
-    return torch.from_numpy(padded.view(np.int64))
-
-
 def _distinct_names(qids: list[bytes], qrels: Records) -> None:
-    """Two ids of one :func:`query_name` are a :class:`FileFormatError`.
-
-    Only an id that is valid UTF-8 and spells a ``\\xNN`` escape can share its
-    name with an id that is not UTF-8.
-    """
+    """Two ids of one :func:`query_name` are a :class:`FileFormatError` (only an id that is
+    valid UTF-8 and spells a ``\\xNN`` escape can share its name with one that is not)."""
     owner: dict[str, bytes] = {}
     for qid in qids:
         other = owner.setdefault(query_name(qid), qid)
@@ -905,32 +736,6 @@ def _listing(qids: list[bytes], limit: int = 10) -> str:
     return f": {shown}{', ...' if len(qids) > limit else ''}"
 
 
-def _trec_eval_order(scores: Tensor, rows: Tensor, docnos: Any, num_queries: int) -> Tensor:
-    """Item order by query, score descending, then document id descending (trec_eval's).
-
-    Only the order within a query matters (the kernel keeps it). A run in rank
-    order (a block per query, scores not increasing) needs only its tie groups
-    sorted; any other run is sorted whole, both by pyarrow.
-    """
-    same_query = rows[1:] == rows[:-1]
-    ranked = bool((~same_query | (scores[1:] <= scores[:-1])).all())
-    if ranked and 1 + int((~same_query).sum()) == num_queries:
-        tied_next = same_query & (scores[1:] == scores[:-1])
-        in_tie = torch.zeros(rows.numel(), dtype=torch.bool)
-        in_tie[1:] |= tied_next
-        in_tie[:-1] |= tied_next
-        positions = in_tie.nonzero().flatten()
-    else:
-        positions = torch.arange(rows.numel())
-    order = torch.arange(rows.numel())
-    if positions.numel():
-        pa, at = arrow(), positions.numpy()
-        table = pa.table({"q": rows[at].numpy(), "s": scores[at].numpy(), "d": docnos.take(at)})
-        keys = [("q", "ascending"), ("s", "descending"), ("d", "descending")]
-        order[positions] = positions[_tensor(pa.compute.sort_indices(table, keys), torch.int64)]
-    return order
-
-
 __all__ = [
     "FORMATS",
     "KINDS",
@@ -938,11 +743,9 @@ __all__ = [
     "FileFormatError",
     "MissingExtraError",
     "Records",
-    "WholeRunNeeded",
-    "build_collection",
+    "collections",
     "diagnose",
     "guess_format",
-    "iter_collections",
     "query_name",
     "read_records",
 ]

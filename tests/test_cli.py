@@ -1015,12 +1015,14 @@ def test_parts_of_whole_queries_give_the_numbers_of_the_whole_run(
     for key, values in expected.items():
         got = [document["per_query"][q][key] for q in qids]
         assert got == pytest.approx(values.tolist(), abs=1e-12), key
-    # blocks of 1 KiB, parts of 100 lines: a query's lines span blocks and parts
+    # blocks of 1 KiB, parts of 100 slots: a query's lines span blocks, and parts are many
     monkeypatch.setattr(readers, "CHUNK_BYTES", 1024)
     monkeypatch.setattr(readers, "PART_LINES", 100)
+    records = readers.read_records(str(run), "run")
+    assert records.qids.num_chunks > 5
     parts = list(
-        readers.iter_collections(
-            readers.read_records(str(qrels), "qrels"), str(run), unjudged="skip",
+        readers.collections(
+            readers.read_records(str(qrels), "qrels"), records, unjudged="skip",
             unretrieved="count", trec_eval_order=ties == "first",
         )
     )  # fmt: skip
@@ -1106,11 +1108,10 @@ def test_document_ids_packed_into_integers_or_not_give_the_same_numbers(tmp_path
 
 def test_packed_ids_are_one_to_one_or_refused() -> None:
     pa = pytest.importorskip("pyarrow")
-    ids = pa.array([b"a", b"ab", b"abcdefgh", b"b", b"a", b"abcdefghi"], pa.binary())
-    words = readers._packed(ids, 2)
-    assert words is not None and words.shape == (6, 2)
-    assert torch.equal(readers._packed(ids.slice(1), 2), words[1:])  # an offset into the buffers
-    rows = [tuple(row) for row in words.tolist()]
-    assert len(set(rows)) == 5 and rows[0] == rows[4]  # equal ids, equal integers
-    assert readers._packed(ids, 1) is None  # 9 bytes do not fit one word
-    assert readers._packed(pa.array([b"a\0", b"a"], pa.binary()), 1) is None  # would meet b"a"
+    ids = pa.array([b"a", b"ab", b"abcdefgh", b"b", b"a"], pa.binary())
+    packed = readers._packed(ids)
+    assert packed is not None and packed.shape == (5,)
+    assert torch.equal(readers._packed(ids.slice(1)), packed[1:])  # an offset into the buffers
+    assert len(set(packed.tolist())) == 4 and packed[0] == packed[4]  # equal ids, equal integers
+    assert readers._packed(pa.array([b"abcdefghi"], pa.binary())) is None  # 9 bytes: no int64
+    assert readers._packed(pa.array([b"a\0", b"a"], pa.binary())) is None  # would meet b"a"
