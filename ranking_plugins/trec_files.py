@@ -220,7 +220,7 @@ def _read_columnar(path: str, kind: str, file_format: str, progress: TextIO | No
     types = [pa.binary(), pa.binary(), pa.int64() if integer else pa.float64()]
     header = file_format == "tsv" and _is_tsv_header(first.split())
     read = pa.csv.ReadOptions(
-        column_names=names, block_size=CHUNK_BYTES, skip_rows=int(header), use_threads=False
+        column_names=names, block_size=CHUNK_BYTES, skip_rows=int(header)
     )
     parse = pa.csv.ParseOptions(
         delimiter="\t" if b"\t" in first else " ", quote_char=False, escape_char=False
@@ -600,50 +600,71 @@ def _part(
 ) -> Collection:
     """The dense rows of ``queries`` (codes in the qrels), whose ``sizes`` lines follow
     each other in ``run`` from line ``first``."""
+    import numpy as np
+
     query, size = torch.tensor(queries, dtype=torch.int64), torch.tensor(sizes, dtype=torch.int64)
-    count, big = judgments.counts[query], torch.iinfo(torch.int64).max
-    row, column = _places(size)  # each run line's row and place in it
+    rows, count, big = len(queries), judgments.counts[query], torch.iinfo(torch.int64).max
     line_row, line_place = _places(count)  # each judgment's row and place among the row's
     lines = judgments.by_query[judgments.starts[query][line_row] + line_place]
     grades, total = judgments.qrels.values[lines], int(size.sum())
     docnos = run.docnos.slice(first, total).combine_chunks()
     judged_keys, run_keys = _document_keys(judgments.docnos.take(lines.numpy()), docnos)
-    # each row's documents sorted: a repeated one is adjacent, a judged one found by bisection
-    keys = torch.full((len(queries), max([1, *sizes])), big)
-    keys[row, column] = run_keys
-    keys, slot = torch.sort(keys, dim=1, stable=True)  # a row's lines before its padding
-    real = torch.arange(keys.shape[1]) < size.unsqueeze(1)
+    # the run lines as rows (their columns, then padding): a view when all are as long
+    longest = max([1, *sizes])
+    at = None if bool((size == longest).all()) else _places(size)
+
+    def dense(values: Tensor, fill: object) -> Tensor:
+        if at is None:
+            return values.view(rows, longest)
+        padded = torch.full((rows * longest,), fill, dtype=values.dtype)  # type: ignore[arg-type]
+        return padded.index_put_((at[0] * longest + at[1],), values).view(rows, longest)
+
+    # each row's documents sorted (numpy's sort is the faster): a repeated one is adjacent,
+    # a judged one found by bisection; the padding sorts last (no key is the largest int64)
+    keys = dense(run_keys, big)
+    slot = torch.from_numpy(np.argsort(keys.numpy(), axis=1))
+    keys = keys.gather(1, slot)
+    real = torch.arange(longest) < size.unsqueeze(1)
     if bool(((keys[:, 1:] == keys[:, :-1]) & real[:, 1:]).any()):
         diagnose(run.path, run.kind, run.format)
         raise FileFormatError(run.path, None, "a query lists a document twice")
-    asked = torch.full((len(queries), max([1, *count.tolist()])), big)
+    asked = torch.full((rows, max([1, *count.tolist()])), big)
     asked[line_row, line_place] = judged_keys
     place = torch.searchsorted(keys, asked)[line_row, line_place]
     found = place < size[line_row]
-    place = place.clamp(max=keys.shape[1] - 1)
+    place = place.clamp(max=longest - 1)
     found &= keys[line_row, place] == judged_keys
-    # judged documents not retrieved: masked items, when they can count in R or the
-    # ideal DCG (grade > 0, or at or above the threshold)
+    hit_row = line_row[found]
+    hit = (torch.cumsum(size, 0) - size)[hit_row] + slot[hit_row, place[found]]
+    line_target = torch.full((total,), -math.inf, dtype=torch.float64)
+    line_target[hit] = grades[found]
+    line_judged = torch.zeros(total, dtype=torch.bool)
+    line_judged[hit] = True
+    matrices = [
+        dense(run.values[first : first + total], 0.0),
+        dense(line_target, -math.inf),
+        dense(torch.ones(total, dtype=torch.bool), False),
+        dense(line_judged, False),
+    ]
+    # judged documents not retrieved, in columns after the run's: masked items, when
+    # they can count in R or the ideal DCG (grade > 0, or at or above the threshold)
     useful = grades > 0
     if relevance_threshold is not None:
         useful |= grades >= relevance_threshold
     added = ~found & useful
-    added_row = line_row[added]
-    added_count = torch.bincount(added_row, minlength=len(queries))
-    width = max([1, *(size + added_count).tolist()])
-    preds = torch.zeros(len(queries), width, dtype=torch.float64)
-    preds[row, column] = run.values[first : first + total]
-    mask = torch.zeros(len(queries), width, dtype=torch.bool)
-    mask[row, column] = True
-    target = torch.full((len(queries), width), -math.inf, dtype=torch.float64)
-    judged = torch.zeros(len(queries), width, dtype=torch.bool)
-    hit = (line_row[found], slot[line_row[found], place[found]])
-    extra = (added_row, size[added_row] + _places(added_count)[1])
-    for (rows, columns), values in ((hit, grades[found]), (extra, grades[added])):
-        target[rows, columns] = values
-        judged[rows, columns] = True
+    added_count = torch.bincount(line_row[added], minlength=rows)
+    width = max([0, *added_count.tolist()])
+    if width:
+        extra = line_row[added] * width + _places(added_count)[1]
+        target = torch.full((rows * width,), -math.inf, dtype=torch.float64)
+        target[extra] = grades[added]
+        judged = torch.zeros(rows * width, dtype=torch.bool)
+        judged[extra] = True
+        more = (torch.zeros(rows, width, dtype=torch.float64), target.view(rows, width),
+                torch.zeros(rows, width, dtype=torch.bool), judged.view(rows, width))  # fmt: skip
+        matrices = [torch.cat(pair, dim=1) for pair in zip(matrices, more, strict=True)]
     qids = [query_name(judgments.names[q]) for q in queries]
-    return Collection(qids, preds, target, mask, judged)
+    return Collection(qids, *matrices)
 
 
 def _places(counts: Tensor) -> tuple[Tensor, Tensor]:
@@ -664,8 +685,8 @@ def _document_keys(judged: Any, retrieved: Any) -> tuple[Tensor, Tensor]:
 
 
 def _packed(ids: Any) -> Tensor | None:
-    """Each id's bytes, zero-padded to 8, as an int64; None unless that is one-to-one
-    (no id longer than 8 bytes, none holding a zero byte)."""
+    """Each id's bytes, zero-padded to 8, as an int64; None unless that is one-to-one (no id
+    longer than 8 bytes, none holding a zero byte) and below the largest int64 (padding)."""
     import numpy as np
 
     n, buffers = len(ids), ids.buffers()
@@ -684,7 +705,8 @@ def _packed(ids: Any) -> Tensor | None:
         column = np.arange(width)
         at = np.minimum(offsets[:-1, None] - offsets[0] + column, max(data.size - 1, 0))
         padded[:, :width] = np.where(column < lengths[:, None], data[at], 0)
-    return torch.from_numpy(padded.view(np.int64).reshape(n))
+    packed = padded.view(np.int64).reshape(n)
+    return None if bool((packed == np.iinfo(np.int64).max).any()) else torch.from_numpy(packed)
 
 
 def _trec_eval_order(run: Records, line_query: Tensor, grouped: bool) -> Tensor:
