@@ -9,7 +9,7 @@
 ``compare`` (paired significance tests) lives in :mod:`ranking_plugins.compare_command`.
 
 The files are read by :mod:`ranking_plugins.trec_files` (TREC, TSV or JSONL,
-gzip too), joined into the grouped layout, and evaluated by the package's
+gzip too), joined into dense parts of whole queries, and evaluated by the package's
 kernel (:class:`ranking_plugins.request.RankingRequest`, the object behind
 :func:`ranking_plugins.rank_metrics`); no metric is computed here. Means and
 standard errors come from :class:`ranking_plugins.totals.Totals`.

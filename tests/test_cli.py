@@ -997,11 +997,14 @@ def _parts_collection(tmp_path: Path) -> tuple[Path, Path, list[str]]:
     return qrels, run, run_lines
 
 
+@pytest.mark.parametrize("part_slots", [20, 100])
 @pytest.mark.parametrize("ties", ["first", "average"])
 def test_parts_of_whole_queries_give_the_numbers_of_the_whole_run(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ties: str
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ties: str, part_slots: int
 ) -> None:
     qrels, run, lines = _parts_collection(tmp_path)
+    lines = lines[:90] + lines[110:]  # q3 retrieves 10 documents, the others 30: padded rows
+    run.write_text("".join(lines))
     args = ["--ties", ties, "--per-query", "--format", "json", "--unjudged-queries", "skip",
             "--unretrieved-queries", "count", *COMPARED]  # fmt: skip
     whole = run_cli("evaluate", qrels, run, *args)
@@ -1015,9 +1018,10 @@ def test_parts_of_whole_queries_give_the_numbers_of_the_whole_run(
     for key, values in expected.items():
         got = [document["per_query"][q][key] for q in qids]
         assert got == pytest.approx(values.tolist(), abs=1e-12), key
-    # blocks of 1 KiB, parts of 100 slots: a query's lines span blocks, and parts are many
+    # blocks of 1 KiB, parts of 100 slots (20: each query longer than a part, alone in
+    # one): a query's lines span blocks, and parts are many
     monkeypatch.setattr(readers, "CHUNK_BYTES", 1024)
-    monkeypatch.setattr(readers, "PART_LINES", 100)
+    monkeypatch.setattr(readers, "PART_LINES", part_slots)
     records = readers.read_records(str(run), "run")
     assert records.qids.num_chunks > 5
     parts = list(
@@ -1027,6 +1031,7 @@ def test_parts_of_whole_queries_give_the_numbers_of_the_whole_run(
         )
     )  # fmt: skip
     assert len(parts) > 5 and parts[-1].unjudged == ["q7"]
+    assert any(part.preds.shape[0] > 1 for part in parts[:-1]) == (part_slots > 30)
     assert parts[-1].unretrieved == ["q36", "q37", "q38", "q39"]
     in_parts = run_cli("evaluate", qrels, run, *args)
     assert in_parts.json() == document and in_parts.err == whole.err
@@ -1115,3 +1120,5 @@ def test_packed_ids_are_one_to_one_or_refused() -> None:
     assert len(set(packed.tolist())) == 4 and packed[0] == packed[4]  # equal ids, equal integers
     assert readers._packed(pa.array([b"abcdefghi"], pa.binary())) is None  # 9 bytes: no int64
     assert readers._packed(pa.array([b"a\0", b"a"], pa.binary())) is None  # would meet b"a"
+    # the largest int64 is the padding of the sorted rows: such an id takes pyarrow's codes
+    assert readers._packed(pa.array([b"\xff" * 7 + b"\x7f"], pa.binary())) is None
