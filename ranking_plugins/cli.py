@@ -70,7 +70,9 @@ from ranking_plugins.trec_files import (
     FileFormatError,
     MissingExtraError,
     Records,
+    WholeRunNeeded,
     collections,
+    read_batches,
     read_records,
 )
 from ranking_plugins.trec_relstring import (
@@ -722,17 +724,22 @@ def _evaluate_run(
     options: Options,
     stderr: TextIO,
 ) -> tuple[Results, Collection]:
-    """The run read, then joined and evaluated in parts of whole queries; and its last part."""
+    """The run read, joined and evaluated in parts of whole queries; and its last part."""
     join: dict[str, Any] = {
         "trec_eval_order": args.ties == "first",
         "relevance_threshold": join_threshold(wanted, threshold),
         "unjudged": args.unjudged_queries,
         "unretrieved": args.unretrieved_queries,
     }
-    run = read_records(args.run, "run", args.run_format, stderr)
     last: list[Collection] = []
-    parts = _keep_last(collections(qrels, run, **join), last)
-    results = evaluate(parts, wanted, options, args.qrels, args.judged_only)
+    batches = read_batches(args.run, "run", args.run_format, stderr)
+    try:
+        parts = _keep_last(collections(qrels, batches, **join), last)
+        results = evaluate(parts, wanted, options, args.qrels, args.judged_only)
+    except WholeRunNeeded:  # a query's lines are apart: the run is read whole
+        run = read_records(args.run, "run", args.run_format, stderr)
+        parts = _keep_last(collections(qrels, run, **join), last)
+        results = evaluate(parts, wanted, options, args.qrels, args.judged_only)
     return results, last[-1]
 
 

@@ -10,19 +10,18 @@ format    qrels line                              run line
 
 Columns are separated by any whitespace; blank lines are ignored; a ``.gz``
 file is read through gzip. The rank, ``iter``, ``Q0`` and run-id columns are
-read past (a run is ordered by score, as trec_eval orders it). TREC grades
-are integers (trec_eval's); TSV and JSONL grades may be any finite number.
+read past (trec_eval orders a run by score). TREC grades are integers
+(trec_eval's); TSV and JSONL grades may be any finite number.
 
 pyarrow parses a file into columns block by block; the checks and the join
-are vectorised (pyarrow's hashing, torch's sorts), never a loop over lines.
-When pyarrow refuses a file or a check fails, :func:`iter_records` reads it
-line by line: it raises :class:`FileFormatError` (``FILE:LINE: what was
-wrong``) at the first bad line, or returns the records of a good file that a
-one-character separator cannot split (runs of blanks). :func:`collections`
-joins a qrels and a run into the dense layout of
-:func:`ranking_plugins.rank_metrics`, in parts of whole queries. pyarrow,
-numpy and tqdm are the ``cli`` extra, imported when a file is read, never by
-``import ranking_plugins``.
+are vectorised, never a loop over lines. When pyarrow refuses a file or a
+check fails, :func:`iter_records` reads it line by line: it raises
+:class:`FileFormatError` (``FILE:LINE: what was wrong``) at the first bad
+line, or returns the records of a good file that a one-character separator
+cannot split (runs of blanks). :func:`collections` joins the run, as it is
+read, to the qrels in dense parts of whole queries for
+:func:`ranking_plugins.rank_metrics`. pyarrow, numpy and tqdm are the ``cli``
+extra, imported when a file is read, never by ``import ranking_plugins``.
 """
 
 from __future__ import annotations
@@ -31,7 +30,7 @@ import gzip
 import json
 import math
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any, BinaryIO, TextIO
 
@@ -42,11 +41,29 @@ KINDS = ("qrels", "run")
 FORMATS = ("auto", "trec", "tsv", "jsonl")
 #: bytes that pyarrow parses per block: the unit of reading and of progress
 CHUNK_BYTES = 2 << 20
-#: slots (queries x longest query, padded) of one part given to the kernel at a time
+#: slots (queries x longest query) of a part given to the kernel; run lines joined at a time
 PART_LINES = 1 << 17
 #: a progress bar (on a terminal) for files of at least this many bytes
 PROGRESS_MIN_BYTES = 32 << 20
 INSTALL = 'pip install "ranking-plugins[cli]"'
+#: (columns, where the query id, document id and value are) of a whitespace-separated line
+LAYOUTS: dict[tuple[str, str], tuple[tuple[str, ...], int, int, int]] = {
+    ("qrels", "trec"): (("qid", "iter", "docno", "grade"), 0, 2, 3),
+    ("run", "trec"): (("qid", "Q0", "docno", "rank", "score", "runid"), 0, 2, 4),
+    ("qrels", "tsv"): (("qid", "docno", "grade"), 0, 1, 2),
+    ("run", "tsv"): (("qid", "docno", "score"), 0, 1, 2),
+}
+#: JSONL keys, the first is the documented one; the others are accepted aliases
+JSON_KEYS: dict[str, tuple[str, ...]] = {
+    "qid": ("query_id", "qid", "q_id"),
+    "docno": ("doc_id", "docno", "docid"),
+    "grade": ("relevance", "grade", "rel"),
+    "score": ("score",),
+}
+#: a TSV file may start with a header line naming its columns (ir_measures and
+#: ranx DataFrames written with ``to_csv(sep="\t")``); it is recognised by the
+#: name of its third column, so a broken first data line is never taken for one
+TSV_HEADER_VALUES = {"score", "relevance", "rel", "grade", "label"}
 
 
 class FileFormatError(Exception):
@@ -63,6 +80,11 @@ class FileFormatError(Exception):
 
 class MissingExtraError(ImportError):
     """The file readers need the ``cli`` extra (pyarrow, numpy, tqdm)."""
+
+
+class WholeRunNeeded(Exception):
+    """A query's lines are apart, or an error needs the whole run: :func:`collections`
+    cannot go on as the run is read; give it the run read whole (:func:`read_records`)."""
 
 
 class _Malformed(Exception):
@@ -86,53 +108,37 @@ def arrow() -> Any:
     return pyarrow
 
 
-@dataclass(frozen=True)
-class Layout:
-    """Where the query id, document id and value sit in a whitespace-separated line."""
-
-    columns: tuple[str, ...]
-    qid: int
-    docno: int
-    value: int
-
-
-LAYOUTS: dict[tuple[str, str], Layout] = {
-    ("qrels", "trec"): Layout(("qid", "iter", "docno", "grade"), 0, 2, 3),
-    ("run", "trec"): Layout(("qid", "Q0", "docno", "rank", "score", "runid"), 0, 2, 4),
-    ("qrels", "tsv"): Layout(("qid", "docno", "grade"), 0, 1, 2),
-    ("run", "tsv"): Layout(("qid", "docno", "score"), 0, 1, 2),
-}
-#: JSONL keys, the first is the documented one; the others are accepted aliases
-JSON_KEYS: dict[str, tuple[str, ...]] = {
-    "qid": ("query_id", "qid", "q_id"),
-    "docno": ("doc_id", "docno", "docid"),
-    "grade": ("relevance", "grade", "rel"),
-    "score": ("score",),
-}
-#: a TSV file may start with a header line naming its columns (ir_measures and
-#: ranx DataFrames written with ``to_csv(sep="\t")``); it is recognised by the
-#: name of its third column, so a broken first data line is never taken for one
-TSV_HEADER_VALUES = {"score", "relevance", "rel", "grade", "label"}
-
-
 def value_name(kind: str) -> str:
     return "grade" if kind == "qrels" else "score"
 
 
 @dataclass(frozen=True)
 class Records:
-    """The records of a file as columns, one entry per line (ids as bytes, UTF-8 for JSONL,
-    so that a TREC qrels and a JSONL run name the same documents alike)."""
+    """Consecutive lines of a file as columns (ids as bytes, UTF-8 for JSONL, so that a
+    TREC qrels and a JSONL run name the same documents alike)."""
 
     path: str
     kind: str
     format: str
-    qids: Any  # (n,) pyarrow chunked binary: each line's query id
-    docnos: Any  # (n,) pyarrow chunked binary: each line's document id
+    qids: Any  # (n,) pyarrow binary: each line's query id
+    docnos: Any  # (n,) pyarrow binary: each line's document id
     values: Tensor  # (n,) float64 grades (qrels) or scores (run)
 
     def __len__(self) -> int:
         return self.values.numel()
+
+    def lines(self, start: int, stop: int | None = None) -> Records:
+        stop = len(self) if stop is None else stop
+        ids = (self.qids.slice(start, stop - start), self.docnos.slice(start, stop - start))
+        return replace(self, qids=ids[0], docnos=ids[1], values=self.values[start:stop])
+
+
+def concat(parts: list[Records]) -> Records:
+    """One :class:`Records` of consecutive parts of a file."""
+    if len(parts) == 1:
+        return parts[0]
+    qids, docnos = (arrow().concat_arrays([getattr(p, f) for p in parts]) for f in ("qids", "docnos"))
+    return replace(parts[0], qids=qids, docnos=docnos, values=torch.cat([p.values for p in parts]))
 
 
 def _tensor(array: Any, dtype: torch.dtype = torch.int64) -> Tensor:
@@ -141,26 +147,21 @@ def _tensor(array: Any, dtype: torch.dtype = torch.int64) -> Tensor:
 
 def open_binary(path: str) -> BinaryIO:
     """The file's bytes, decompressed when the name ends in ``.gz``."""
-    if path.endswith(".gz"):
-        return gzip.open(path, "rb")  # type: ignore[return-value]
-    return open(path, "rb")
+    return gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb")  # type: ignore[return-value]
 
 
 def guess_format(path: str, kind: str) -> str:
     """``trec``, ``tsv`` or ``jsonl`` from the file name, else from the first non-blank line."""
-    name = path[:-3] if path.endswith(".gz") else path
-    extension = os.path.splitext(name)[1].lower()
-    if extension == ".tsv":
-        return "tsv"
-    if extension in (".jsonl", ".ndjson"):
-        return "jsonl"
+    extension = os.path.splitext(path[:-3] if path.endswith(".gz") else path)[1].lower()
+    if extension in (".tsv", ".jsonl", ".ndjson"):
+        return "tsv" if extension == ".tsv" else "jsonl"
     for number, line in iter_lines(path):
         if not line.strip():
             continue
         if line.lstrip().startswith(b"{"):
             return "jsonl"
         width = len(line.split())
-        trec, tsv = LAYOUTS[(kind, "trec")].columns, LAYOUTS[(kind, "tsv")].columns
+        trec, tsv = LAYOUTS[(kind, "trec")][0], LAYOUTS[(kind, "tsv")][0]
         if width in (len(trec), len(tsv)):
             return "trec" if width == len(trec) else "tsv"
         raise FileFormatError(
@@ -184,81 +185,89 @@ def read_records(
     missing key), and for an empty file. ``progress``: the stream of a
     progress bar (shown only on a terminal, for large files).
     """
+    return concat(list(read_batches(path, kind, file_format, progress)))
+
+
+def read_batches(
+    path: str, kind: str, file_format: str = "auto", progress: TextIO | None = None
+) -> Iterator[Records]:
+    """The file's records in batches of consecutive lines, as pyarrow parses its blocks
+    (:func:`read_records` says what is checked)."""
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
     if file_format not in FORMATS:
         raise ValueError(f"format must be one of {FORMATS}, got {file_format!r}")
-    if file_format == "auto":
-        file_format = guess_format(path, kind)
-    pa = arrow()
+    file_format = guess_format(path, kind) if file_format == "auto" else file_format
+    pa, done = arrow(), 0
     try:
-        qid, docno, value = _read_columnar(path, kind, file_format, progress)
-        values = torch.cat([_tensor(chunk, torch.float64) for chunk in value.chunks])
-        if bool((torch.isnan(values) if kind == "run" else ~torch.isfinite(values)).any()):
-            raise _Malformed
-        records = Records(path, kind, file_format, qid, docno, values)
+        for qid, docno, value in _read_columnar(path, kind, file_format, progress):
+            values = _tensor(value, torch.float64)
+            if bool((torch.isnan(values) if kind == "run" else ~torch.isfinite(values)).any()):
+                raise _Malformed
+            yield Records(path, kind, file_format, qid, docno, values)
+            done += len(values)
     except (OSError, EOFError) as error:
         raise FileFormatError(path, None, f"cannot read the file: {_os_reason(error)}") from None
     except (_Malformed, pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
-        records = _exact_records(path, kind, file_format)  # raises at the first bad line
-    if not len(records):
+        exact = _exact_records(path, kind, file_format)  # raises at the first bad line
+        if len(exact) > done:  # a good file that pyarrow cannot split: the lines not yielded
+            yield exact.lines(done)
+        done = max(done, len(exact))
+    if not done:
         raise FileFormatError(path, None, f"the {kind} file has no {kind} lines (it is empty)")
-    return records
 
 
-def _read_columnar(path: str, kind: str, file_format: str, progress: TextIO | None) -> list[Any]:
-    """The query id, document id and value columns (pyarrow chunked arrays) of a file."""
+def _read_columnar(
+    path: str, kind: str, file_format: str, progress: TextIO | None
+) -> Iterator[tuple[Any, Any, Any]]:
+    """The query id, document id and value columns of each block of a file."""
     pa = arrow()
     if file_format == "jsonl":
         with open_binary(path) as handle:
-            return _jsonl_columns(kind, pa.json.read_json(handle))
-    layout = LAYOUTS[(kind, file_format)]
+            yield _jsonl_columns(kind, pa.json.read_json(handle))
+        return
+    columns, qid, docno, value = LAYOUTS[(kind, file_format)]
     first = next((line for _, line in iter_lines(path) if line.strip()), b"")
-    names = [f"c{i}" for i in range(len(layout.columns))]
-    wanted = [names[layout.qid], names[layout.docno], names[layout.value]]
+    names = [f"c{i}" for i in range(len(columns))]
+    wanted = [names[qid], names[docno], names[value]]
     integer = kind == "qrels" and file_format == "trec"  # trec_eval's grades: 1.5 is an error
     types = [pa.binary(), pa.binary(), pa.int64() if integer else pa.float64()]
     header = file_format == "tsv" and _is_tsv_header(first.split())
-    read = pa.csv.ReadOptions(
-        column_names=names, block_size=CHUNK_BYTES, skip_rows=int(header)
-    )
-    parse = pa.csv.ParseOptions(
-        delimiter="\t" if b"\t" in first else " ", quote_char=False, escape_char=False
-    )
-    convert = pa.csv.ConvertOptions(
-        column_types=dict(zip(wanted, types, strict=True)), include_columns=wanted,
-        null_values=[], strings_can_be_null=False,
+    options = (
+        pa.csv.ReadOptions(column_names=names, block_size=CHUNK_BYTES, skip_rows=int(header),
+                           use_threads=False),
+        pa.csv.ParseOptions(delimiter="\t" if b"\t" in first else " ", quote_char=False,
+                            escape_char=False),
+        pa.csv.ConvertOptions(column_types=dict(zip(wanted, types, strict=True)),
+                              include_columns=wanted, null_values=[], strings_can_be_null=False),
     )  # fmt: skip
-    columns: list[list[Any]] = [[], [], []]
     with open(path, "rb") as raw:
         stream: Any = gzip.GzipFile(fileobj=raw) if path.endswith(".gz") else raw
         bar = progress_bar(progress, path)
         try:
-            for batch in pa.csv.open_csv(stream, read, parse, convert):
-                for column, chunk in zip(columns, batch.columns, strict=True):
-                    column.append(chunk)
+            for batch in pa.csv.open_csv(stream, *options):
+                yield tuple(batch.columns)  # type: ignore[misc]
                 if bar is not None:
                     bar.update(raw.tell() - bar.n)
         finally:
             if bar is not None:
                 bar.close()
-    return [pa.chunked_array(c, t) for c, t in zip(columns, types, strict=True)]
 
 
-def _jsonl_columns(kind: str, table: Any) -> list[Any]:
+def _jsonl_columns(kind: str, table: Any) -> tuple[Any, Any, Any]:
     """The id and value columns, under one accepted key each, with the types they must have."""
     pa, columns = arrow(), []
     for name in ("qid", "docno", value_name(kind)):
         present = [key for key in JSON_KEYS[name] if key in table.column_names]
         if len(present) != 1 or table.column(present[0]).null_count:
             raise _Malformed  # a missing key, or two names for one field: the exact reader decides
-        column = table.column(present[0])
+        column = table.column(present[0]).combine_chunks()
         number = name in ("grade", "score")
         allowed = (pa.types.is_integer, pa.types.is_floating if number else pa.types.is_string)
         if not any(test(column.type) for test in allowed):
             raise _Malformed
         columns.append(column if number else column.cast(pa.string()).cast(pa.binary()))
-    return columns
+    return columns[0], columns[1], columns[2]
 
 
 def _is_tsv_header(row: list[bytes]) -> bool:
@@ -267,20 +276,16 @@ def _is_tsv_header(row: list[bytes]) -> bool:
 
 def progress_bar(stream: TextIO | None, path: str) -> Any:
     """A tqdm bar over the file's bytes, on a terminal and for a large file only; else None."""
-    if stream is None or not _isatty(stream) or os.path.getsize(path) < PROGRESS_MIN_BYTES:
+    try:
+        terminal = stream is not None and stream.isatty()
+    except (AttributeError, ValueError):
+        terminal = False
+    if not terminal or os.path.getsize(path) < PROGRESS_MIN_BYTES:
         return None
     from tqdm import tqdm
 
-    label = f"reading {os.path.basename(path)}"
-    size = os.path.getsize(path)
+    size, label = os.path.getsize(path), f"reading {os.path.basename(path)}"
     return tqdm(total=size, desc=label, unit="B", unit_scale=True, leave=False, file=stream)
-
-
-def _isatty(stream: TextIO) -> bool:
-    try:
-        return stream.isatty()
-    except (AttributeError, ValueError):
-        return False
 
 
 def _os_reason(error: Exception) -> str:
@@ -326,6 +331,10 @@ def iter_records(
                 continue
             header_done = True
             qid, docno, value = _check_text_line(path, number, tokens, kind, file_format)
+        if math.isnan(value):
+            raise FileFormatError(path, number, f"the {value_name(kind)} is NaN")
+        if kind == "qrels" and math.isinf(value):
+            raise FileFormatError(path, number, f"the grade is infinite (got {value})")
         first = seen.setdefault((qid, docno), number)
         if first != number:
             raise FileFormatError(
@@ -347,7 +356,7 @@ def _exact_records(path: str, kind: str, file_format: str) -> Records:
     """The file's records, read by :func:`iter_records`."""
     pa = arrow()
     records = list(iter_records(path, kind, file_format))
-    qids, docnos = (pa.chunked_array([[r[i] for r in records]], pa.binary()) for i in (1, 2))
+    qids, docnos = (pa.array([r[i] for r in records], pa.binary()) for i in (1, 2))
     values = torch.tensor([r[3] for r in records], dtype=torch.float64)
     return Records(path, kind, file_format, qids, docnos, values)
 
@@ -355,33 +364,24 @@ def _exact_records(path: str, kind: str, file_format: str) -> Records:
 def _check_text_line(
     path: str, number: int, tokens: list[bytes], kind: str, file_format: str
 ) -> tuple[bytes, bytes, float]:
-    layout = LAYOUTS[(kind, file_format)]
-    if len(tokens) != len(layout.columns):
+    columns, qid, docno, value = LAYOUTS[(kind, file_format)]
+    if len(tokens) != len(columns):
         raise FileFormatError(
             path,
             number,
-            f"expected {len(layout.columns)} columns ({' '.join(layout.columns)}) in a "
+            f"expected {len(columns)} columns ({' '.join(columns)}) in a "
             f"{file_format.upper()} {kind} line, got {len(tokens)} "
             f"(got {_show(b' '.join(tokens))})",
         )
-    token = tokens[layout.value]
     integer = kind == "qrels" and file_format == "trec"
     try:
-        value = float(int(token)) if integer else float(token)
+        number_value = float(int(tokens[value])) if integer else float(tokens[value])
     except (ValueError, OverflowError):
         expected = "an integer" if integer else "a number"
         raise FileFormatError(
-            path, number, f"the {value_name(kind)} is not {expected} (got {_show(token)})"
+            path, number, f"the {value_name(kind)} is not {expected} (got {_show(tokens[value])})"
         ) from None
-    _check_value(path, number, value, kind)
-    return tokens[layout.qid], tokens[layout.docno], value
-
-
-def _check_value(path: str, number: int, value: float, kind: str) -> None:
-    if math.isnan(value):
-        raise FileFormatError(path, number, f"the {value_name(kind)} is NaN")
-    if kind == "qrels" and math.isinf(value):
-        raise FileFormatError(path, number, f"the grade is infinite (got {value})")
+    return tokens[qid], tokens[docno], number_value
 
 
 def _check_json_line(path: str, number: int, line: bytes, kind: str) -> tuple[bytes, bytes, float]:
@@ -389,9 +389,7 @@ def _check_json_line(path: str, number: int, line: bytes, kind: str) -> tuple[by
         record = json.loads(line)
     except ValueError as error:
         message = error.msg if isinstance(error, json.JSONDecodeError) else str(error)
-        raise FileFormatError(
-            path, number, f"invalid JSON: {message} (got {_show(line)})"
-        ) from None
+        raise FileFormatError(path, number, f"invalid JSON: {message} (got {_show(line)})") from None
     try:
         if not isinstance(record, dict):
             raise ValueError(f"expected a JSON object, got {type(record).__name__}")
@@ -401,7 +399,6 @@ def _check_json_line(path: str, number: int, line: bytes, kind: str) -> tuple[by
             raise ValueError(f"{key!r} must be a number, got {json.dumps(value)}")
     except ValueError as error:
         raise FileFormatError(path, number, f"{error} (got {_show(line)})") from None
-    _check_value(path, number, float(value), kind)
     return qid, docno, float(value)
 
 
@@ -436,13 +433,10 @@ def _text(value: bytes) -> str:
 def query_name(qid: bytes) -> str:
     """The name a query id is reported by: its text, when it is UTF-8.
 
-    An id that is not valid UTF-8 keeps the text of its valid parts; each byte
-    that does not decode is written ``\\xNN`` and each backslash doubled, as
-    Python's ``repr`` writes them. Distinct ids so get distinct names
-    (``errors="replace"`` would turn every such byte into U+FFFD, and two ids
-    into one name, one query overwriting the other in the JSON output). The one
-    exception, a UTF-8 id that spells such an escape itself, is refused by
-    :func:`build_collection`.
+    Else its valid parts as text, each byte that does not decode as ``\\xNN``
+    and each backslash doubled (as ``repr`` writes them), so that distinct ids
+    get distinct names; the one exception, a UTF-8 id that spells such an
+    escape itself, is refused by :func:`collections`.
     """
     try:
         return qid.decode("utf-8")
@@ -464,12 +458,11 @@ class Collection:
     """Whole queries of a qrels and a run, joined into the dense layout of ``rank_metrics``.
 
     Row ``r`` is query ``qids[r]``: its retrieved documents in the run's order
-    (trec_eval's with ``trec_eval_order``), then its judged documents the run did
-    not retrieve, with ``mask`` False (they count in R and in the ideal DCG but
-    are never ranked), then padding (``mask`` False, grade ``-inf``). ``target``
-    holds the qrels grades; a retrieved document the qrels do not judge has
-    grade ``-inf``, relevant under no threshold. ``judged``: whether the qrels
-    judge the item.
+    (trec_eval's with ``trec_eval_order``), padding, then its judged documents
+    the run did not retrieve (they count in R and in the ideal DCG); ``mask`` is
+    True for the retrieved only. ``target``: the qrels grades; a retrieved
+    document the qrels do not judge, and padding, have grade ``-inf``, relevant
+    under no threshold. ``judged``: whether the qrels judge the item.
     """
 
     qids: list[str]
@@ -490,7 +483,6 @@ class Judgments:
     qrels: Records
     names: list[bytes]  # the judged query ids; a query's code is its place here
     queries: Any  # the same, as a pyarrow array
-    docnos: Any  # each line's document id, as one pyarrow array
     by_query: Tensor  # the qrels lines, query by query
     starts: Tensor  # where each query's lines start in ``by_query``
     counts: Tensor  # how many lines each query has
@@ -498,29 +490,35 @@ class Judgments:
     @classmethod
     def of(cls, qrels: Records) -> Judgments:
         """Index ``qrels``; a document judged twice for one query is a :class:`FileFormatError`."""
-        pc, docnos = arrow().compute, qrels.docnos.combine_chunks()
-        queries, documents = pc.dictionary_encode(qrels.qids.combine_chunks()), pc.unique(docnos)
+        pc = arrow().compute
+        queries, documents = (pc.dictionary_encode(ids) for ids in (qrels.qids, qrels.docnos))
         codes = _tensor(queries.indices)
-        pairs = codes * len(documents) + _tensor(pc.index_in(docnos, documents))
-        if _adjacent_equal(torch.sort(pairs).values):
+        pairs = torch.sort(codes * len(documents.dictionary) + _tensor(documents.indices)).values
+        if bool((pairs[1:] == pairs[:-1]).any()):
             diagnose(qrels.path, qrels.kind, qrels.format)
             raise FileFormatError(qrels.path, None, "a query judges a document twice")
         counts = torch.bincount(codes, minlength=len(queries.dictionary))
-        return cls(qrels, queries.dictionary.to_pylist(), queries.dictionary, docnos,
+        return cls(qrels, queries.dictionary.to_pylist(), queries.dictionary,
                    torch.argsort(codes, stable=True), torch.cumsum(counts, 0) - counts, counts)  # fmt: skip
 
 
 def collections(
     qrels: Records,
-    run: Records,
+    run: Records | Iterable[Records],
     *,
     trec_eval_order: bool = False,
     relevance_threshold: float | None = None,
     unjudged: str = "error",
     unretrieved: str = "skip",
 ) -> Iterator[Collection]:
-    """Join ``qrels`` and ``run`` in parts of whole queries (at most :data:`PART_LINES`
-    slots each but for a longer query); the last part lists the queries left out.
+    """Join ``qrels`` and ``run`` (read whole, or the batches of :func:`read_batches`,
+    joined as they come: memory then does not grow with the run) into parts of whole
+    queries, at most :data:`PART_LINES` slots each but for a longer query.
+
+    The last part holds the counted unretrieved queries and lists the left-out
+    ones. With batches, raises :class:`WholeRunNeeded` when a query's lines are
+    apart, or a query is not judged under ``unjudged="error"`` (the message
+    counts them all): the caller then reads the run whole.
 
     Args:
         trec_eval_order: order each query's documents by score, then document id
@@ -533,18 +531,66 @@ def collections(
             (trec_eval's default) or ``"count"``-ed as a query with nothing
             retrieved (trec_eval ``-c``).
     """
-    pc, judgments, n = arrow().compute, Judgments.of(qrels), len(run)
-    # the run's blocks of lines of one query, and its queries in order of first line
+    judgments, whole = Judgments.of(qrels), isinstance(run, Records)
+    options = (unjudged, whole, trec_eval_order, relevance_threshold)
+    done: dict[bytes, int] = {}  # each run query's code in the qrels (-1: none), in run order
+    held: list[Records] = []
+    for batch in [run] if isinstance(run, Records) else run:
+        held.append(batch)
+        if whole or sum(map(len, held)) < PART_LINES:
+            continue
+        lines = concat(held)
+        cut = _last_query_start(lines)  # the last query may go on in the next batch
+        held = [lines.lines(cut)] if cut else [lines]
+        if cut:
+            yield from _joined(judgments, lines.lines(0, cut), done, *options)
+    if held:
+        yield from _joined(judgments, concat(held), done, *options)
+    retrieved = set(done.values())
+    left = [code for code in range(len(judgments.names)) if code not in retrieved]
+    extra = left if unretrieved == "count" else []
+    evaluated = [qid for qid, code in done.items() if code >= 0]
+    _distinct_names(evaluated + [judgments.names[code] for code in extra], qrels)
+    # the counted unretrieved queries: rows of their judged documents only (no run line)
+    last = _part(judgments, qrels, 0, extra, [0] * len(extra), relevance_threshold)
+    missing = [qid for qid, code in done.items() if code < 0]
+    yield replace(last, unjudged=sorted(map(query_name, missing)),
+                  unretrieved=sorted(query_name(judgments.names[code]) for code in left))  # fmt: skip
+
+
+def _last_query_start(lines: Records) -> int:
+    """The first of the lines of the last query of ``lines`` (0: they are one query's)."""
+    other = arrow().compute.not_equal(lines.qids, lines.qids[-1]).to_numpy(zero_copy_only=False)
+    return int(other.nonzero()[0][-1]) + 1 if other.any() else 0
+
+
+def _joined(
+    judgments: Judgments,
+    run: Records,
+    done: dict[bytes, int],
+    unjudged: str,
+    whole: bool,
+    trec_eval_order: bool,
+    relevance_threshold: float | None,
+) -> Iterator[Collection]:
+    """The judged queries of ``run`` (whole queries), in parts; ``done`` takes its queries."""
+    pc, n = arrow().compute, len(run)
+    # the blocks of lines of one query, and the queries in order of first line
     new = torch.ones(n, dtype=torch.bool)
     new[1:] = _tensor(pc.not_equal(run.qids.slice(1), run.qids.slice(0, n - 1)), torch.bool)
     starts = new.nonzero().flatten()
-    heads = pc.dictionary_encode(run.qids.take(starts.numpy()).combine_chunks())
+    heads = pc.dictionary_encode(run.qids.take(starts.numpy()))
     names: list[bytes] = heads.dictionary.to_pylist()
+    if any(name in done for name in names):
+        raise WholeRunNeeded  # a query seen in an earlier batch
     blocks, block_sizes = _tensor(heads.indices), torch.diff(starts, append=torch.tensor([n]))
     sizes = torch.zeros(len(names), dtype=torch.int64).index_add_(0, blocks, block_sizes)
     code = _tensor(pc.fill_null(pc.index_in(heads.dictionary, judgments.queries), -1))
+    done.update(zip(names, code.tolist(), strict=True))
     missing = [name for name, c in zip(names, code.tolist(), strict=True) if c < 0]
     if missing and unjudged == "error":
+        if not whole:
+            raise WholeRunNeeded
         raise FileFormatError(
             run.path,
             first_line_of_query(run, missing[0]),
@@ -552,7 +598,7 @@ def collections(
             f"({len(missing)} such {'query' if len(missing) == 1 else 'queries'}"
             f"{_listing(missing)}); pass --unjudged-queries skip to leave them out",
         )
-    # the run's lines query by query, those of unjudged queries left out
+    # the lines query by query, those of unjudged queries left out
     grouped, order = len(blocks) == len(names), None
     if trec_eval_order or not grouped or missing:
         line_query = torch.repeat_interleave(blocks, block_sizes)
@@ -564,12 +610,7 @@ def collections(
             kept = code[line_query if order is None else line_query[order]] >= 0
             order = kept.nonzero().flatten() if order is None else order[kept]
     if order is not None:
-        docnos = run.docnos.take(order.numpy())
-        run = Records(run.path, run.kind, run.format, run.qids, docnos, run.values[order])
-    retrieved = set(code.tolist())
-    unretrieved_codes = [c for c in range(len(judgments.names)) if c not in retrieved]
-    extra = unretrieved_codes if unretrieved == "count" else []
-    _distinct_names([judgments.names[c] for c in code.tolist() + extra if c >= 0], qrels)
+        run = replace(run, docnos=run.docnos.take(order.numpy()), values=run.values[order])
     # parts of consecutive queries, at most PART_LINES slots (queries x longest) each
     queries: list[int] = []
     lengths: list[int] = []
@@ -583,11 +624,8 @@ def collections(
         queries.append(query)
         lengths.append(size)
         widest = max(widest, size)
-    last = _part(judgments, run, first, queries + extra, lengths + [0] * len(extra),
-                 relevance_threshold)  # fmt: skip
-    unretrieved_qids = [judgments.names[c] for c in unretrieved_codes]
-    yield replace(last, unjudged=sorted(map(query_name, missing)),
-                  unretrieved=sorted(map(query_name, unretrieved_qids)))  # fmt: skip
+    if queries:
+        yield _part(judgments, run, first, queries, lengths, relevance_threshold)
 
 
 def _part(
@@ -607,8 +645,8 @@ def _part(
     line_row, line_place = _places(count)  # each judgment's row and place among the row's
     lines = judgments.by_query[judgments.starts[query][line_row] + line_place]
     grades, total = judgments.qrels.values[lines], int(size.sum())
-    docnos = run.docnos.slice(first, total).combine_chunks()
-    judged_keys, run_keys = _document_keys(judgments.docnos.take(lines.numpy()), docnos)
+    docnos = run.docnos.slice(first, total)
+    judged_keys, run_keys = _document_keys(judgments.qrels.docnos.take(lines.numpy()), docnos)
     # the run lines as rows (their columns, then padding): a view when all are as long
     longest = max([1, *sizes])
     at = None if bool((size == longest).all()) else _places(size)
@@ -732,10 +770,6 @@ def _trec_eval_order(run: Records, line_query: Tensor, grouped: bool) -> Tensor:
     return order
 
 
-def _adjacent_equal(keys: Tensor) -> bool:
-    return bool((keys[1:] == keys[:-1]).any())
-
-
 def _distinct_names(qids: list[bytes], qrels: Records) -> None:
     """Two ids of one :func:`query_name` are a :class:`FileFormatError` (only an id that is
     valid UTF-8 and spells a ``\\xNN`` escape can share its name with one that is not)."""
@@ -765,9 +799,11 @@ __all__ = [
     "FileFormatError",
     "MissingExtraError",
     "Records",
+    "WholeRunNeeded",
     "collections",
     "diagnose",
     "guess_format",
     "query_name",
+    "read_batches",
     "read_records",
 ]

@@ -1022,11 +1022,11 @@ def test_parts_of_whole_queries_give_the_numbers_of_the_whole_run(
     # one): a query's lines span blocks, and parts are many
     monkeypatch.setattr(readers, "CHUNK_BYTES", 1024)
     monkeypatch.setattr(readers, "PART_LINES", part_slots)
-    records = readers.read_records(str(run), "run")
-    assert records.qids.num_chunks > 5
+    batches = list(readers.read_batches(str(run), "run"))
+    assert len(batches) > 5
     parts = list(
         readers.collections(
-            readers.read_records(str(qrels), "qrels"), records, unjudged="skip",
+            readers.read_records(str(qrels), "qrels"), batches, unjudged="skip",
             unretrieved="count", trec_eval_order=ties == "first",
         )
     )  # fmt: skip
