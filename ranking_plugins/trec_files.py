@@ -137,7 +137,9 @@ def concat(parts: list[Records]) -> Records:
     """One :class:`Records` of consecutive parts of a file."""
     if len(parts) == 1:
         return parts[0]
-    qids, docnos = (arrow().concat_arrays([getattr(p, f) for p in parts]) for f in ("qids", "docnos"))
+    qids, docnos = (
+        arrow().concat_arrays([getattr(p, f) for p in parts]) for f in ("qids", "docnos")
+    )
     return replace(parts[0], qids=qids, docnos=docnos, values=torch.cat([p.values for p in parts]))
 
 
@@ -246,7 +248,7 @@ def _read_columnar(
         bar = progress_bar(progress, path)
         try:
             for batch in pa.csv.open_csv(stream, *options):
-                yield tuple(batch.columns)  # type: ignore[misc]
+                yield batch.column(0), batch.column(1), batch.column(2)
                 if bar is not None:
                     bar.update(raw.tell() - bar.n)
         finally:
@@ -389,7 +391,9 @@ def _check_json_line(path: str, number: int, line: bytes, kind: str) -> tuple[by
         record = json.loads(line)
     except ValueError as error:
         message = error.msg if isinstance(error, json.JSONDecodeError) else str(error)
-        raise FileFormatError(path, number, f"invalid JSON: {message} (got {_show(line)})") from None
+        raise FileFormatError(
+            path, number, f"invalid JSON: {message} (got {_show(line)})"
+        ) from None
     try:
         if not isinstance(record, dict):
             raise ValueError(f"expected a JSON object, got {type(record).__name__}")
@@ -498,8 +502,9 @@ class Judgments:
             diagnose(qrels.path, qrels.kind, qrels.format)
             raise FileFormatError(qrels.path, None, "a query judges a document twice")
         counts = torch.bincount(codes, minlength=len(queries.dictionary))
-        return cls(qrels, queries.dictionary.to_pylist(), queries.dictionary,
-                   torch.argsort(codes, stable=True), torch.cumsum(counts, 0) - counts, counts)  # fmt: skip
+        by_query, starts = torch.argsort(codes, stable=True), torch.cumsum(counts, 0) - counts
+        names = queries.dictionary.to_pylist()
+        return cls(qrels, names, queries.dictionary, by_query, starts, counts)
 
 
 def collections(
@@ -513,7 +518,7 @@ def collections(
 ) -> Iterator[Collection]:
     """Join ``qrels`` and ``run`` (read whole, or the batches of :func:`read_batches`,
     joined as they come: memory then does not grow with the run) into parts of whole
-    queries, at most :data:`PART_LINES` slots each but for a longer query.
+    queries (:data:`PART_LINES` run lines at a time, parts of at most twice that many slots).
 
     The last part holds the counted unretrieved queries and lists the left-out
     ones. With batches, raises :class:`WholeRunNeeded` when a query's lines are
@@ -553,9 +558,9 @@ def collections(
     _distinct_names(evaluated + [judgments.names[code] for code in extra], qrels)
     # the counted unretrieved queries: rows of their judged documents only (no run line)
     last = _part(judgments, qrels, 0, extra, [0] * len(extra), relevance_threshold)
-    missing = [qid for qid, code in done.items() if code < 0]
-    yield replace(last, unjudged=sorted(map(query_name, missing)),
-                  unretrieved=sorted(query_name(judgments.names[code]) for code in left))  # fmt: skip
+    missing = [query_name(qid) for qid, code in done.items() if code < 0]
+    unretrieved_qids = [query_name(judgments.names[code]) for code in left]
+    yield replace(last, unjudged=sorted(missing), unretrieved=sorted(unretrieved_qids))
 
 
 def _last_query_start(lines: Records) -> int:
@@ -611,14 +616,14 @@ def _joined(
             order = kept.nonzero().flatten() if order is None else order[kept]
     if order is not None:
         run = replace(run, docnos=run.docnos.take(order.numpy()), values=run.values[order])
-    # parts of consecutive queries, at most PART_LINES slots (queries x longest) each
+    # parts of consecutive queries, at most 2 * PART_LINES slots (queries x longest) each
     queries: list[int] = []
     lengths: list[int] = []
     first = widest = 0
     for query, size in zip(code.tolist(), sizes.tolist(), strict=True):
         if query < 0:
             continue
-        if queries and (len(queries) + 1) * max(widest, size) > PART_LINES:
+        if queries and (len(queries) + 1) * max(widest, size) > 2 * PART_LINES:
             yield _part(judgments, run, first, queries, lengths, relevance_threshold)
             first, queries, lengths, widest = first + sum(lengths), [], [], 0
         queries.append(query)
@@ -651,10 +656,10 @@ def _part(
     longest = max([1, *sizes])
     at = None if bool((size == longest).all()) else _places(size)
 
-    def dense(values: Tensor, fill: object) -> Tensor:
+    def dense(values: Tensor, fill: float) -> Tensor:
         if at is None:
             return values.view(rows, longest)
-        padded = torch.full((rows * longest,), fill, dtype=values.dtype)  # type: ignore[arg-type]
+        padded = torch.full((rows * longest,), fill, dtype=values.dtype)
         return padded.index_put_((at[0] * longest + at[1],), values).view(rows, longest)
 
     # each row's documents sorted (numpy's sort is the faster): a repeated one is adjacent,
@@ -681,8 +686,8 @@ def _part(
     matrices = [
         dense(run.values[first : first + total], 0.0),
         dense(line_target, -math.inf),
-        dense(torch.ones(total, dtype=torch.bool), False),
-        dense(line_judged, False),
+        dense(torch.ones(total, dtype=torch.bool), 0),
+        dense(line_judged, 0),
     ]
     # judged documents not retrieved, in columns after the run's: masked items, when
     # they can count in R or the ideal DCG (grade > 0, or at or above the threshold)
@@ -701,8 +706,9 @@ def _part(
         more = (torch.zeros(rows, width, dtype=torch.float64), target.view(rows, width),
                 torch.zeros(rows, width, dtype=torch.bool), judged.view(rows, width))  # fmt: skip
         matrices = [torch.cat(pair, dim=1) for pair in zip(matrices, more, strict=True)]
+    preds, target, mask, judged = matrices
     qids = [query_name(judgments.names[q]) for q in queries]
-    return Collection(qids, *matrices)
+    return Collection(qids, preds, target, mask, judged)
 
 
 def _places(counts: Tensor) -> tuple[Tensor, Tensor]:
