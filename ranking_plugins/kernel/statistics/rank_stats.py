@@ -13,6 +13,7 @@ from functools import cached_property
 import torch
 from torch import Tensor
 
+from ranking_plugins.kernel.host_reads import host_reads_are_free
 from ranking_plugins.kernel.inputs.relevance import Relevance
 from ranking_plugins.kernel.ranking.tie_groups import RankedList
 from ranking_plugins.kernel.statistics.closed_forms import (
@@ -80,23 +81,64 @@ class RankStats(ListStats):
 
     @cached_property
     def ap_term(self) -> Tensor:
-        """E[rel_j * hits@j] / j: the closed form of SPEC section 3."""
-        g = self.list
-        slope = ap_slope(g.group_size, g.group_relevant)
-        expected_hits = g.relevant_before + 1 + (self.position - g.group_start - 1) * slope
-        return self.relevance * expected_hits / self.position
+        """E[rel_j * hits@j] / j: the closed form of SPEC section 3.
+
+        It is 0 wherever the relevance is: where host reads are free, it is
+        worked out at the other places only (the few relevant places of long
+        lists) and put in place.
+        """
+        g, relevance = self.list, self.relevance
+
+        def term(
+            relevance: Tensor,
+            position: Tensor,
+            start: Tensor,
+            size: Tensor,
+            group_relevant: Tensor,
+            relevant_before: Tensor,
+        ) -> Tensor:
+            slope = ap_slope(size, group_relevant)
+            expected_hits = relevant_before + 1 + (position - start - 1) * slope
+            return relevance * expected_hits / position
+
+        position = self.position.expand_as(relevance)
+        fields = (
+            relevance,
+            position,
+            g.group_start,
+            g.group_size,
+            g.group_relevant,
+            g.relevant_before,
+        )
+        if not host_reads_are_free(relevance):
+            return term(*fields)
+        places = (relevance != 0).nonzero(as_tuple=True)
+        return torch.zeros_like(relevance).index_put_(
+            places, term(*(field[places] for field in fields))
+        )
 
     @cached_property
     def first_hit(self) -> Tensor:
-        """P(the first relevant item is at this position)."""
+        """P(the first relevant item is at this position).
+
+        Only the places of the first group holding a relevant ranked item have
+        one: they are worked out apart, (Q, the widest such group), and put in
+        place.
+        """
         g = self.list
-        r, t = g.group_relevant, g.group_size
-        first_group = g.ranked & (g.relevant_before == 0) & (r > 0)
-        i = self.position - g.group_start  # 1-based position inside the group
-        step = torch.where(first_group & (t - i > 0), first_hit_step(t, r, i), 1.0)
-        # positions before the first group contribute factor 1, so the product restarts there
+        first_group = g.ranked & (g.relevant_before == 0) & (g.group_relevant > 0)
+        at = first_group.to(torch.int8).argmax(dim=1, keepdim=True)  # (Q, 1) its first place
+        found = first_group.gather(1, at)
+        r, t = g.group_relevant.gather(1, at), g.group_size.gather(1, at)
+        places = self.length - at  # the group's places up to the end of the list
+        width = int(places.amax()) if host_reads_are_free(at) and at.numel() else self.length
+        i = self.position[:width]  # 1-based place inside the group
+        step = torch.where(t - i > 0, first_hit_step(t, r, i), 1.0)
         p = first_hit_probabilities(first_hit_at_first_place(t, r), step)
-        return torch.where(first_group, p, 0.0)
+        p = torch.where(found & (i <= t) & (i <= places), p, 0.0)
+        index = (at + i.to(torch.int64) - 1).clamp(max=self.length - 1)
+        # places past the group add 0 (a place of the group gets its p exactly)
+        return torch.zeros_like(g.group_size).scatter_add_(1, index, p)
 
     @cached_property
     def discount(self) -> Tensor:
