@@ -174,11 +174,16 @@ def describe_tie_groups(c: Candidates, cut_group: CutGroup | None) -> RankedList
         grouped_rows = ~starts if c.key is not None else ~starts & ranked
         rows = grouped_rows.any(dim=1).nonzero().squeeze(1)
         if rows.numel() < ranked.shape[0]:
-            fields = _one_item_groups(relevant, gain, None if c.key is not None else ranked)
-            if rows.numel():
-                grouped = _tie_groups(
+            grouped = (
+                _tie_groups(
                     starts[rows], c.values[rows], ranked[rows], relevant[rows], gain[rows], None
                 )
+                if rows.numel()
+                else None
+            )
+            # relevant and gain become fields: only now may they be written
+            fields = _one_item_groups(relevant, gain, None if c.key is not None else ranked)
+            if grouped is not None:
                 for field, value in zip(fields, grouped, strict=True):
                     field[rows] = value
             return _ranked_list(c, ranked, fields, None)
@@ -263,7 +268,8 @@ def _one_item_groups(relevant: Tensor, gain: Tensor, masked_tail: Tensor | None)
     """:func:`_tie_groups` where each ranked position is its own group (no two scores equal).
 
     No totals to gather: a group is its position, and the relevant items
-    before it are the running count less its own. ``masked_tail`` (the
+    before it are the running count less its own. ``relevant`` and ``gain``
+    are the fields themselves (not copied). ``masked_tail`` (the
     ``ranked`` flags, under "average"): the masked positions, which come last,
     are one group (from the first of them to the end, nothing relevant in it);
     None: each position is its own group, masked or not.
@@ -276,10 +282,4 @@ def _one_item_groups(relevant: Tensor, gain: Tensor, masked_tail: Tensor | None)
         num_ranked = count_true(masked_tail).to(torch.float64).unsqueeze(1)
         start = torch.where(masked_tail, position, num_ranked)
         size = torch.where(masked_tail, 1.0, length - num_ranked)
-    return (
-        start,
-        size,
-        relevant.clone(),
-        gain.clone(),
-        torch.cumsum(relevant, dim=1) - relevant,
-    )
+    return start, size, relevant, gain, torch.cumsum(relevant, dim=1).sub_(relevant)

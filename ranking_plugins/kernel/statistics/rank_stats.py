@@ -130,12 +130,13 @@ class RankStats(ListStats):
         at = first_group.to(torch.int8).argmax(dim=1, keepdim=True)  # (Q, 1) its first place
         found = first_group.gather(1, at)
         r, t = g.group_relevant.gather(1, at), g.group_size.gather(1, at)
-        places = self.length - at  # the group's places up to the end of the list
+        # the group's places in the list (it may run past the end of a top-k list)
+        places = torch.where(found, torch.minimum(t, self.length - at), 0.0)
         width = int(places.amax()) if host_reads_are_free(at) and at.numel() else self.length
         i = self.position[:width]  # 1-based place inside the group
         step = torch.where(t - i > 0, first_hit_step(t, r, i), 1.0)
         p = first_hit_probabilities(first_hit_at_first_place(t, r), step)
-        p = torch.where(found & (i <= t) & (i <= places), p, 0.0)
+        p = torch.where(i <= places, p, 0.0)
         index = (at + i.to(torch.int64) - 1).clamp(max=self.length - 1)
         # places past the group add 0 (a place of the group gets its p exactly)
         return torch.zeros_like(g.group_size).scatter_add_(1, index, p)
@@ -147,7 +148,11 @@ class RankStats(ListStats):
     # -- cumulative sums, with a leading zero column: index k is "top k" ---------
 
     def _cumulative(self, values: Tensor) -> Tensor:
-        return torch.cat([torch.zeros_like(values[:, :1]), torch.cumsum(values, dim=1)], dim=1)
+        num_queries, length = values.shape
+        sums = values.new_empty((num_queries, length + 1))
+        sums[:, 0] = 0.0
+        torch.cumsum(values, dim=1, out=sums[:, 1:])
+        return sums
 
     @cached_property
     def cum_hits(self) -> Tensor:
