@@ -104,9 +104,7 @@ class Unranked:
         """
         if depth is None or (self.depth is not None and self.depth < depth):
             depth = self.depth
-        return rank_stats(
-            self.data, self.ties, depth, self.method, self.identities, self.judgments
-        )
+        return rank_stats(self.data, self.ties, depth, self.method, self.identities, self.judgments)
 
 
 @dataclass(frozen=True)

@@ -126,7 +126,9 @@ def in_tie_order(c: Candidates, by_ranked: bool) -> bool:
         keys.append(c.ranked)
     if c.key is not None:
         keys.append(c.key)
-    return all(bool(_no_rise([key[rows] for key in keys]).all()) for rows in (slice(1), slice(None)))
+    return all(
+        bool(_no_rise([key[rows] for key in keys]).all()) for rows in (slice(1), slice(None))
+    )
 
 
 def _no_rise(keys: list[Tensor]) -> Tensor:
