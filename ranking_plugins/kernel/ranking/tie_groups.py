@@ -282,6 +282,6 @@ def _one_item_groups(relevant: Tensor, gain: Tensor, masked_tail: Tensor | None)
         start, size = position.repeat(num_queries, 1), torch.ones_like(gain)
     else:
         num_ranked = count_true(masked_tail).to(torch.float64).unsqueeze(1)
-        start = torch.where(masked_tail, position, num_ranked)
+        start = torch.minimum(position, num_ranked)  # the ranked positions come first
         size = torch.where(masked_tail, 1.0, length - num_ranked)
     return start, size, relevant, gain, torch.cumsum(relevant, dim=1).sub_(relevant)

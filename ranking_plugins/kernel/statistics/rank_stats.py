@@ -8,6 +8,8 @@ any cutoff, exactly (SPEC section 3).
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
 from functools import cached_property
 
 import torch
@@ -33,6 +35,54 @@ from ranking_plugins.kernel.statistics.tie_orders import (
     g_group_expectation,
     subset_product_means,
 )
+
+
+def _ap_term(
+    relevance: Tensor,
+    position: Tensor,
+    start: Tensor,
+    size: Tensor,
+    group_relevant: Tensor,
+    relevant_before: Tensor,
+) -> Tensor:
+    """E[rel_j * hits@j] / j at each place: the closed form of SPEC section 3."""
+    slope = ap_slope(size, group_relevant)
+    expected_hits = relevant_before + 1 + (position - start - 1) * slope
+    return relevance * expected_hits / position
+
+
+@dataclass(frozen=True)
+class PlacedSums:
+    """Prefix sums along rows of values that are 0 but at a few places of each row.
+
+    ``places`` (Q, W): each row's places (1-based positions), ascending, then
+    ``inf``; ``sums`` (Q, W + 1): the sums down to each place, after a 0. The
+    values are summed in the order of the list, skipping only zeros, so a sum
+    is that of the whole row to the bit.
+    """
+
+    places: Tensor
+    sums: Tensor
+
+    @staticmethod
+    def of(rows: Tensor, columns: Tensor, values: Tensor, num_queries: int) -> PlacedSums:
+        """From each value's row and column (``nonzero``'s order: by row, then column)."""
+        counts = torch.bincount(rows, minlength=num_queries)
+        width = int(counts.max()) if counts.numel() else 0
+        slot = torch.arange(rows.numel(), device=rows.device) - (counts.cumsum(0) - counts)[rows]
+        shape = (num_queries, width)
+        places = torch.full(shape, math.inf, dtype=torch.float64, device=rows.device)
+        places[rows, slot] = (columns + 1).to(torch.float64)
+        dense = torch.zeros(shape, dtype=torch.float64, device=rows.device)
+        dense[rows, slot] = values
+        sums = dense.new_zeros((num_queries, width + 1))
+        torch.cumsum(dense, dim=1, out=sums[:, 1:])
+        return PlacedSums(places, sums)
+
+    def at(self, k: Tensor, length: int) -> Tensor:
+        """(Q, K): each row's sum over its first ``k`` positions (at most ``length``)."""
+        top = k.clamp(max=length).to(torch.int64).to(torch.float64).contiguous()
+        return self.sums.gather(1, torch.searchsorted(self.places, top, right=True))
 
 
 class RankStats(ListStats):
@@ -79,51 +129,29 @@ class RankStats(ListStats):
         g = self.list
         return torch.where(g.ranked, g.group_gain / g.group_size, 0.0)
 
-    @cached_property
-    def ap_term(self) -> Tensor:
-        """E[rel_j * hits@j] / j: the closed form of SPEC section 3.
-
-        It is 0 wherever the relevance is: where host reads are free, it is
-        worked out at the other places only (the few relevant places of long
-        lists) and put in place.
-        """
-        g, relevance = self.list, self.relevance
-
-        def term(
-            relevance: Tensor,
-            position: Tensor,
-            start: Tensor,
-            size: Tensor,
-            group_relevant: Tensor,
-            relevant_before: Tensor,
-        ) -> Tensor:
-            slope = ap_slope(size, group_relevant)
-            expected_hits = relevant_before + 1 + (position - start - 1) * slope
-            return relevance * expected_hits / position
-
-        position = self.position.expand_as(relevance)
-        fields = (
-            relevance,
+    def _ap_term_fields(self) -> tuple[Tensor, ...]:
+        g = self.list
+        position = self.position.expand_as(g.group_size)
+        return (
+            self.relevance,
             position,
             g.group_start,
             g.group_size,
             g.group_relevant,
             g.relevant_before,
         )
-        if not host_reads_are_free(relevance):
-            return term(*fields)
-        places = (relevance != 0).nonzero(as_tuple=True)
-        return torch.zeros_like(relevance).index_put_(
-            places, term(*(field[places] for field in fields))
-        )
 
     @cached_property
-    def first_hit(self) -> Tensor:
-        """P(the first relevant item is at this position).
+    def ap_term(self) -> Tensor:
+        """E[rel_j * hits@j] / j: the closed form of SPEC section 3."""
+        return _ap_term(*self._ap_term_fields())
 
-        Only the places of the first group holding a relevant ranked item have
-        one: they are worked out apart, (Q, the widest such group), and put in
-        place.
+    @cached_property
+    def _first_group(self) -> tuple[Tensor, Tensor, Tensor]:
+        """The first group holding a relevant ranked item: its first place (Q, 1),
+        P(first hit) at each of its places (Q, W) and whether each place is in
+        the list (Q, W): W is the widest such group where host reads are free,
+        the list's length elsewhere. No other place holds a first hit.
         """
         g = self.list
         first_group = g.ranked & (g.relevant_before == 0) & (g.group_relevant > 0)
@@ -136,10 +164,16 @@ class RankStats(ListStats):
         i = self.position[:width]  # 1-based place inside the group
         step = torch.where(t - i > 0, first_hit_step(t, r, i), 1.0)
         p = first_hit_probabilities(first_hit_at_first_place(t, r), step)
-        p = torch.where(i <= places, p, 0.0)
-        index = (at + i.to(torch.int64) - 1).clamp(max=self.length - 1)
+        in_list = i <= places
+        return at, torch.where(in_list, p, 0.0), in_list
+
+    @cached_property
+    def first_hit(self) -> Tensor:
+        """P(the first relevant item is at this position)."""
+        at, p, _ = self._first_group
+        index = (at + self.position[: p.shape[1]].to(torch.int64) - 1).clamp(max=self.length - 1)
         # places past the group add 0 (a place of the group gets its p exactly)
-        return torch.zeros_like(g.group_size).scatter_add_(1, index, p)
+        return torch.zeros_like(self.list.group_size).scatter_add_(1, index, p)
 
     @cached_property
     def discount(self) -> Tensor:
@@ -199,11 +233,22 @@ class RankStats(ListStats):
         return self._read(self.cum_idcg, k)
 
     def ap_sum_at(self, k: Tensor) -> Tensor:
-        return self._read(self.cum_ap, k)
+        if not host_reads_are_free(k):
+            return self._read(self.cum_ap, k)
+        # the AP term is 0 but at relevant places: summed there only
+        rows, columns = (self.relevance != 0).nonzero(as_tuple=True)
+        fields = self._ap_term_fields()
+        terms = _ap_term(*(field[rows, columns] for field in fields))
+        return PlacedSums.of(rows, columns, terms, self.relevance.shape[0]).at(k, self.length)
 
     def reciprocal_rank_at(self, k: Tensor, deepest: int | None) -> Tensor:
         # the prefix sums cover every position: read at k, no bound needed
-        return self._read(self.cum_rr, k)
+        if not host_reads_are_free(k):
+            return self._read(self.cum_rr, k)
+        at, p, in_list = self._first_group
+        position = at + self.position[: p.shape[1]]  # 1-based, in the whole list
+        places = torch.where(in_list, position, math.inf)
+        return PlacedSums(places, self._cumulative(p / position)).at(k, self.length)
 
     def hit_probability_at(self, k: Tensor) -> Tensor:
         return self._read(self.cum_first_hit, k)
