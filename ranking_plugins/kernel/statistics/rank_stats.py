@@ -130,21 +130,15 @@ class RankStats(ListStats):
         return torch.where(g.ranked, g.group_gain / g.group_size, 0.0)
 
     def _ap_term_fields(self) -> tuple[Tensor, ...]:
+        """What :func:`_ap_term` reads, but the position (relevance first)."""
         g = self.list
-        position = self.position.expand_as(g.group_size)
-        return (
-            self.relevance,
-            position,
-            g.group_start,
-            g.group_size,
-            g.group_relevant,
-            g.relevant_before,
-        )
+        return (self.relevance, g.group_start, g.group_size, g.group_relevant, g.relevant_before)
 
     @cached_property
     def ap_term(self) -> Tensor:
         """E[rel_j * hits@j] / j: the closed form of SPEC section 3."""
-        return _ap_term(*self._ap_term_fields())
+        relevance, *fields = self._ap_term_fields()
+        return _ap_term(relevance, self.position.expand_as(relevance), *fields)
 
     @cached_property
     def _first_group(self) -> tuple[Tensor, Tensor, Tensor]:
@@ -236,10 +230,14 @@ class RankStats(ListStats):
         if not host_reads_are_free(k):
             return self._read(self.cum_ap, k)
         # the AP term is 0 but at relevant places: summed there only
-        rows, columns = (self.relevance != 0).nonzero(as_tuple=True)
-        fields = self._ap_term_fields()
-        terms = _ap_term(*(field[rows, columns] for field in fields))
-        return PlacedSums.of(rows, columns, terms, self.relevance.shape[0]).at(k, self.length)
+        relevance, *fields = self._ap_term_fields()
+        rows, columns = (relevance != 0).nonzero(as_tuple=True)
+        flat = rows * self.length + columns
+        position = (columns + 1).to(torch.float64)
+        terms = _ap_term(
+            torch.take(relevance, flat), position, *(torch.take(f, flat) for f in fields)
+        )
+        return PlacedSums.of(rows, columns, terms, relevance.shape[0]).at(k, self.length)
 
     def reciprocal_rank_at(self, k: Tensor, deepest: int | None) -> Tensor:
         # the prefix sums cover every position: read at k, no bound needed
