@@ -326,3 +326,25 @@ def test_a_whole_list_ranking_read_at_k_ranks_blocks_only_to_k(
         torch.testing.assert_close(
             from_whole.results[key].values, value.values, rtol=0, atol=0, equal_nan=True
         )
+
+
+@pytest.mark.parametrize("ties", kernel.TIES)
+def test_sums_over_the_relevant_places_equal_the_whole_row_sums(
+    ties: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # AP and the reciprocal rank summed at their few places (CPU) or along every position
+    generator = torch.Generator().manual_seed(19)
+    preds = torch.randint(0, 4, (25, 12), generator=generator).double()
+    preds[::2] = torch.randn(13, 12, generator=generator, dtype=torch.float64)
+    target = torch.randint(0, 3, (25, 12), generator=generator).double()
+    target[target > 0] *= torch.rand(25, 12, generator=generator)[target > 0] < 0.4
+    target[3] = 0.0  # nothing relevant
+    mask = torch.rand(25, 12, generator=generator) < 0.85
+    metrics, ks = ["map", "mrr", "hit_rate", "r_precision"], list(range(1, 15))  # whole rows
+    options = {"mask": mask, "ties": ties, "reduction": "none"}
+    placed = rank_metrics(preds, target, metrics, ks, **options)
+    monkeypatch.setattr(host_reads, "ACCELERATOR_PATHS_ON_CPU", True)
+    _last_batch.clear()
+    every_position = rank_metrics(preds, target, metrics, ks, **options)
+    for key, values in placed.items():
+        torch.testing.assert_close(values, every_position[key], rtol=0, atol=0, equal_nan=True)
