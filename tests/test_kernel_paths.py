@@ -267,14 +267,31 @@ def test_rows_out_of_tie_order_are_sorted(ties: str, monkeypatch: pytest.MonkeyP
     mask = torch.rand(6, 9, generator=generator) < 0.8
     ordered = _rows_in_tie_order(preds, target, mask, ties)
     sorts = _count_sorts(monkeypatch)
-    for row in (0, 5):  # the first row out of order; only the last one
+    # (row, what puts it out of order): a score that rises, in the first row or only the
+    # last; a masked item before a ranked one at the lowest score; under "pessimistic" and
+    # "optimistic", equal scores in the wrong order of relevance
+    cases = [(0, "score"), (5, "score"), (5, "mask")]
+    if ties in ("pessimistic", "optimistic"):
+        cases.append((5, "key"))
+    for row, case in cases:
         bad_preds, bad_target, bad_mask = (t.clone() for t in ordered)  # type: ignore[union-attr]
-        bad_preds[row, 1] = bad_preds[row, 0] + 1.0
         bad_mask[row, :2] = True
+        if case == "score":
+            bad_preds[row, 1] = bad_preds[row, 0] + 1.0
+        elif case == "mask":  # out of order by the mask alone
+            bad_preds[row] = -math.inf
+            bad_mask[row] = True
+            bad_mask[row, 0] = False
+        else:  # two scores above the rest, out of order by relevance alone
+            bad_preds[row, :2] = bad_preds[row].max() + 10.0
+            relevant_first = torch.tensor([2.0, 0.0], dtype=torch.float64)
+            bad_target[row, :2] = (
+                relevant_first if ties == "pessimistic" else relevant_first.flip(0)
+            )
         _last_batch.clear()
         before = len(sorts)
         got = rank_metrics(bad_preds, bad_target, WHOLE_LIST, None, mask=bad_mask, ties=ties)
-        assert len(sorts) == before + 1
+        assert len(sorts) == before + 1, case
         again = _rows_in_tie_order(bad_preds, bad_target, bad_mask, ties)
         want = rank_metrics(again[0], again[1], WHOLE_LIST, None, mask=again[2], ties=ties)
         assert len(sorts) == before + 2  # the reordering ranked once; the rows in order never
