@@ -621,11 +621,12 @@ def read_metrics(
         device = ranked.num_ranked.device
         ranked = RankedBatch(ranked.num_ranked.shape[0], device, ((slice(None), ranked),))
     exposures: list[Exposure] = []
+    depth = rank_depth(metrics, ks)
     read = [
         (
             queries,
             _read_part(
-                stats.rank() if isinstance(stats, Unranked) else stats,
+                stats.rank(depth) if isinstance(stats, Unranked) else stats,
                 metrics,
                 ks,
                 options,

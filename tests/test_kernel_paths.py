@@ -14,8 +14,12 @@ import torch
 
 import ranking_plugins.kernel as kernel
 from ranking_plugins import rank_metrics
-from ranking_plugins.kernel import host_reads
-from ranking_plugins.request import _last_batch
+from ranking_plugins.kernel import host_reads, ranked_batch
+from ranking_plugins.kernel.ranked_batch import Unranked
+from ranking_plugins.kernel.ranking import selection
+from ranking_plugins.kernel.ranking.tie_groups import sort_within_ties
+from ranking_plugins.options import Options
+from ranking_plugins.request import RankingRequest, _last_batch
 
 AT_K = ["hit_rate", "mrr", "precision", "recall", "f1", "map", "ndcg", "fall_out"]
 
@@ -190,3 +194,174 @@ def test_rows_without_ties_described_apart_give_the_grouped_numbers(
     assert fast.keys() == grouped.keys()
     for key in fast:
         torch.testing.assert_close(fast[key], grouped[key], rtol=0, atol=0, equal_nan=True)
+
+
+WHOLE_LIST = ["map", "mrr", "ndcg", "r_precision", "precision", "recall", "hit_rate"]
+
+
+def _rows_in_tie_order(
+    preds: torch.Tensor, target: torch.Tensor, mask: torch.Tensor | None, ties: str
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """The same rows, each put in the order the kernel ranks it (a run file's order)."""
+    whole = RankingRequest.create(["map"], None, Options(ties=ties, validate_args=False))
+    ranked = whole.rank(preds, target, mask=mask)
+    (_, stats), *_ = ranked.parts
+    stats = stats.rank() if isinstance(stats, Unranked) else stats
+    order = stats.list.items
+    _last_batch.clear()
+    return (
+        preds.gather(1, order),
+        target.gather(1, order),
+        None if mask is None else mask.gather(1, order),
+    )
+
+
+def _count_sorts(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    sorts: list[int] = []
+
+    def counted(*args: object, **kwargs: object) -> None:
+        sorts.append(1)
+        sort_within_ties(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(selection, "sort_within_ties", counted)
+    return sorts
+
+
+@pytest.mark.parametrize("ties", kernel.TIES)
+@pytest.mark.parametrize("masked", [False, True])
+def test_rows_already_in_tie_order_skip_the_sort_and_give_the_same_numbers(
+    ties: str, masked: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    generator = torch.Generator().manual_seed(16)
+    preds = torch.randint(0, 6, (30, 14), generator=generator).double()  # many ties
+    preds[::4] = torch.randn(8, 14, generator=generator, dtype=torch.float64)  # and none
+    preds[2, :3] = -math.inf
+    target = torch.randint(0, 3, (30, 14), generator=generator).double()
+    target[::3, ::2] = -math.inf  # unjudged: never relevant
+    mask = torch.rand(30, 14, generator=generator) < 0.8 if masked else None
+    if mask is not None:
+        mask[5] = False  # a row with nothing ranked
+        preds[~mask & (torch.rand(30, 14, generator=generator) < 0.3)] = math.nan
+    ordered = _rows_in_tie_order(preds, target, mask, ties)
+    # masked NaN scores: no score at all (refused only by the check of every value)
+    options = {"ties": ties, "reduction": "none", "validate_args": not masked}
+    metrics, ks = WHOLE_LIST, [1, 3, 10]
+    shuffled = rank_metrics(preds, target, metrics, ks, mask=mask, **options)
+    sorts = _count_sorts(monkeypatch)
+    in_order = rank_metrics(*ordered[:2], metrics, ks, mask=ordered[2], **options)
+    assert not sorts  # every row was in order: no sort
+    monkeypatch.setattr(host_reads, "ACCELERATOR_PATHS_ON_CPU", True)  # sorted, every row grouped
+    _last_batch.clear()
+    accelerator = rank_metrics(*ordered[:2], metrics, ks, mask=ordered[2], **options)
+    assert sorts
+    for key, values in shuffled.items():
+        torch.testing.assert_close(in_order[key], values, rtol=0, atol=0, equal_nan=True)
+        torch.testing.assert_close(accelerator[key], values, rtol=0, atol=0, equal_nan=True)
+
+
+@pytest.mark.parametrize("ties", kernel.TIES)
+def test_rows_out_of_tie_order_are_sorted(ties: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    generator = torch.Generator().manual_seed(17)
+    preds = torch.randint(0, 4, (6, 9), generator=generator).double()
+    target = torch.randint(0, 3, (6, 9), generator=generator).double()
+    mask = torch.rand(6, 9, generator=generator) < 0.8
+    ordered = _rows_in_tie_order(preds, target, mask, ties)
+    sorts = _count_sorts(monkeypatch)
+    # (row, what puts it out of order): a score that rises, in the first row or only the
+    # last; a masked item before a ranked one at the lowest score; under "pessimistic" and
+    # "optimistic", equal scores in the wrong order of relevance
+    cases = [(0, "score"), (5, "score"), (5, "mask")]
+    if ties in ("pessimistic", "optimistic"):
+        cases.append((5, "key"))
+    for row, case in cases:
+        bad_preds, bad_target, bad_mask = (t.clone() for t in ordered)  # type: ignore[union-attr]
+        bad_mask[row, :2] = True
+        if case == "score":
+            bad_preds[row, 1] = bad_preds[row, 0] + 1.0
+        elif case == "mask":  # out of order by the mask alone
+            bad_preds[row] = -math.inf
+            bad_mask[row] = True
+            bad_mask[row, 0] = False
+        else:  # two scores above the rest, out of order by relevance alone
+            bad_preds[row, :2] = bad_preds[row].max() + 10.0
+            relevant_first = torch.tensor([2.0, 0.0], dtype=torch.float64)
+            bad_target[row, :2] = (
+                relevant_first if ties == "pessimistic" else relevant_first.flip(0)
+            )
+        _last_batch.clear()
+        before = len(sorts)
+        got = rank_metrics(bad_preds, bad_target, WHOLE_LIST, None, mask=bad_mask, ties=ties)
+        assert len(sorts) == before + 1, case
+        again = _rows_in_tie_order(bad_preds, bad_target, bad_mask, ties)
+        want = rank_metrics(again[0], again[1], WHOLE_LIST, None, mask=again[2], ties=ties)
+        assert len(sorts) == before + 2  # the reordering ranked once; the rows in order never
+        for key, values in got.items():
+            torch.testing.assert_close(values, want[key], rtol=0, atol=0, equal_nan=True)
+
+
+def test_rows_in_order_but_holding_nan_are_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    preds = torch.tensor([[3.0, 2.0, 1.0, 0.0], [3.0, 2.0, math.nan, 0.0]])
+    target = torch.tensor([[1.0, 0.0, 1.0, 0.0], [0.0, 1.0, 0.0, 1.0]])
+    for mask in (None, torch.tensor([[True] * 4, [True, True, True, False]])):
+        with pytest.raises(ValueError, match="must not contain NaN"):
+            rank_metrics(preds, target, ["map"], None, mask=mask)  # no mask: after ranking
+    # a NaN where the mask hides it is no score at all
+    hidden = torch.tensor([[True] * 4, [True, True, False, True]])
+    options = {"mask": hidden, "reduction": "none", "validate_args": False}
+    got = rank_metrics(preds, target, ["map"], None, **options)
+    without = rank_metrics(preds.nan_to_num(-5.0), target, ["map"], None, **options)
+    assert torch.equal(got["map"], without["map"])
+
+
+@pytest.mark.parametrize("ties", kernel.TIES)
+def test_a_whole_list_ranking_read_at_k_ranks_blocks_only_to_k(
+    ties: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    generator = torch.Generator().manual_seed(18)
+    preds = torch.randint(0, 5, (20, 40), generator=generator).double()
+    target = torch.randint(0, 3, (20, 40), generator=generator).double()
+    mask = torch.rand(20, 40, generator=generator) < 0.9
+    monkeypatch.setattr(ranked_batch, "WHOLE_ROW_BLOCK_ELEMENTS", 200)  # blocks of 5 rows
+    options = Options(ties=ties)
+    whole = RankingRequest.create(["map", "mrr"], None, options)
+    at_k = RankingRequest.create(["ndcg", "precision", "mrr"], [1, 5, 10], options)
+    ranked = whole.rank(preds, target, mask=mask)
+    assert len(ranked.parts) == 4 and all(isinstance(s, Unranked) for _, s in ranked.parts)
+    depths: list[int | None] = []
+    rank_stats = ranked_batch.rank_stats
+
+    def recorded(data: object, ties: str, depth: int | None, *args: object) -> object:
+        depths.append(depth)
+        return rank_stats(data, ties, depth, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ranked_batch, "rank_stats", recorded)
+    from_whole = at_k.read(ranked)
+    assert depths == [10] * 4
+    _last_batch.clear()
+    own = at_k.read(at_k.rank(preds, target, mask=mask))
+    for key, value in own.results.items():
+        torch.testing.assert_close(
+            from_whole.results[key].values, value.values, rtol=0, atol=0, equal_nan=True
+        )
+
+
+@pytest.mark.parametrize("ties", kernel.TIES)
+def test_sums_over_the_relevant_places_equal_the_whole_row_sums(
+    ties: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # AP and the reciprocal rank summed at their few places (CPU) or along every position
+    generator = torch.Generator().manual_seed(19)
+    preds = torch.randint(0, 4, (25, 12), generator=generator).double()
+    preds[::2] = torch.randn(13, 12, generator=generator, dtype=torch.float64)
+    target = torch.randint(0, 3, (25, 12), generator=generator).double()
+    target[target > 0] *= torch.rand(25, 12, generator=generator)[target > 0] < 0.4
+    target[3] = 0.0  # nothing relevant
+    mask = torch.rand(25, 12, generator=generator) < 0.85
+    metrics, ks = ["map", "mrr", "hit_rate", "r_precision"], list(range(1, 15))  # whole rows
+    options = {"mask": mask, "ties": ties, "reduction": "none"}
+    placed = rank_metrics(preds, target, metrics, ks, **options)
+    monkeypatch.setattr(host_reads, "ACCELERATOR_PATHS_ON_CPU", True)
+    _last_batch.clear()
+    every_position = rank_metrics(preds, target, metrics, ks, **options)
+    for key, values in placed.items():
+        torch.testing.assert_close(values, every_position[key], rtol=0, atol=0, equal_nan=True)

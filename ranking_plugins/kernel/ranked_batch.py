@@ -96,10 +96,15 @@ class Unranked:
     identities: bool = False
     judgments: bool = False
 
-    def rank(self) -> ListStats:
-        return rank_stats(
-            self.data, self.ties, self.depth, self.method, self.identities, self.judgments
-        )
+    def rank(self, depth: int | None = None) -> ListStats:
+        """Rank the block, to ``depth`` when the reader needs no more than that.
+
+        A whole-list ranking read by a request of cutoffs (``ndcg@10`` after
+        ``map``) only ranks the top of each row of the block.
+        """
+        if depth is None or (self.depth is not None and self.depth < depth):
+            depth = self.depth
+        return rank_stats(self.data, self.ties, depth, self.method, self.identities, self.judgments)
 
 
 @dataclass(frozen=True)

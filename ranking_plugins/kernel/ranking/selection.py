@@ -20,6 +20,7 @@ from ranking_plugins.kernel.ranking.tie_groups import (
     CutGroup,
     RankedList,
     describe_tie_groups,
+    in_tie_order,
     sort_within_ties,
     tie_key,
 )
@@ -48,8 +49,9 @@ def rank(data: RankingInput, ties: str, depth: int | None, item_order: bool = Fa
     cut_group = None
     if depth is None or depth >= num_items:
         items = torch.arange(num_items, device=scores.device).expand(num_queries, num_items)
-        candidates = _candidates(data, ties, selectable, items)
-        sort_within_ties(candidates, by_ranked=mask is not None)
+        candidates = _candidates(data, ties, selectable, items, whole_rows=True)
+        if not in_tie_order(candidates, by_ranked=mask is not None):
+            sort_within_ties(candidates, by_ranked=mask is not None)
         if data.nan_unchecked:
             V.check_no_nan_scores(candidates.values[:, 0])
     else:
@@ -66,12 +68,14 @@ def rank(data: RankingInput, ties: str, depth: int | None, item_order: bool = Fa
     return describe_tie_groups(candidates, None if candidates.key is not None else cut_group)
 
 
-def _candidates(data: RankingInput, ties: str, values: Tensor, items: Tensor) -> Candidates:
-    ranked = (
-        torch.ones_like(values, dtype=torch.bool)
-        if data.ranked is None
-        else data.ranked.gather(1, items)
-    )
+def _candidates(
+    data: RankingInput, ties: str, values: Tensor, items: Tensor, whole_rows: bool = False
+) -> Candidates:
+    """``whole_rows``: ``items`` is every column in order, so the mask is read as it is."""
+    if data.ranked is None:
+        ranked = torch.ones_like(values, dtype=torch.bool)
+    else:
+        ranked = data.ranked if whole_rows else data.ranked.gather(1, items)
     relevant, gain = data.relevance.at(items)
     return Candidates(values, items, ranked, relevant, gain, tie_key(ties, items, relevant, gain))
 

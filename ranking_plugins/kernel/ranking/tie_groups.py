@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from ranking_plugins.kernel.flags import count_true
 from ranking_plugins.kernel.host_reads import host_reads_are_free
 
 TIES = ("average", "first", "pessimistic", "optimistic")
@@ -107,6 +108,41 @@ def sort_within_ties(c: Candidates, by_ranked: bool, by_item: bool = False) -> N
         c.key = c.key.gather(1, order)
 
 
+def in_tie_order(c: Candidates, by_ranked: bool) -> bool:
+    """Whether every row already is in the order :func:`sort_within_ties` would give.
+
+    Then the sort is the identity and can be skipped: the usual case for lists
+    read from files, written in rank order. The sort is stable, so a row is in
+    order when no two neighbours are in increasing order of the keys; NaN
+    compares neither way, so a row holding one is never in order (the sort then
+    brings it first, where the NaN check finds it). The answer decides a
+    branch, so it is only sought where host reads are free; the first row is
+    tested alone first, so rows that are not in order cost one row's test.
+    """
+    if not host_reads_are_free(c.values):
+        return False
+    keys = [c.values]
+    if by_ranked:
+        keys.append(c.ranked)
+    if c.key is not None:
+        keys.append(c.key)
+    return all(
+        bool(_no_rise([key[rows] for key in keys]).all()) for rows in (slice(1), slice(None))
+    )
+
+
+def _no_rise(keys: list[Tensor]) -> Tensor:
+    """(Q, L - 1) bool: each neighbour is at or below the one before, by ``keys`` in turn."""
+    above, below = keys[0][:, :-1], keys[0][:, 1:]
+    no_rise = above > below
+    tied = above == below
+    for key in keys[1:]:
+        above, below = key[:, :-1], key[:, 1:]
+        no_rise |= tied & (above > below)
+        tied &= above == below
+    return no_rise | tied
+
+
 def lexsort_desc(keys: list[Tensor]) -> Tensor:
     """Row-wise permutation sorting by ``keys`` descending, the first key most significant."""
     order: Tensor | None = None
@@ -121,9 +157,11 @@ def lexsort_desc(keys: list[Tensor]) -> Tensor:
 def describe_tie_groups(c: Candidates, cut_group: CutGroup | None) -> RankedList:
     """Per-position statistics of each position's tie group.
 
-    On the CPU, rows where no two positions share a group (distinct scores,
-    the usual top of real-valued scores) are described without totals to
-    gather (:func:`_one_item_groups`); only the other rows are grouped.
+    On the CPU, rows where no two ranked positions share a group (distinct
+    scores, the usual top of real-valued scores) are described without totals
+    to gather (:func:`_one_item_groups`); only the other rows are grouped.
+    Masked items come last, all at the lowest score: under "average" they are
+    one group, whose statistics are known without grouping too.
     """
     ranked = c.ranked
     relevant = (c.relevant & ranked).to(torch.float64)
@@ -135,13 +173,19 @@ def describe_tie_groups(c: Candidates, cut_group: CutGroup | None) -> RankedList
     if c.key is not None:
         starts[:, 1:] |= c.key[:, 1:] != c.key[:, :-1]
     if cut_group is None and host_reads_are_free(starts):
-        rows = (~starts).any(dim=1).nonzero().squeeze(1)
+        grouped_rows = ~starts if c.key is not None else ~starts & ranked
+        rows = grouped_rows.any(dim=1).nonzero().squeeze(1)
         if rows.numel() < ranked.shape[0]:
-            fields = _one_item_groups(relevant, gain)
-            if rows.numel():
-                grouped = _tie_groups(
+            grouped = (
+                _tie_groups(
                     starts[rows], c.values[rows], ranked[rows], relevant[rows], gain[rows], None
                 )
+                if rows.numel()
+                else None
+            )
+            # relevant and gain become fields: only now may they be written
+            fields = _one_item_groups(relevant, gain, None if c.key is not None else ranked)
+            if grouped is not None:
                 for field, value in zip(fields, grouped, strict=True):
                     field[rows] = value
             return _ranked_list(c, ranked, fields, None)
@@ -222,18 +266,22 @@ def _tie_groups(
     )
 
 
-def _one_item_groups(relevant: Tensor, gain: Tensor) -> GroupFields:
-    """:func:`_tie_groups` where each position is its own group (no two scores equal).
+def _one_item_groups(relevant: Tensor, gain: Tensor, masked_tail: Tensor | None) -> GroupFields:
+    """:func:`_tie_groups` where each ranked position is its own group (no two scores equal).
 
     No totals to gather: a group is its position, and the relevant items
-    before it are the running count less its own.
+    before it are the running count less its own. ``relevant`` and ``gain``
+    are the fields themselves (not copied). ``masked_tail`` (the
+    ``ranked`` flags, under "average"): the masked positions, which come last,
+    are one group (from the first of them to the end, nothing relevant in it);
+    None: each position is its own group, masked or not.
     """
     num_queries, length = relevant.shape
     position = torch.arange(length, dtype=torch.float64, device=relevant.device)
-    return (
-        position.repeat(num_queries, 1),
-        torch.ones_like(gain),
-        relevant.clone(),
-        gain.clone(),
-        torch.cumsum(relevant, dim=1) - relevant,
-    )
+    if masked_tail is None:
+        start, size = position.repeat(num_queries, 1), torch.ones_like(gain)
+    else:
+        num_ranked = count_true(masked_tail).to(torch.float64).unsqueeze(1)
+        start = torch.minimum(position, num_ranked)  # the ranked positions come first
+        size = torch.where(masked_tail, 1.0, length - num_ranked)
+    return start, size, relevant, gain, torch.cumsum(relevant, dim=1).sub_(relevant)

@@ -8,11 +8,14 @@ any cutoff, exactly (SPEC section 3).
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
 from functools import cached_property
 
 import torch
 from torch import Tensor
 
+from ranking_plugins.kernel.host_reads import host_reads_are_free
 from ranking_plugins.kernel.inputs.relevance import Relevance
 from ranking_plugins.kernel.ranking.tie_groups import RankedList
 from ranking_plugins.kernel.statistics.closed_forms import (
@@ -32,6 +35,54 @@ from ranking_plugins.kernel.statistics.tie_orders import (
     g_group_expectation,
     subset_product_means,
 )
+
+
+def _ap_term(
+    relevance: Tensor,
+    position: Tensor,
+    start: Tensor,
+    size: Tensor,
+    group_relevant: Tensor,
+    relevant_before: Tensor,
+) -> Tensor:
+    """E[rel_j * hits@j] / j at each place: the closed form of SPEC section 3."""
+    slope = ap_slope(size, group_relevant)
+    expected_hits = relevant_before + 1 + (position - start - 1) * slope
+    return relevance * expected_hits / position
+
+
+@dataclass(frozen=True)
+class PlacedSums:
+    """Prefix sums along rows of values that are 0 but at a few places of each row.
+
+    ``places`` (Q, W): each row's places (1-based positions), ascending, then
+    ``inf``; ``sums`` (Q, W + 1): the sums down to each place, after a 0. The
+    values are summed in the order of the list, skipping only zeros, so a sum
+    is that of the whole row to the bit.
+    """
+
+    places: Tensor
+    sums: Tensor
+
+    @staticmethod
+    def of(rows: Tensor, columns: Tensor, values: Tensor, num_queries: int) -> PlacedSums:
+        """From each value's row and column (``nonzero``'s order: by row, then column)."""
+        counts = torch.bincount(rows, minlength=num_queries)
+        width = int(counts.max()) if counts.numel() else 0
+        slot = torch.arange(rows.numel(), device=rows.device) - (counts.cumsum(0) - counts)[rows]
+        shape = (num_queries, width)
+        places = torch.full(shape, math.inf, dtype=torch.float64, device=rows.device)
+        places[rows, slot] = (columns + 1).to(torch.float64)
+        dense = torch.zeros(shape, dtype=torch.float64, device=rows.device)
+        dense[rows, slot] = values
+        sums = dense.new_zeros((num_queries, width + 1))
+        torch.cumsum(dense, dim=1, out=sums[:, 1:])
+        return PlacedSums(places, sums)
+
+    def at(self, k: Tensor, length: int) -> Tensor:
+        """(Q, K): each row's sum over its first ``k`` positions (at most ``length``)."""
+        top = k.clamp(max=length).to(torch.int64).to(torch.float64).contiguous()
+        return self.sums.gather(1, torch.searchsorted(self.places, top, right=True))
 
 
 class RankStats(ListStats):
@@ -78,25 +129,45 @@ class RankStats(ListStats):
         g = self.list
         return torch.where(g.ranked, g.group_gain / g.group_size, 0.0)
 
+    def _ap_term_fields(self) -> tuple[Tensor, ...]:
+        """What :func:`_ap_term` reads, but the position (relevance first)."""
+        g = self.list
+        return (self.relevance, g.group_start, g.group_size, g.group_relevant, g.relevant_before)
+
     @cached_property
     def ap_term(self) -> Tensor:
         """E[rel_j * hits@j] / j: the closed form of SPEC section 3."""
+        relevance, *fields = self._ap_term_fields()
+        return _ap_term(relevance, self.position.expand_as(relevance), *fields)
+
+    @cached_property
+    def _first_group(self) -> tuple[Tensor, Tensor, Tensor]:
+        """The first group holding a relevant ranked item: its first place (Q, 1),
+        P(first hit) at each of its places (Q, W) and whether each place is in
+        the list (Q, W): W is the widest such group where host reads are free,
+        the list's length elsewhere. No other place holds a first hit.
+        """
         g = self.list
-        slope = ap_slope(g.group_size, g.group_relevant)
-        expected_hits = g.relevant_before + 1 + (self.position - g.group_start - 1) * slope
-        return self.relevance * expected_hits / self.position
+        first_group = g.ranked & (g.relevant_before == 0) & (g.group_relevant > 0)
+        at = first_group.to(torch.int8).argmax(dim=1, keepdim=True)  # (Q, 1) its first place
+        found = first_group.gather(1, at)
+        r, t = g.group_relevant.gather(1, at), g.group_size.gather(1, at)
+        # the group's places in the list (it may run past the end of a top-k list)
+        places = torch.where(found, torch.minimum(t, self.length - at), 0.0)
+        width = int(places.amax()) if host_reads_are_free(at) and at.numel() else self.length
+        i = self.position[:width]  # 1-based place inside the group
+        step = torch.where(t - i > 0, first_hit_step(t, r, i), 1.0)
+        p = first_hit_probabilities(first_hit_at_first_place(t, r), step)
+        in_list = i <= places
+        return at, torch.where(in_list, p, 0.0), in_list
 
     @cached_property
     def first_hit(self) -> Tensor:
         """P(the first relevant item is at this position)."""
-        g = self.list
-        r, t = g.group_relevant, g.group_size
-        first_group = g.ranked & (g.relevant_before == 0) & (r > 0)
-        i = self.position - g.group_start  # 1-based position inside the group
-        step = torch.where(first_group & (t - i > 0), first_hit_step(t, r, i), 1.0)
-        # positions before the first group contribute factor 1, so the product restarts there
-        p = first_hit_probabilities(first_hit_at_first_place(t, r), step)
-        return torch.where(first_group, p, 0.0)
+        at, p, _ = self._first_group
+        index = (at + self.position[: p.shape[1]].to(torch.int64) - 1).clamp(max=self.length - 1)
+        # places past the group add 0 (a place of the group gets its p exactly)
+        return torch.zeros_like(self.list.group_size).scatter_add_(1, index, p)
 
     @cached_property
     def discount(self) -> Tensor:
@@ -105,7 +176,11 @@ class RankStats(ListStats):
     # -- cumulative sums, with a leading zero column: index k is "top k" ---------
 
     def _cumulative(self, values: Tensor) -> Tensor:
-        return torch.cat([torch.zeros_like(values[:, :1]), torch.cumsum(values, dim=1)], dim=1)
+        num_queries, length = values.shape
+        sums = values.new_empty((num_queries, length + 1))
+        sums[:, 0] = 0.0
+        torch.cumsum(values, dim=1, out=sums[:, 1:])
+        return sums
 
     @cached_property
     def cum_hits(self) -> Tensor:
@@ -152,11 +227,26 @@ class RankStats(ListStats):
         return self._read(self.cum_idcg, k)
 
     def ap_sum_at(self, k: Tensor) -> Tensor:
-        return self._read(self.cum_ap, k)
+        if not host_reads_are_free(k):
+            return self._read(self.cum_ap, k)
+        # the AP term is 0 but at relevant places: summed there only
+        relevance, *fields = self._ap_term_fields()
+        rows, columns = (relevance != 0).nonzero(as_tuple=True)
+        flat = rows * self.length + columns
+        position = (columns + 1).to(torch.float64)
+        terms = _ap_term(
+            torch.take(relevance, flat), position, *(torch.take(f, flat) for f in fields)
+        )
+        return PlacedSums.of(rows, columns, terms, relevance.shape[0]).at(k, self.length)
 
     def reciprocal_rank_at(self, k: Tensor, deepest: int | None) -> Tensor:
         # the prefix sums cover every position: read at k, no bound needed
-        return self._read(self.cum_rr, k)
+        if not host_reads_are_free(k):
+            return self._read(self.cum_rr, k)
+        at, p, in_list = self._first_group
+        position = at + self.position[: p.shape[1]]  # 1-based, in the whole list
+        places = torch.where(in_list, position, math.inf)
+        return PlacedSums(places, self._cumulative(p / position)).at(k, self.length)
 
     def hit_probability_at(self, k: Tensor) -> Tensor:
         return self._read(self.cum_first_hit, k)
