@@ -26,10 +26,13 @@ extra, imported when a file is read, never by ``import ranking_plugins``.
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
 import math
 import os
+import queue
+import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any, BinaryIO, TextIO
@@ -202,7 +205,7 @@ def read_batches(
     file_format = guess_format(path, kind) if file_format == "auto" else file_format
     pa, done = arrow(), 0
     try:
-        for qid, docno, value in _read_columnar(path, kind, file_format, progress):
+        for qid, docno, value in _read_ahead(_read_columnar(path, kind, file_format, progress)):
             values = _tensor(value, torch.float64)
             if bool((torch.isnan(values) if kind == "run" else ~torch.isfinite(values)).any()):
                 raise _Malformed
@@ -217,6 +220,39 @@ def read_batches(
         done = max(done, len(exact))
     if not done:
         raise FileFormatError(path, None, f"the {kind} file has no {kind} lines (it is empty)")
+
+
+def _read_ahead(items: Iterator[Any], depth: int = 4) -> Iterator[Any]:
+    """``items`` made in a thread while the caller works on those before: pyarrow parses
+    a block without the GIL, so reading and joining share two cores."""
+    ready: queue.Queue[Any] = queue.Queue(depth)
+    stop, end = threading.Event(), object()
+
+    def offer(item: Any) -> bool:
+        while not stop.is_set():
+            with contextlib.suppress(queue.Full):
+                ready.put(item, timeout=0.1)
+                return True
+        return False  # the caller has stopped
+
+    def make() -> None:
+        try:
+            for item in items:
+                if not offer(item):
+                    return
+            offer(end)
+        except BaseException as error:  # raised again in the caller
+            offer(error)
+
+    thread = threading.Thread(target=make, daemon=True)
+    thread.start()
+    try:
+        while (item := ready.get()) is not end:
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        stop.set()
 
 
 def _read_columnar(
