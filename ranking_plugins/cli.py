@@ -732,10 +732,10 @@ def _evaluate_run(
         "unretrieved": args.unretrieved_queries,
     }
     last: list[Collection] = []
-    batches = read_batches(args.run, "run", args.run_format, stderr)
     try:
-        parts = _keep_last(collections(qrels, batches, **join), last)
-        results = evaluate(parts, wanted, options, args.qrels, args.judged_only)
+        with contextlib.closing(read_batches(args.run, "run", args.run_format, stderr)) as batches:
+            parts = _keep_last(collections(qrels, batches, **join), last)
+            results = evaluate(parts, wanted, options, args.qrels, args.judged_only)
     except WholeRunNeeded:  # a query's lines are apart: the run is read whole
         run = read_records(args.run, "run", args.run_format, stderr)
         parts = _keep_last(collections(qrels, run, **join), last)

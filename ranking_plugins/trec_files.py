@@ -33,7 +33,7 @@ import math
 import os
 import queue
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Generator, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any, BinaryIO, TextIO
 
@@ -195,7 +195,7 @@ def read_records(
 
 def read_batches(
     path: str, kind: str, file_format: str = "auto", progress: TextIO | None = None
-) -> Iterator[Records]:
+) -> Generator[Records, None, None]:
     """The file's records in batches of consecutive lines, as pyarrow parses its blocks
     (:func:`read_records` says what is checked)."""
     if kind not in KINDS:
@@ -251,8 +251,9 @@ def _read_ahead(items: Iterator[Any], depth: int = 4) -> Iterator[Any]:
             if isinstance(item, BaseException):
                 raise item
             yield item
-    finally:
+    finally:  # the thread ends before the caller goes on (at most one block later)
         stop.set()
+        thread.join()
 
 
 def _read_columnar(
@@ -685,9 +686,9 @@ def _part(
     rows, count, big = len(queries), judgments.counts[query], torch.iinfo(torch.int64).max
     line_row, line_place = _places(count)  # each judgment's row and place among the row's
     lines = judgments.by_query[judgments.starts[query][line_row] + line_place]
-    grades, total = judgments.qrels.values[lines], int(size.sum())
+    grades, total, pc = judgments.qrels.values[lines], int(size.sum()), arrow().compute
     docnos = run.docnos.slice(first, total)
-    judged_keys, run_keys = _document_keys(judgments.qrels.docnos.take(lines.numpy()), docnos)
+    judged_docnos = judgments.qrels.docnos.take(lines.numpy())
     # the run lines as rows (their columns, then padding): a view when all are as long
     longest = max([1, *sizes])
     at = None if bool((size == longest).all()) else _places(size)
@@ -700,21 +701,27 @@ def _part(
 
     # each row's documents sorted (numpy's sort is the faster): a repeated one is adjacent,
     # a judged one found by bisection; the padding sorts last (no key is the largest int64)
-    keys = dense(run_keys, big)
-    slot = torch.from_numpy(np.argsort(keys.numpy(), axis=1))
-    keys = keys.gather(1, slot)
     real = torch.arange(longest) < size.unsqueeze(1)
-    if bool(((keys[:, 1:] == keys[:, :-1]) & real[:, 1:]).any()):
-        diagnose(run.path, run.kind, run.format)
-        raise FileFormatError(run.path, None, "a query lists a document twice")
-    asked = torch.full((rows, max([1, *count.tolist()])), big)
-    asked[line_row, line_place] = judged_keys
-    place = torch.searchsorted(keys, asked)[line_row, line_place]
-    found = place < size[line_row]
-    place = place.clamp(max=longest - 1)
-    found &= keys[line_row, place] == judged_keys
-    hit_row = line_row[found]
-    hit = (torch.cumsum(size, 0) - size)[hit_row] + slot[hit_row, place[found]]
+    for exact in (False, True):  # a hash first, pyarrow's codes if two ids meet on one
+        judged_keys, run_keys, unique = _document_keys(judged_docnos, docnos, exact)
+        keys = dense(run_keys, big)
+        slot = torch.from_numpy(np.argsort(keys.numpy(), axis=1))
+        keys = keys.gather(1, slot)
+        asked = torch.full((rows, max([1, *count.tolist()])), big)
+        asked[line_row, line_place] = judged_keys
+        place = torch.searchsorted(keys, asked)[line_row, line_place]
+        found = place < size[line_row]
+        place = place.clamp(max=longest - 1)
+        found &= keys[line_row, place] == judged_keys
+        hit_row = line_row[found]
+        hit = (torch.cumsum(size, 0) - size)[hit_row] + slot[hit_row, place[found]]
+        repeated = bool(((keys[:, 1:] == keys[:, :-1]) & real[:, 1:]).any())
+        if unique and repeated:
+            diagnose(run.path, run.kind, run.format)
+            raise FileFormatError(run.path, None, "a query lists a document twice")
+        same = pc.equal(judged_docnos.filter(found.numpy()), docnos.take(hit.numpy()))
+        if unique or (not repeated and pc.all(same).as_py() is not False):
+            break
     line_target = torch.full((total,), -math.inf, dtype=torch.float64)
     line_target[hit] = grades[found]
     line_judged = torch.zeros(total, dtype=torch.bool)
@@ -753,40 +760,50 @@ def _places(counts: Tensor) -> tuple[Tensor, Tensor]:
     return row, torch.arange(len(row)) - (torch.cumsum(counts, 0) - counts)[row]
 
 
-def _document_keys(judged: Any, retrieved: Any) -> tuple[Tensor, Tensor]:
-    """int64 keys of two pyarrow arrays of ids, equal where the ids are: their bytes when
-    every id fits in 8 (:func:`_packed`), else codes of pyarrow's hashing (slower)."""
-    packed = _packed(judged), _packed(retrieved)
+def _document_keys(judged: Any, retrieved: Any, exact: bool) -> tuple[Tensor, Tensor, bool]:
+    """int64 keys of two pyarrow arrays of ids, equal for equal ids; and whether only for
+    equal ids. An id's bytes when every id fits in 8, a hash of them up to 32 bytes, else
+    (and when ``exact``) pyarrow's codes (it hashes the ids themselves: slower)."""
+    import numpy as np
+
+    pa, both = arrow(), (judged, retrieved)
+    longest = max(pa.compute.max(pa.compute.binary_length(ids)).as_py() or 0 for ids in both)
+    words = max(1, -(-longest // 8))
+    packed: list[Any] = [None if exact or words > 4 else _packed(ids, words) for ids in both]
     if packed[0] is not None and packed[1] is not None:
-        return packed[0], packed[1]
-    pa = arrow()
-    codes = _tensor(pa.compute.dictionary_encode(pa.concat_arrays([judged, retrieved])).indices)
-    return codes[: len(judged)], codes[len(judged) :]
+        keys = [np.zeros(len(p), np.uint64) for p in packed]
+        for key, words_of in zip(keys, packed, strict=True):
+            for word in words_of.view(np.uint64).T:  # one word: the bytes themselves
+                key ^= word
+                if words > 1:
+                    key *= np.uint64(0x9E3779B97F4A7C15)
+        signed = [torch.from_numpy(key.view(np.int64)) for key in keys]
+        if not any(bool((key == torch.iinfo(torch.int64).max).any()) for key in signed):
+            return signed[0], signed[1], words == 1
+    codes = _tensor(pa.compute.dictionary_encode(pa.concat_arrays(both)).indices)
+    return codes[: len(judged)], codes[len(judged) :], True
 
 
-def _packed(ids: Any) -> Tensor | None:
-    """Each id's bytes, zero-padded to 8, as an int64; None unless that is one-to-one (no id
-    longer than 8 bytes, none holding a zero byte) and below the largest int64 (padding)."""
+def _packed(ids: Any, words: int) -> Any:
+    """(n, words) int64 numpy: each id's bytes, zero-padded; None unless that is one-to-one
+    (no id longer than ``8 * words`` bytes, none holding a zero byte)."""
     import numpy as np
 
     n, buffers = len(ids), ids.buffers()
     offsets = np.frombuffer(buffers[1], np.int32, n + 1, ids.offset * 4)
     lengths = np.diff(offsets)
-    if not n or int(lengths.max()) > 8:
-        return torch.zeros(0, dtype=torch.int64) if not n else None
     data = np.frombuffer(buffers[2] or b"", np.uint8)[offsets[0] : offsets[-1]]
-    if bool((data == 0).any()):
+    if n and (int(lengths.max()) > 8 * words or bool((data == 0).any())):
         return None
-    width = int(lengths.max())
-    padded = np.zeros((n, 8), np.uint8)
-    if int(lengths.min()) == width:
+    width = int(lengths.max()) if n else 0
+    padded = np.zeros((n, 8 * words), np.uint8)
+    if n and int(lengths.min()) == width:
         padded[:, :width] = data.reshape(n, width)
-    else:
+    elif n:
         column = np.arange(width)
         at = np.minimum(offsets[:-1, None] - offsets[0] + column, max(data.size - 1, 0))
         padded[:, :width] = np.where(column < lengths[:, None], data[at], 0)
-    packed = padded.view(np.int64).reshape(n)
-    return None if bool((packed == np.iinfo(np.int64).max).any()) else torch.from_numpy(packed)
+    return padded.view(np.int64)
 
 
 def _trec_eval_order(run: Records, line_query: Tensor, grouped: bool) -> Tensor:

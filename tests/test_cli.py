@@ -1041,17 +1041,53 @@ def test_parts_of_whole_queries_give_the_numbers_of_the_whole_run(
     assert run_cli("evaluate", qrels, run, *args).json() == document
 
 
+@pytest.mark.parametrize("prefix", ["", "document-", "a-document-id-longer-than-32-bytes-"])
 def test_a_repeated_document_in_a_later_part_names_its_line(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, prefix: str
 ) -> None:
+    """Ids of up to 8 bytes, hashed (up to 32) and encoded by pyarrow: the same message;
+    and the thread that reads ahead has ended when the command returns."""
     qrels, run, lines = _parts_collection(tmp_path)
     lines.insert(900, lines[895])  # in q30's lines, 5 lines apart
-    run.write_text("".join(lines))
+    run.write_text("".join(lines).replace(" d", f" {prefix}d"))
     monkeypatch.setattr(readers, "CHUNK_BYTES", 1024)
     monkeypatch.setattr(readers, "PART_LINES", 100)
+    threads = threading.active_count()
     outcome = run_cli("evaluate", qrels, run, "--unjudged-queries", "skip")
-    assert outcome.status == 1
+    assert outcome.status == 1 and threading.active_count() == threads
     assert f"{run}:901: document" in outcome.err and "first at line 896" in outcome.err
+
+
+def test_two_ids_of_one_hash_are_told_apart() -> None:
+    """Ids of 9 to 32 bytes are sorted and looked up by a hash of their bytes: two distinct
+    ids of one hash in a query are not a repeated document, and each keeps its judgment."""
+    pa = pytest.importorskip("pyarrow")
+    factor, mask = 0x9E3779B97F4A7C15, (1 << 64) - 1
+    rng = random.Random(0)
+    while True:  # two 16-byte ids whose first words differ and whose hashes are equal
+        first = [int.from_bytes(b"abcdefgh", "little"), int.from_bytes(b"abcdefgi", "little")]
+        second = int.from_bytes(bytes(rng.randrange(1, 256) for _ in range(8)), "little")
+        other = ((first[0] * factor) & mask) ^ second ^ ((first[1] * factor) & mask)
+        if all(other.to_bytes(8, "little")):
+            break
+    ids = [
+        w.to_bytes(8, "little") + v.to_bytes(8, "little") for w, v in zip(first, [second, other])
+    ]
+    keys = [readers._document_keys(pa.array([i], pa.binary()), pa.array([], pa.binary()), False)
+            for i in ids]  # fmt: skip
+    assert keys[0][0].tolist() == keys[1][0].tolist() and not keys[0][2]  # one hash, not unique
+
+    def records(kind: str, docnos: list[bytes], values: list[float]) -> readers.Records:
+        qids = pa.array([b"q"] * len(docnos), pa.binary())
+        return readers.Records(kind, kind, "trec", qids, pa.array(docnos, pa.binary()),
+                               torch.tensor(values, dtype=torch.float64))  # fmt: skip
+
+    qrels = records("qrels", [ids[1], b"x" * 12], [2.0, 1.0])
+    run = records("run", [b"y" * 12, ids[0], ids[1]], [3.0, 2.0, 1.0])
+    (part,) = [p for p in readers.collections(qrels, run) if p.qids]
+    assert part.target[0].tolist() == [-math.inf, -math.inf, 2.0, 1.0]  # ids[1] judged 2
+    assert part.judged[0].tolist() == [False, False, True, True]
+    assert part.mask[0].tolist() == [True, True, True, False]
 
 
 def test_mixed_whitespace_is_read_by_the_exact_reader(tmp_path: Path) -> None:
