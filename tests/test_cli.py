@@ -1149,12 +1149,17 @@ def test_document_ids_packed_into_integers_or_not_give_the_same_numbers(tmp_path
 
 def test_packed_ids_are_one_to_one_or_refused() -> None:
     pa = pytest.importorskip("pyarrow")
-    ids = pa.array([b"a", b"ab", b"abcdefgh", b"b", b"a"], pa.binary())
-    packed = readers._packed(ids)
-    assert packed is not None and packed.shape == (5,)
-    assert torch.equal(readers._packed(ids.slice(1)), packed[1:])  # an offset into the buffers
-    assert len(set(packed.tolist())) == 4 and packed[0] == packed[4]  # equal ids, equal integers
-    assert readers._packed(pa.array([b"abcdefghi"], pa.binary())) is None  # 9 bytes: no int64
-    assert readers._packed(pa.array([b"a\0", b"a"], pa.binary())) is None  # would meet b"a"
-    # the largest int64 is the padding of the sorted rows: such an id takes pyarrow's codes
-    assert readers._packed(pa.array([b"\xff" * 7 + b"\x7f"], pa.binary())) is None
+    ids = pa.array([b"a", b"ab", b"abcdefgh", b"b", b"a", b"abcdefghi"], pa.binary())
+    words = readers._packed(ids, 2)
+    assert words is not None and words.shape == (6, 2)
+    assert (readers._packed(ids.slice(1), 2) == words[1:]).all()  # an offset into the buffers
+    rows = [tuple(row) for row in words.tolist()]
+    assert len(set(rows)) == 5 and rows[0] == rows[4]  # equal ids, equal integers
+    assert readers._packed(ids, 1) is None  # 9 bytes do not fit one word
+    assert readers._packed(pa.array([b"a\0", b"a"], pa.binary()), 1) is None  # would meet b"a"
+    # one word: the keys are the bytes, unique; the largest int64 (the padding of the
+    # sorted rows) and ids longer than 32 bytes take pyarrow's codes, unique too
+    none = pa.array([], pa.binary())
+    for docnos in ([b"\xff" * 7 + b"\x7f", b"a"], [b"x" * 33, b"a"], [b"a", b"b"]):
+        judged, retrieved, unique = readers._document_keys(pa.array(docnos), none, False)
+        assert unique and len(set(judged.tolist())) == 2 and retrieved.numel() == 0
