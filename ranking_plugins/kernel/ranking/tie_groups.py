@@ -46,6 +46,24 @@ class RankedList:
     #: "average": the tie group cut by the selection, with all its members
     #: (whose places beyond the list hold items the list does not show)
     cut_group: CutGroup | None = None
+    #: the rows that hold a tie group of several items, when known (on the CPU,
+    #: where rows without ties are described apart); every other row is a list
+    #: of one-item groups, whose statistics need no group totals. None: any row
+    #: may hold ties.
+    tied_rows: Tensor | None = None
+
+    def rows(self, rows: Tensor) -> RankedList:
+        """The per-position fields of the queries ``rows`` only (no cut group)."""
+        return RankedList(
+            ranked=self.ranked[rows],
+            group_start=self.group_start[rows],
+            group_size=self.group_size[rows],
+            group_relevant=self.group_relevant[rows],
+            group_gain=self.group_gain[rows],
+            relevant_before=self.relevant_before[rows],
+            items=None if self.items is None else self.items[rows],
+            shared_ties=self.shared_ties,
+        )
 
 
 def tie_key(ties: str, items: Tensor, relevant: Tensor, gain: Tensor) -> Tensor | None:
@@ -137,14 +155,14 @@ def describe_tie_groups(c: Candidates, cut_group: CutGroup | None) -> RankedList
     if cut_group is None and host_reads_are_free(starts):
         rows = (~starts).any(dim=1).nonzero().squeeze(1)
         if rows.numel() < ranked.shape[0]:
-            fields = _one_item_groups(relevant, gain)
+            fields = _one_item_groups(relevant, gain, writable=bool(rows.numel()))
             if rows.numel():
                 grouped = _tie_groups(
                     starts[rows], c.values[rows], ranked[rows], relevant[rows], gain[rows], None
                 )
                 for field, value in zip(fields, grouped, strict=True):
                     field[rows] = value
-            return _ranked_list(c, ranked, fields, None)
+            return _ranked_list(c, ranked, fields, None, tied_rows=rows)
     fields = _tie_groups(starts, c.values, ranked, relevant, gain, cut_group)
     return _ranked_list(c, ranked, fields, cut_group)
 
@@ -154,7 +172,11 @@ GroupFields = tuple[Tensor, Tensor, Tensor, Tensor, Tensor]
 
 
 def _ranked_list(
-    c: Candidates, ranked: Tensor, fields: GroupFields, cut_group: CutGroup | None
+    c: Candidates,
+    ranked: Tensor,
+    fields: GroupFields,
+    cut_group: CutGroup | None,
+    tied_rows: Tensor | None = None,
 ) -> RankedList:
     group_start, size, group_relevant, group_gain, relevant_before = fields
     return RankedList(
@@ -167,6 +189,7 @@ def _ranked_list(
         items=c.items,
         shared_ties=c.key is None,
         cut_group=cut_group,
+        tied_rows=tied_rows,
     )
 
 
@@ -222,18 +245,31 @@ def _tie_groups(
     )
 
 
-def _one_item_groups(relevant: Tensor, gain: Tensor) -> GroupFields:
+def _one_item_groups(relevant: Tensor, gain: Tensor, writable: bool) -> GroupFields:
     """:func:`_tie_groups` where each position is its own group (no two scores equal).
 
     No totals to gather: a group is its position, and the relevant items
-    before it are the running count less its own.
+    before it are the running count less its own. The group's relevant count
+    and gain are ``relevant`` and ``gain`` themselves (the caller's own
+    tensors). ``writable``: the caller writes the rows that have ties into the
+    fields afterwards, so none may be a broadcast view; else the starts and
+    sizes are views of one row.
     """
     num_queries, length = relevant.shape
     position = torch.arange(length, dtype=torch.float64, device=relevant.device)
+    relevant_before = torch.cumsum(relevant, dim=1).sub_(relevant)
+    if writable:
+        return (
+            position.repeat(num_queries, 1),
+            torch.ones_like(gain),
+            relevant,
+            gain,
+            relevant_before,
+        )
     return (
-        position.repeat(num_queries, 1),
-        torch.ones_like(gain),
-        relevant.clone(),
-        gain.clone(),
-        torch.cumsum(relevant, dim=1) - relevant,
+        position.expand(num_queries, length),
+        torch.ones_like(position).expand(num_queries, length),
+        relevant,
+        gain,
+        relevant_before,
     )

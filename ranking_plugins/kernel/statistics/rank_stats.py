@@ -8,6 +8,7 @@ any cutoff, exactly (SPEC section 3).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import cached_property
 
 import torch
@@ -70,33 +71,52 @@ class RankStats(ListStats):
     @cached_property
     def relevance(self) -> Tensor:
         """P(the item at this position is relevant) = r_c / t_c."""
-        g = self.list
-        return torch.where(g.ranked, g.group_relevant / g.group_size, 0.0)
+        return self._per_position(lambda g: g.group_relevant, _relevance)
 
     @cached_property
     def gain(self) -> Tensor:
-        g = self.list
-        return torch.where(g.ranked, g.group_gain / g.group_size, 0.0)
+        return self._per_position(lambda g: g.group_gain, _gain)
 
     @cached_property
     def ap_term(self) -> Tensor:
         """E[rel_j * hits@j] / j: the closed form of SPEC section 3."""
-        g = self.list
-        slope = ap_slope(g.group_size, g.group_relevant)
-        expected_hits = g.relevant_before + 1 + (self.position - g.group_start - 1) * slope
-        return self.relevance * expected_hits / self.position
+        position = self.position
+        return self._per_position(
+            lambda g: self.relevance * (g.relevant_before + 1) / position,
+            lambda g: _ap_term(g, position),
+        )
 
     @cached_property
     def first_hit(self) -> Tensor:
         """P(the first relevant item is at this position)."""
+        position = self.position
+        return self._per_position(
+            lambda g: torch.where(g.relevant_before == 0, g.group_relevant, 0.0),
+            lambda g: _first_hit(g, position),
+        )
+
+    def _per_position(
+        self, one_item: Callable[[RankedList], Tensor], grouped: Callable[[RankedList], Tensor]
+    ) -> Tensor:
+        """A per-position value: ``grouped(list)`` (SPEC section 3's closed form), or,
+        where the list knows which rows hold ties (``RankedList.tied_rows``),
+        ``one_item(list)`` for the others and ``grouped`` for those rows alone.
+
+        ``one_item`` is the closed form at t_c = 1, where it reduces to the
+        item's own values, which the list holds already (0 at unranked places):
+        relevance r, gain G, AP term r (ρ + 1) / j, first hit r where ρ = 0.
+        Each reduction is exact (the general forms divide by t_c = 1, add
+        0 · slope and multiply by steps of 1), so both give the same bits.
+        """
         g = self.list
-        r, t = g.group_relevant, g.group_size
-        first_group = g.ranked & (g.relevant_before == 0) & (r > 0)
-        i = self.position - g.group_start  # 1-based position inside the group
-        step = torch.where(first_group & (t - i > 0), first_hit_step(t, r, i), 1.0)
-        # positions before the first group contribute factor 1, so the product restarts there
-        p = first_hit_probabilities(first_hit_at_first_place(t, r), step)
-        return torch.where(first_group, p, 0.0)
+        rows = g.tied_rows
+        if rows is None:
+            return grouped(g)
+        values = one_item(g)
+        if rows.numel():
+            values = values.clone()  # may be a field of the list itself
+            values[rows] = grouped(g.rows(rows))
+        return values
 
     @cached_property
     def discount(self) -> Tensor:
@@ -393,6 +413,30 @@ class RankStats(ListStats):
             values = expected_interpolated_precision(groups, [int(n) for n in needed[q].tolist()])
             best[q] = torch.tensor(values, dtype=best.dtype, device=best.device)
         return best
+
+
+def _relevance(g: RankedList) -> Tensor:
+    return torch.where(g.ranked, g.group_relevant / g.group_size, 0.0)
+
+
+def _gain(g: RankedList) -> Tensor:
+    return torch.where(g.ranked, g.group_gain / g.group_size, 0.0)
+
+
+def _ap_term(g: RankedList, position: Tensor) -> Tensor:
+    slope = ap_slope(g.group_size, g.group_relevant)
+    expected_hits = g.relevant_before + 1 + (position - g.group_start - 1) * slope
+    return _relevance(g) * expected_hits / position
+
+
+def _first_hit(g: RankedList, position: Tensor) -> Tensor:
+    r, t = g.group_relevant, g.group_size
+    first_group = g.ranked & (g.relevant_before == 0) & (r > 0)
+    i = position - g.group_start  # 1-based position inside the group
+    step = torch.where(first_group & (t - i > 0), first_hit_step(t, r, i), 1.0)
+    # positions before the first group contribute factor 1, so the product restarts there
+    p = first_hit_probabilities(first_hit_at_first_place(t, r), step)
+    return torch.where(first_group, p, 0.0)
 
 
 def _ratio0(numerator: Tensor, denominator: Tensor) -> Tensor:
