@@ -87,6 +87,10 @@ class Candidates:
     relevant: Tensor
     gain: Tensor
     key: Tensor | None  # tie_key
+    #: no mask: ``ranked`` is True everywhere
+    every_ranked: bool = False
+    #: binary relevance: ``gain`` is ``relevant`` as float64 (every relevant gain is 1)
+    gain_is_relevance: bool = False
 
 
 @dataclass(frozen=True)
@@ -144,8 +148,13 @@ def describe_tie_groups(c: Candidates, cut_group: CutGroup | None) -> RankedList
     gather (:func:`_one_item_groups`); only the other rows are grouped.
     """
     ranked = c.ranked
-    relevant = (c.relevant & ranked).to(torch.float64)
-    gain = torch.where(ranked, c.gain, 0.0)
+    if c.every_ranked:
+        # binary relevance: the gains are the relevance itself, one tensor for both
+        relevant = c.gain if c.gain_is_relevance else c.relevant.to(torch.float64)
+        gain = c.gain
+    else:
+        relevant = (c.relevant & ranked).to(torch.float64)
+        gain = torch.where(ranked, c.gain, 0.0)
 
     # a new group wherever the score, the ranked flag or the tie key changes
     starts = torch.ones_like(ranked)
