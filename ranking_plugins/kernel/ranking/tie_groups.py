@@ -158,7 +158,9 @@ def describe_tie_groups(c: Candidates, cut_group: CutGroup | None) -> RankedList
 
     # a new group wherever the score, the ranked flag or the tie key changes
     starts = torch.ones_like(ranked)
-    starts[:, 1:] = (c.values[:, 1:] != c.values[:, :-1]) | (ranked[:, 1:] != ranked[:, :-1])
+    torch.ne(c.values[:, 1:], c.values[:, :-1], out=starts[:, 1:])
+    if not c.every_ranked:
+        starts[:, 1:] |= ranked[:, 1:] != ranked[:, :-1]
     if c.key is not None:
         starts[:, 1:] |= c.key[:, 1:] != c.key[:, :-1]
     if cut_group is None and host_reads_are_free(starts):
