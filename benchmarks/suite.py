@@ -1136,10 +1136,12 @@ def targets(results: dict[int, tuple[Workload, list[Row]]]) -> list[Target]:
         if number not in results:
             continue
         workload, rows = results[number]
-        for name in (*ours_names, "rank_metrics, bool target"):
+        # issue 17: W1 <= 1.5x torch.topk, its bool target <= 1.3x; W2 <= 1.0x
+        limits = {name: limit for name in ours_names} | {"rank_metrics, bool target": 1.3}
+        for name, row_limit in limits.items():
             row = find(rows, name)
             if row:
-                out.append(Target(f"W{number} {name} / floor", row.ratio, limit, True))
+                out.append(Target(f"W{number} {name} / floor", row.ratio, row_limit, True))
         for name in ours_names:
             row = find(rows, name)
             if row and row.peak_bytes is not None:
