@@ -977,9 +977,9 @@ def pair_with_unchecked(args: argparse.Namespace, rows: list[Row]) -> None:
     median moves between rows (load, the allocator's state), so two rows' ratios
     can differ by several percent while their milliseconds agree. The judgement
     "defaults within 5% of validate_args=False" takes the two in one loop
-    instead (:func:`paired_ms`, the twin in the floor's place), both over the
-    workload's fresh score tensors in turn; the table keeps each row's ratio to
-    the floor.
+    instead (:func:`paired_ms`, the twin in the floor's place, twice the rows'
+    runs), both over the workload's fresh score tensors in turn; the table keeps
+    each row's ratio to the floor.
     """
     clock = time.thread_time if args.cpu_time else time.perf_counter
     for row in rows:
@@ -991,7 +991,8 @@ def pair_with_unchecked(args: argparse.Namespace, rows: list[Row]) -> None:
             continue
         started = time.perf_counter()
         fn, twin_fn = entry.make(), twin.entry.make()
-        repeats = min(args.repeats, entry.repeats or args.repeats)
+        # twice the rows' runs: a 5% judgement needs steadier medians than a ratio does
+        repeats = 2 * min(args.repeats, entry.repeats or args.repeats)
         ms, twin_ms, _ = paired_ms(entry, fn, twin.entry, twin_fn, repeats, args.warmup, clock)
         row.versus_unchecked = (ms, twin_ms)
         took = time.perf_counter() - started
@@ -1078,7 +1079,7 @@ def workload_table(workload: Workload, rows: list[Row]) -> list[str]:
         lines += [
             "",
             "Defaults against validate_args=False, the two timed alternately in one loop "
-            "(medians):",
+            "(medians of twice the rows' runs):",
             "",
             "| row | defaults ms | validate_args=False ms | defaults / False |",
             "| --- | ---: | ---: | ---: |",
@@ -1256,7 +1257,7 @@ def report(
         "'x floor' (steadier than a quotient of their ms when the load changes between "
         "rows). 'defaults / False' (and the targets' 'defaults / validate_args=False') "
         "is the quotient of a defaults row and its validate_args=False twin timed "
-        "alternately with each other in a loop of their own. "
+        "alternately with each other in a loop of their own (twice as many runs). "
         "Peak extra memory: one run in a fresh subprocess, "
         "VmHWM minus VmRSS just before the call. Every run of this package clears the "
         "kernel's last-batch cache first (no cache hits are timed).",
