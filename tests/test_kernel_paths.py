@@ -365,3 +365,67 @@ def test_sums_over_the_relevant_places_equal_the_whole_row_sums(
     every_position = rank_metrics(preds, target, metrics, ks, **options)
     for key, values in placed.items():
         torch.testing.assert_close(values, every_position[key], rtol=0, atol=0, equal_nan=True)
+
+
+#: metrics read at k and of whole lists that every ``ties`` policy takes
+BINARY_AT_K = [*AT_K, "dcg", "rbp", "err", "relative_precision"]
+BINARY_WHOLE = ["r_precision", "mean_rank", "auc", "bin_g", "g", "ndcg_rel", "rndcg"]
+
+
+@pytest.mark.parametrize("ties", kernel.TIES)
+@pytest.mark.parametrize("top_k", [4, None])
+@pytest.mark.parametrize("masked", [False, True])
+def test_bool_targets_and_rows_without_ties_give_the_general_forms_numbers(
+    ties: str, top_k: int | None, masked: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """bool targets take their own shortcuts (the gain is the relevance tensor itself,
+    the ideal DCG read from the discounts' sums), and on the CPU rows without ties take
+    the closed forms at one item per group: the same 0/1 grades as floats through the
+    general forms on every row (the accelerator paths) must give the same bits."""
+    generator = torch.Generator().manual_seed(12)
+    distinct = torch.randn(10, 9, generator=generator)
+    tied = distinct.clone()
+    tied[::3, 2:6] = 0.25  # a tie of four, across the cutoff 4 in some rows
+    tied[1::3, 3] = tied[1::3, 4]  # a tie of two
+    target = torch.rand(10, 9, generator=generator) < 0.4
+    target[5] = False  # a query without a relevant item
+    mask = torch.rand(10, 9, generator=generator) < 0.8 if masked else None
+    metrics = BINARY_AT_K if top_k is not None else [*BINARY_AT_K, *BINARY_WHOLE]
+    for preds in (distinct, tied):  # every row without ties, then some rows with
+        options = {"mask": mask, "ties": ties, "reduction": "none"}
+        monkeypatch.setattr(host_reads, "ACCELERATOR_PATHS_ON_CPU", True)
+        _last_batch.clear()
+        want = rank_metrics(preds, target.float(), metrics, top_k, **options)
+        for accelerator_paths, grades in ((True, target), (False, target), (False, target.float())):
+            monkeypatch.setattr(host_reads, "ACCELERATOR_PATHS_ON_CPU", accelerator_paths)
+            _last_batch.clear()
+            got = rank_metrics(preds, grades, metrics, top_k, **options)
+            assert got.keys() == want.keys()
+            for key in got:
+                torch.testing.assert_close(
+                    got[key], want[key], rtol=0, atol=0, equal_nan=True, msg=key
+                )
+
+
+def test_binary_ideal_dcg_from_the_discounts_sums_equals_the_ideal_list() -> None:
+    """RankStats.idcg_at and cum_idcg of binary relevance (no (Q, L) ideal list) against
+    the ideal list summed position by position, at cutoffs below, at and beyond R and L."""
+    from ranking_plugins.kernel.inputs.parts import RankingInput
+    from ranking_plugins.kernel.ranked_batch import rank_stats
+
+    generator = torch.Generator().manual_seed(13)
+    preds = torch.randn(6, 12, generator=generator)
+    target = torch.zeros(6, 12, dtype=torch.bool)
+    for row, relevant in enumerate([0, 1, 3, 5, 8, 12]):
+        target[row, torch.randperm(12, generator=generator)[:relevant]] = True
+    relevance = kernel.DenseGrades(target, kernel.GainRule(None, "exponential"))
+    stats = rank_stats(RankingInput(preds, None, relevance, False), "first", 5)
+    assert isinstance(stats, kernel.RankStats)
+    discount = 1.0 / torch.log2(torch.arange(2, 8, dtype=torch.float64))
+    count = target.sum(dim=1, keepdim=True)
+    ideal = (torch.arange(6) < count).to(torch.float64) * discount  # 6 places: beyond L = 5
+    prefix = torch.cat([torch.zeros(6, 1, dtype=torch.float64), ideal.cumsum(dim=1)], dim=1)
+    k = torch.tensor([0.0, 1, 3, 5, 6, 40], dtype=torch.float64).expand(6, 6)
+    want = prefix.gather(1, k.clamp(max=5).to(torch.int64))  # the list is 5 deep
+    torch.testing.assert_close(stats.idcg_at(k, whole_list=False), want, rtol=0, atol=1e-15)
+    torch.testing.assert_close(stats.cum_idcg, prefix[:, :6], rtol=0, atol=1e-15)

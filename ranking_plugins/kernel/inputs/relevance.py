@@ -226,6 +226,8 @@ class DenseGrades:
         relevant = self.rule.relevant(grades)
         if judged is not None:
             relevant &= judged
+        if self.binary:  # a relevant bool grade is 1, whose gain is 1 under both gains
+            return relevant, relevant.to(torch.float64)
         return relevant, self.rule.gains(grades, relevant)
 
     def at(self, items: Tensor, rows: Tensor | None = None) -> tuple[Tensor, Tensor]:

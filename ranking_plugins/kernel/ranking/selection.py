@@ -77,7 +77,10 @@ def _candidates(
     else:
         ranked = data.ranked if whole_rows else data.ranked.gather(1, items)
     relevant, gain = data.relevance.at(items)
-    return Candidates(values, items, ranked, relevant, gain, tie_key(ties, items, relevant, gain))
+    key = tie_key(ties, items, relevant, gain)
+    return Candidates(
+        values, items, ranked, relevant, gain, key, data.ranked is None, data.relevance.binary
+    )
 
 
 def _complete_cut_groups(

@@ -47,6 +47,24 @@ class RankedList:
     #: "average": the tie group cut by the selection, with all its members
     #: (whose places beyond the list hold items the list does not show)
     cut_group: CutGroup | None = None
+    #: the rows that hold a tie group of several items, when known (on the CPU,
+    #: where rows without ties are described apart); every other row is a list
+    #: of one-item groups, whose statistics need no group totals. None: any row
+    #: may hold ties.
+    tied_rows: Tensor | None = None
+
+    def rows(self, rows: Tensor) -> RankedList:
+        """The per-position fields of the queries ``rows`` only (no cut group)."""
+        return RankedList(
+            ranked=self.ranked[rows],
+            group_start=self.group_start[rows],
+            group_size=self.group_size[rows],
+            group_relevant=self.group_relevant[rows],
+            group_gain=self.group_gain[rows],
+            relevant_before=self.relevant_before[rows],
+            items=None if self.items is None else self.items[rows],
+            shared_ties=self.shared_ties,
+        )
 
 
 def tie_key(ties: str, items: Tensor, relevant: Tensor, gain: Tensor) -> Tensor | None:
@@ -70,6 +88,10 @@ class Candidates:
     relevant: Tensor
     gain: Tensor
     key: Tensor | None  # tie_key
+    #: no mask: ``ranked`` is True everywhere
+    every_ranked: bool = False
+    #: binary relevance: ``gain`` is ``relevant`` as float64 (every relevant gain is 1)
+    gain_is_relevance: bool = False
 
 
 @dataclass(frozen=True)
@@ -164,12 +186,19 @@ def describe_tie_groups(c: Candidates, cut_group: CutGroup | None) -> RankedList
     one group, whose statistics are known without grouping too.
     """
     ranked = c.ranked
-    relevant = (c.relevant & ranked).to(torch.float64)
-    gain = torch.where(ranked, c.gain, 0.0)
+    if c.every_ranked:
+        # binary relevance: the gains are the relevance itself, one tensor for both
+        relevant = c.gain if c.gain_is_relevance else c.relevant.to(torch.float64)
+        gain = c.gain
+    else:
+        relevant = (c.relevant & ranked).to(torch.float64)
+        gain = torch.where(ranked, c.gain, 0.0)
 
     # a new group wherever the score, the ranked flag or the tie key changes
     starts = torch.ones_like(ranked)
-    starts[:, 1:] = (c.values[:, 1:] != c.values[:, :-1]) | (ranked[:, 1:] != ranked[:, :-1])
+    torch.ne(c.values[:, 1:], c.values[:, :-1], out=starts[:, 1:])
+    if not c.every_ranked:
+        starts[:, 1:] |= ranked[:, 1:] != ranked[:, :-1]
     if c.key is not None:
         starts[:, 1:] |= c.key[:, 1:] != c.key[:, :-1]
     if cut_group is None and host_reads_are_free(starts):
@@ -184,11 +213,12 @@ def describe_tie_groups(c: Candidates, cut_group: CutGroup | None) -> RankedList
                 else None
             )
             # relevant and gain become fields: only now may they be written
-            fields = _one_item_groups(relevant, gain, None if c.key is not None else ranked)
+            masked_tail = None if c.key is not None or c.every_ranked else ranked
+            fields = _one_item_groups(relevant, gain, masked_tail, writable=grouped is not None)
             if grouped is not None:
                 for field, value in zip(fields, grouped, strict=True):
                     field[rows] = value
-            return _ranked_list(c, ranked, fields, None)
+            return _ranked_list(c, ranked, fields, None, tied_rows=rows)
     fields = _tie_groups(starts, c.values, ranked, relevant, gain, cut_group)
     return _ranked_list(c, ranked, fields, cut_group)
 
@@ -198,7 +228,11 @@ GroupFields = tuple[Tensor, Tensor, Tensor, Tensor, Tensor]
 
 
 def _ranked_list(
-    c: Candidates, ranked: Tensor, fields: GroupFields, cut_group: CutGroup | None
+    c: Candidates,
+    ranked: Tensor,
+    fields: GroupFields,
+    cut_group: CutGroup | None,
+    tied_rows: Tensor | None = None,
 ) -> RankedList:
     group_start, size, group_relevant, group_gain, relevant_before = fields
     return RankedList(
@@ -211,6 +245,7 @@ def _ranked_list(
         items=c.items,
         shared_ties=c.key is None,
         cut_group=cut_group,
+        tied_rows=tied_rows,
     )
 
 
@@ -266,22 +301,30 @@ def _tie_groups(
     )
 
 
-def _one_item_groups(relevant: Tensor, gain: Tensor, masked_tail: Tensor | None) -> GroupFields:
+def _one_item_groups(
+    relevant: Tensor, gain: Tensor, masked_tail: Tensor | None, writable: bool
+) -> GroupFields:
     """:func:`_tie_groups` where each ranked position is its own group (no two scores equal).
 
     No totals to gather: a group is its position, and the relevant items
     before it are the running count less its own. ``relevant`` and ``gain``
-    are the fields themselves (not copied). ``masked_tail`` (the
-    ``ranked`` flags, under "average"): the masked positions, which come last,
-    are one group (from the first of them to the end, nothing relevant in it);
-    None: each position is its own group, masked or not.
+    are the fields themselves (not copied). ``masked_tail`` (the ``ranked``
+    flags, under "average" with masked items): the masked positions, which
+    come last, are one group (from the first of them to the end, nothing
+    relevant in it); None: each position is its own group. ``writable``: the
+    caller writes the rows that have ties into the fields afterwards, so none
+    may be a broadcast view; else the starts and sizes may be views of one row.
     """
     num_queries, length = relevant.shape
     position = torch.arange(length, dtype=torch.float64, device=relevant.device)
-    if masked_tail is None:
-        start, size = position.repeat(num_queries, 1), torch.ones_like(gain)
-    else:
+    relevant_before = torch.cumsum(relevant, dim=1).sub_(relevant)
+    if masked_tail is not None:
         num_ranked = count_true(masked_tail).to(torch.float64).unsqueeze(1)
         start = torch.minimum(position, num_ranked)  # the ranked positions come first
         size = torch.where(masked_tail, 1.0, length - num_ranked)
-    return start, size, relevant, gain, torch.cumsum(relevant, dim=1).sub_(relevant)
+    elif writable:
+        start, size = position.repeat(num_queries, 1), torch.ones_like(gain)
+    else:
+        start = position.expand(num_queries, length)
+        size = torch.ones_like(position).expand(num_queries, length)
+    return start, size, relevant, gain, relevant_before

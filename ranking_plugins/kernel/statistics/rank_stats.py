@@ -9,6 +9,7 @@ any cutoff, exactly (SPEC section 3).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -37,7 +38,7 @@ from ranking_plugins.kernel.statistics.tie_orders import (
 )
 
 
-def _ap_term(
+def _ap_term_at(
     relevance: Tensor,
     position: Tensor,
     start: Tensor,
@@ -118,27 +119,29 @@ class RankStats(ListStats):
 
     # -- per-position expected values --------------------------------------
 
+    # Rows whose positions are tie groups of one item (t_c = 1; the CPU's
+    # description says which rows hold ties: ``RankedList.tied_rows``) take the
+    # closed forms at t_c = 1, which reduce to the item's own values, held by
+    # the list already (0 at unranked places): relevance r, gain G, AP term
+    # r (ρ + 1) / j, first hit r where ρ = 0. Each reduction is exact (the
+    # general forms divide by t_c = 1, add 0 · slope and multiply by steps of
+    # 1), so both give the same bits; only the tied rows take the general forms.
+
     @cached_property
     def relevance(self) -> Tensor:
         """P(the item at this position is relevant) = r_c / t_c."""
-        g = self.list
-        return torch.where(g.ranked, g.group_relevant / g.group_size, 0.0)
+        return self._per_position(self.list.group_relevant, _relevance)
 
     @cached_property
     def gain(self) -> Tensor:
-        g = self.list
-        return torch.where(g.ranked, g.group_gain / g.group_size, 0.0)
+        if self.list.group_gain is self.list.group_relevant:
+            return self.relevance  # binary relevance: the gains are the relevance itself
+        return self._per_position(self.list.group_gain, _gain)
 
     def _ap_term_fields(self) -> tuple[Tensor, ...]:
-        """What :func:`_ap_term` reads, but the position (relevance first)."""
+        """What :func:`_ap_term_at` reads, but the position (relevance first)."""
         g = self.list
         return (self.relevance, g.group_start, g.group_size, g.group_relevant, g.relevant_before)
-
-    @cached_property
-    def ap_term(self) -> Tensor:
-        """E[rel_j * hits@j] / j: the closed form of SPEC section 3."""
-        relevance, *fields = self._ap_term_fields()
-        return _ap_term(relevance, self.position.expand_as(relevance), *fields)
 
     @cached_property
     def _first_group(self) -> tuple[Tensor, Tensor, Tensor]:
@@ -161,13 +164,18 @@ class RankStats(ListStats):
         in_list = i <= places
         return at, torch.where(in_list, p, 0.0), in_list
 
-    @cached_property
-    def first_hit(self) -> Tensor:
-        """P(the first relevant item is at this position)."""
-        at, p, _ = self._first_group
-        index = (at + self.position[: p.shape[1]].to(torch.int64) - 1).clamp(max=self.length - 1)
-        # places past the group add 0 (a place of the group gets its p exactly)
-        return torch.zeros_like(self.list.group_size).scatter_add_(1, index, p)
+    def _per_position(self, own: Tensor, grouped: Callable[[RankedList], Tensor]) -> Tensor:
+        """``grouped(list)``; or, where the list knows its tied rows, ``own`` (the
+        list's field that is the value at t_c = 1) with those rows from ``grouped``."""
+        g = self.list
+        rows = g.tied_rows
+        if rows is None:
+            return grouped(g)
+        if not rows.numel():
+            return own
+        values = own.clone()
+        values[rows] = grouped(g.rows(rows))
+        return values
 
     @cached_property
     def discount(self) -> Tensor:
@@ -175,39 +183,111 @@ class RankStats(ListStats):
 
     # -- cumulative sums, with a leading zero column: index k is "top k" ---------
 
-    def _cumulative(self, values: Tensor) -> Tensor:
-        num_queries, length = values.shape
-        sums = values.new_empty((num_queries, length + 1))
-        sums[:, 0] = 0.0
-        torch.cumsum(values, dim=1, out=sums[:, 1:])
-        return sums
+    def _cumulative(
+        self,
+        values: Tensor,
+        times: Tensor | None = None,
+        over: Tensor | None = None,
+        padded: bool = False,
+    ) -> Tensor:
+        """Prefix sums of ``values`` (times ``times``, over ``over``), 0 first: (Q, L + 1).
+
+        One tensor, scaled and summed in place (0, x1, x1 + x2, ... as a cumsum
+        adds them): every (Q, L) float64 tensor made here is fresh memory that
+        the allocator may have to map page by page, often costlier than the
+        arithmetic. ``padded``: ``values`` is that tensor already (its first
+        column 0), and is summed in place.
+        """
+        sums = values if padded else torch.nn.functional.pad(values, (1, 0))
+        if times is not None:
+            sums[:, 1:].mul_(times)
+        if over is not None:
+            sums[:, 1:].div_(over)
+        return sums.cumsum_(dim=1)
+
+    def _sums(
+        self,
+        own: Tensor,
+        one_item: Callable[[Tensor], object] | None,
+        grouped: Callable[[RankedList], Tensor],
+        times: Tensor | None = None,
+        over: Tensor | None = None,
+    ) -> Tensor:
+        """:meth:`_cumulative` of a per-position value made in the sums' own tensor.
+
+        Where the list knows which rows hold ties, the value of the other rows
+        is their closed form at t_c = 1: ``own``, a field of the list, copied
+        and changed in place by ``one_item``; the tied rows get ``grouped``.
+        Elsewhere ``grouped`` gives every row.
+        """
+        g = self.list
+        rows = g.tied_rows
+        if rows is None:
+            return self._cumulative(grouped(g), times, over)
+        sums = torch.nn.functional.pad(own, (1, 0))
+        body = sums[:, 1:]
+        if one_item is not None:
+            one_item(body)
+        if rows.numel():
+            body[rows] = grouped(g.rows(rows))
+        return self._cumulative(sums, times, over, padded=True)
 
     @cached_property
     def cum_hits(self) -> Tensor:
-        return self._cumulative(self.relevance)
+        return self._sums(self.list.group_relevant, None, _relevance)
 
     @cached_property
     def cum_dcg(self) -> Tensor:
-        return self._cumulative(self.gain * self.discount)
+        return self._sums(self.list.group_gain, None, _gain, times=self.discount)
+
+    @cached_property
+    def discount_prefix(self) -> Tensor:
+        """(L + 1,) the discounts' prefix sums: index n is Σ_{j ≤ n} 1 / log2(j + 1)."""
+        return self._cumulative(self.discount.unsqueeze(0))[0]
 
     @cached_property
     def cum_idcg(self) -> Tensor:
+        if self._relevance.binary:  # ideal gains 1 down to R: the discounts' sums to min(n, R)
+            n = torch.arange(self.length + 1, device=self.position.device)
+            return self.discount_prefix[torch.minimum(n, self._ideal_depth.unsqueeze(1))]
         # the ideal list needs its own selection over the targets: only for ndcg
         ideal = self._relevance.ideal_gains(self.length, self._relevant_count_int)
         discount = self.discount[: ideal.shape[1]]
-        return self._cumulative(ideal * discount)
+        return self._cumulative(ideal, times=discount)
+
+    @property
+    def _ideal_depth(self) -> Tensor:
+        """(Q,) int64: R, where a binary ideal list's gains of 1 end."""
+        return self._relevant_count_int.to(torch.int64)
 
     @cached_property
     def cum_ap(self) -> Tensor:
-        return self._cumulative(self.ap_term)
+        """Σ E[rel_j * hits@j] / j: the AP term of SPEC section 3; at t_c = 1, r (ρ + 1) / j."""
+        g, position = self.list, self.position
+        return self._sums(
+            g.relevant_before,
+            lambda body: body.add_(1).mul_(g.group_relevant).div_(position),
+            lambda g: _ap_term(g, position),
+        )
 
     @cached_property
     def cum_rr(self) -> Tensor:
-        return self._cumulative(self.first_hit / self.position)
+        """Σ P(the first relevant item is at j) / j."""
+        return self._first_hit_sums(over=self.position)
 
     @cached_property
     def cum_first_hit(self) -> Tensor:
-        return self._cumulative(self.first_hit)
+        """Σ P(the first relevant item is at j); at t_c = 1 that is r where ρ = 0."""
+        return self._first_hit_sums()
+
+    def _first_hit_sums(self, over: Tensor | None = None) -> Tensor:
+        g, position = self.list, self.position
+        return self._sums(
+            g.group_relevant,
+            lambda body: body.mul_(g.relevant_before == 0),
+            lambda g: _first_hit(g, position),
+            over=over,
+        )
 
     # -- sums over the top k, for a cutoff k (Q, K) ------------------------
 
@@ -224,6 +304,10 @@ class RankStats(ListStats):
     def idcg_at(self, k: Tensor, whole_list: bool) -> Tensor:
         if whole_list:
             return self.cum_idcg[:, -1:].expand_as(k)
+        if self._relevance.binary:
+            # cum_idcg read at k is the discounts' sum to min(k, R): no (Q, L) ideal list
+            index = k.clamp(max=self.length).to(torch.int64)
+            return self.discount_prefix[torch.minimum(index, self._ideal_depth.unsqueeze(1))]
         return self._read(self.cum_idcg, k)
 
     def ap_sum_at(self, k: Tensor) -> Tensor:
@@ -234,7 +318,7 @@ class RankStats(ListStats):
         rows, columns = (relevance != 0).nonzero(as_tuple=True)
         flat = rows * self.length + columns
         position = (columns + 1).to(torch.float64)
-        terms = _ap_term(
+        terms = _ap_term_at(
             torch.take(relevance, flat), position, *(torch.take(f, flat) for f in fields)
         )
         return PlacedSums.of(rows, columns, terms, relevance.shape[0]).at(k, self.length)
@@ -253,7 +337,7 @@ class RankStats(ListStats):
 
     def geometric_gain_at(self, k: Tensor, persistence: float) -> Tensor:
         weight = persistence ** (self.position - 1)
-        return self._read(self._cumulative(self.gain * weight), k)
+        return self._read(self._cumulative(self.gain, times=weight), k)
 
     @cached_property
     def max_gain(self) -> Tensor:
@@ -305,7 +389,7 @@ class RankStats(ListStats):
     def bin_g_sum(self) -> Tensor:
         """Σ over places of P(relevant) · E[1/log2(2 + non-relevant before)] (closed_forms)."""
         g = self.list
-        prefix = self._cumulative(self.discount.unsqueeze(0))[0]
+        prefix = self.discount_prefix
         nonrelevant_before = g.group_start - g.relevant_before
         term = nonrelevant_slots_discount(
             prefix, nonrelevant_before, g.group_size - g.group_relevant
@@ -391,7 +475,7 @@ class RankStats(ListStats):
         g = self.list
         t, r = g.group_size, g.group_relevant
         before = self.cum_dcg.gather(1, g.group_start.to(torch.int64))
-        prefix = self._cumulative(self.discount.unsqueeze(0))[0]
+        prefix = self.discount_prefix
         start = g.group_start.to(torch.int64)
         inside = prefix[(self.position - 1).to(torch.int64)] - prefix[start]
         pair = torch.where(t > 1, (r - 1) * g.group_gain / (t * (t - 1)).clamp(min=1), 0.0)
@@ -483,6 +567,29 @@ class RankStats(ListStats):
             values = expected_interpolated_precision(groups, [int(n) for n in needed[q].tolist()])
             best[q] = torch.tensor(values, dtype=best.dtype, device=best.device)
         return best
+
+
+def _relevance(g: RankedList) -> Tensor:
+    return torch.where(g.ranked, g.group_relevant / g.group_size, 0.0)
+
+
+def _gain(g: RankedList) -> Tensor:
+    return torch.where(g.ranked, g.group_gain / g.group_size, 0.0)
+
+
+def _ap_term(g: RankedList, position: Tensor) -> Tensor:
+    fields = (g.group_start, g.group_size, g.group_relevant, g.relevant_before)
+    return _ap_term_at(_relevance(g), position, *fields)
+
+
+def _first_hit(g: RankedList, position: Tensor) -> Tensor:
+    r, t = g.group_relevant, g.group_size
+    first_group = g.ranked & (g.relevant_before == 0) & (r > 0)
+    i = position - g.group_start  # 1-based position inside the group
+    step = torch.where(first_group & (t - i > 0), first_hit_step(t, r, i), 1.0)
+    # positions before the first group contribute factor 1, so the product restarts there
+    p = first_hit_probabilities(first_hit_at_first_place(t, r), step)
+    return torch.where(first_group, p, 0.0)
 
 
 def _ratio0(numerator: Tensor, denominator: Tensor) -> Tensor:
