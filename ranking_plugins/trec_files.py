@@ -207,6 +207,8 @@ def read_batches(
     try:
         for qid, docno, value in _read_ahead(_read_columnar(path, kind, file_format, progress)):
             values = _tensor(value, torch.float64)
+            if not len(values):
+                continue
             if bool((torch.isnan(values) if kind == "run" else ~torch.isfinite(values)).any()):
                 raise _Malformed
             yield Records(path, kind, file_format, qid, docno, values)
