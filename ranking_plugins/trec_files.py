@@ -721,8 +721,11 @@ def _part(
         if unique and repeated:
             diagnose(run.path, run.kind, run.format)
             raise FileFormatError(run.path, None, "a query lists a document twice")
+        if unique:
+            break
+        # a hash: each judgment found must be the same id (no two ids met on one key)
         same = pc.equal(judged_docnos.filter(found.numpy()), docnos.take(hit.numpy()))
-        if unique or (not repeated and pc.all(same).as_py() is not False):
+        if not repeated and pc.all(same).as_py() is not False:
             break
     line_target = torch.full((total,), -math.inf, dtype=torch.float64)
     line_target[hit] = grades[found]
