@@ -583,6 +583,8 @@ def collections(
         held.append(batch)
         if whole or sum(map(len, held)) < PART_LINES:
             continue
+        if len(held) > 1 and _goes_on(held[-2], batch):
+            continue  # no query ends here: held, not joined again (one long query stays linear)
         lines = concat(held)
         cut = _last_query_start(lines)  # the last query may go on in the next batch
         held = [lines.lines(cut)] if cut else [lines]
@@ -600,6 +602,11 @@ def collections(
     missing = [query_name(qid) for qid, code in done.items() if code < 0]
     unretrieved_qids = [query_name(judgments.names[code]) for code in left]
     yield replace(last, unjudged=sorted(missing), unretrieved=sorted(unretrieved_qids))
+
+
+def _goes_on(before: Records, batch: Records) -> bool:
+    """Whether ``batch`` is all lines of the query that ends ``before``."""
+    return not _last_query_start(batch) and batch.qids[0] == before.qids[-1]
 
 
 def _last_query_start(lines: Records) -> int:

@@ -1041,6 +1041,40 @@ def test_parts_of_whole_queries_give_the_numbers_of_the_whole_run(
     assert run_cli("evaluate", qrels, run, *args).json() == document
 
 
+def test_a_query_of_many_blocks_is_joined_once_with_the_whole_runs_numbers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A query whose lines fill whole blocks is held until it ends (not joined again with
+    each block: that was quadratic in its length), and its row is the whole run's."""
+    qrels, run, lines = _parts_collection(tmp_path)
+    rng = random.Random(3)
+    long = [f"q5 Q0 e{j} 1 {rng.choice([1.0, 2.0])} r\n" for j in range(600)]  # 20 blocks
+    lines = lines[:165] + long + lines[165:]  # q5's 30 lines, then 600 more
+    run.write_text("".join(lines))
+    qrels.write_text(qrels.read_text() + "".join(f"q5 0 e{j} 2\n" for j in range(0, 600, 7)))
+    judged = readers.read_records(str(qrels), "qrels")
+    join = {"unjudged": "skip", "trec_eval_order": True}
+    whole = list(readers.collections(judged, readers.read_records(str(run), "run"), **join))
+    monkeypatch.setattr(readers, "CHUNK_BYTES", 1024)
+    monkeypatch.setattr(readers, "PART_LINES", 100)
+    went_on: list[bool] = []
+    goes_on = readers._goes_on
+    monkeypatch.setattr(readers, "_goes_on", lambda *a: went_on.append(goes_on(*a)) or went_on[-1])
+    parts = list(readers.collections(judged, readers.read_batches(str(run), "run"), **join))
+    assert sum(went_on) >= 10  # the blocks inside q5 were held, not joined
+    rows = {
+        qid: (part.preds[r][part.mask[r]].tolist(), part.target[r][part.mask[r]].tolist(),
+              sorted(part.target[r][~part.mask[r] & part.judged[r]].tolist()))
+        for part in parts for r, qid in enumerate(part.qids)
+    }  # fmt: skip
+    expected = {
+        qid: (part.preds[r][part.mask[r]].tolist(), part.target[r][part.mask[r]].tolist(),
+              sorted(part.target[r][~part.mask[r] & part.judged[r]].tolist()))
+        for part in whole for r, qid in enumerate(part.qids)
+    }  # fmt: skip
+    assert len(rows["q5"][0]) == 630 and rows == expected
+
+
 @pytest.mark.parametrize("prefix", ["", "document-", "a-document-id-longer-than-32-bytes-"])
 def test_a_repeated_document_in_a_later_part_names_its_line(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, prefix: str
