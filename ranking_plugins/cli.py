@@ -38,7 +38,7 @@ import math
 import os
 import re
 import sys
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from importlib import resources
 from pathlib import Path
@@ -378,6 +378,7 @@ def format_json(results: Results, per_query: bool, collection: Collection, optio
             "relevance_threshold": options.relevance_threshold,
             "empty_target_action": options.empty_target_action,
             "ap_denominator": options.ap_denominator,
+            "rbp_persistence": options.rbp_persistence,
         },
     }
     if per_query:
@@ -473,79 +474,8 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="NAME[@K[,K...]]",
         help=f"a metric to report; repeat for more (default: {' '.join(DEFAULT_METRICS)})",
     )
-    add(
-        "--ties",
-        choices=TIES,
-        default=None,
-        help="what equal scores mean (default: average, the expected value over every "
-        "order of each tie group; first with --format trec_eval); 'first' is "
-        "trec_eval's tie break (document id, descending)",
-    )
-    add(
-        "--gain",
-        choices=V.GAINS,
-        default=COMMAND_DEFAULTS.gain,
-        help="nDCG gain of a grade g: linear g (default, trec_eval's) or exponential 2^g - 1",
-    )
-    add(
-        "-l",
-        "--relevance-threshold",
-        type=float,
-        default=None,
-        metavar="GRADE",
-        help="grades at or above GRADE are relevant (default: above 0); trec_eval -l. "
-        "A document the qrels do not judge is never relevant, whatever GRADE (trec_eval "
-        "gives it grade -1, so its -l -1 would count it)",
-    )
-    add(
-        "--empty-target-action",
-        choices=V.EMPTY_TARGET_ACTIONS,
-        default=COMMAND_DEFAULTS.empty_target_action,
-        help="a query without relevant documents counts as 0 (neg, default, as trec_eval), "
-        "1 (pos), is left out of the means (skip), or is an error",
-    )
-    add(
-        "--ap-denominator",
-        choices=V.AP_DENOMINATORS,
-        default=COMMAND_DEFAULTS.ap_denominator,
-        help="map@k divides by R (relevant, default, trec_eval's map_cut) or min(k, R)",
-    )
-    add(
-        "--unjudged-queries",
-        choices=("error", "skip"),
-        default="error",
-        help="a query in the run but not in the qrels is an error (default) or is "
-        "left out with a note on stderr",
-    )
-    add(
-        "--rbp-persistence",
-        type=float,
-        default=COMMAND_DEFAULTS.rbp_persistence,
-        metavar="P",
-        help="RBP's persistence p in (0, 1) (default: 0.9, trec_eval's; ir_measures uses 0.8)",
-    )
-    add(
-        "-c",
-        dest="unretrieved_queries",
-        action="store_const",
-        const="count",
-        default="skip",
-        help="trec_eval -c: the same as --unretrieved-queries count",
-    )
-    add(
-        "--unretrieved-queries",
-        choices=("skip", "count"),
-        default="skip",
-        help="a query in the qrels but not in the run is left out with a note on stderr "
-        "(skip, default, as trec_eval) or counted with nothing retrieved (count, trec_eval -c)",
-    )
-    add(
-        "-J",
-        "--judged-only",
-        action="store_true",
-        help="trec_eval -J: judged documents only (condensed lists: a retrieved document "
-        "absent from the qrels, or there with a negative grade, is removed from the run "
-        "before evaluation)",
+    add_evaluation_arguments(
+        add, {"--ties": "; first with --format trec_eval (trec_eval's own layout)"}
     )
     add(
         "-q",
@@ -560,17 +490,139 @@ def build_parser() -> argparse.ArgumentParser:
         help="output format (default: table, 4 decimals; json and csv: full precision; "
         "trec_eval: trec_eval's own layout, measures by trec_eval's names, to diff with it)",
     )
-    for kind in ("qrels", "run"):
-        add(
-            f"--{kind}-format",
-            choices=FORMATS,
-            default="auto",
-            help=f"format of the {kind} file (default: auto, from the extension .tsv/.jsonl, "
-            "else from the first line)",
-        )
     add("-o", "--output", metavar="FILE", default=None, help="write to FILE instead of stdout")
     add_compare_parser(commands)
     return parser
+
+
+def add_evaluation_arguments(
+    add: Callable[..., argparse.Action], notes: Mapping[str, str] | None = None
+) -> None:
+    """The options that say how a run is evaluated, defined once for ``evaluate`` and
+    ``compare`` (:func:`evaluation_options` reads them). ``notes``: words added to an
+    option's help, by its long name."""
+    actions = [
+        add(
+            "--ties",
+            choices=TIES,
+            default=None,
+            help="what equal scores mean (default: average, the expected value over every "
+            "order of each tie group); 'first' is trec_eval's tie break (document id, "
+            "descending)",
+        ),
+        add(
+            "--gain",
+            choices=V.GAINS,
+            default=COMMAND_DEFAULTS.gain,
+            help="nDCG gain of a grade g: linear g (default, trec_eval's) or exponential 2^g - 1",
+        ),
+        add(
+            "-l",
+            "--relevance-threshold",
+            type=float,
+            default=None,
+            metavar="GRADE",
+            help="grades at or above GRADE are relevant (default: above 0); trec_eval -l. "
+            "A document the qrels do not judge is never relevant, whatever GRADE (trec_eval "
+            "gives it grade -1, so its -l -1 would count it)",
+        ),
+        add(
+            "--empty-target-action",
+            choices=V.EMPTY_TARGET_ACTIONS,
+            default=COMMAND_DEFAULTS.empty_target_action,
+            help="a query without relevant documents counts as 0 (neg, default, as trec_eval), "
+            "1 (pos), is left out of the means (skip), or is an error",
+        ),
+        add(
+            "--ap-denominator",
+            choices=V.AP_DENOMINATORS,
+            default=COMMAND_DEFAULTS.ap_denominator,
+            help="map@k divides by R (relevant, default, trec_eval's map_cut) or min(k, R)",
+        ),
+        add(
+            "--rbp-persistence",
+            type=float,
+            default=COMMAND_DEFAULTS.rbp_persistence,
+            metavar="P",
+            help="RBP's persistence p in (0, 1) (default: 0.9, trec_eval's; ir_measures uses 0.8)",
+        ),
+        add(
+            "--unjudged-queries",
+            choices=("error", "skip"),
+            default="error",
+            help="a query in the run but not in the qrels is an error (default) or is "
+            "left out with a note on stderr",
+        ),
+        add(
+            "-c",
+            dest="unretrieved_queries",
+            action="store_const",
+            const="count",
+            default="skip",
+            help="trec_eval -c: the same as --unretrieved-queries count",
+        ),
+        add(
+            "--unretrieved-queries",
+            choices=("skip", "count"),
+            default="skip",
+            help="a query in the qrels but not in the run is left out with a note on stderr "
+            "(skip, default, as trec_eval) or counted with nothing retrieved (count, "
+            "trec_eval -c)",
+        ),
+        add(
+            "-J",
+            "--judged-only",
+            action="store_true",
+            help="trec_eval -J: judged documents only (condensed lists: a retrieved document "
+            "absent from the qrels, or there with a negative grade, is removed from the run "
+            "before evaluation)",
+        ),
+        *(
+            add(
+                f"--{kind}-format",
+                choices=FORMATS,
+                default="auto",
+                help=f"format of the {kind} file{'s' if kind == 'run' else ''} (default: auto, "
+                "from the extension .tsv/.jsonl, else from the first line)",
+            )
+            for kind in ("qrels", "run")
+        ),
+    ]
+    for action in actions:
+        action.help = f"{action.help}{(notes or {}).get(action.option_strings[-1], '')}"
+
+
+def evaluation_options(
+    parser: argparse.ArgumentParser,
+    args: argparse.Namespace,
+    wanted: Sequence[tuple[str, int | None]],
+) -> Options:
+    """The kernel's options from the values of :func:`add_evaluation_arguments`, each
+    checked (a bad one is a usage error); ``args.ties`` is settled on the way (trec_eval's
+    tie break with ``--format trec_eval``)."""
+    threshold = args.relevance_threshold
+    if threshold is not None and not math.isfinite(threshold):
+        parser.error(f"-l/--relevance-threshold must be a finite number, got {threshold}")
+    if args.ties is None:  # trec_eval's own layout comes with its tie break
+        args.ties = "first" if args.format == "trec_eval" else COMMAND_DEFAULTS.ties
+    persistence = args.rbp_persistence
+    if not 0 < persistence < 1:
+        parser.error(f"--rbp-persistence must be in (0, 1) (exclusive), got {persistence}")
+    for name, _ in wanted:
+        name = GEOMETRIC_MEANS.get(name, name)
+        if args.ties not in METRICS[name].ties:
+            parser.error(
+                f"--ties {args.ties}: {name} is exact only under --ties "
+                f"{' or '.join(METRICS[name].ties)} (trec_eval's is first)"
+            )
+    return COMMAND_DEFAULTS.replace(
+        rbp_persistence=persistence,
+        ties=args.ties,
+        gain=args.gain,
+        relevance_threshold=threshold,
+        empty_target_action=args.empty_target_action,
+        ap_denominator=args.ap_denominator,
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -592,34 +644,12 @@ def run_evaluate(
         wanted = parse_metrics(args.metric or list(DEFAULT_METRICS))
     except UsageError as error:
         parser.error(f"-m/--metric: {error}")
-    threshold = args.relevance_threshold
-    if threshold is not None and not math.isfinite(threshold):
-        parser.error(f"-l/--relevance-threshold must be a finite number, got {threshold}")
-    if args.ties is None:  # trec_eval's own layout comes with its tie break
-        args.ties = "first" if args.format == "trec_eval" else COMMAND_DEFAULTS.ties
-    persistence = args.rbp_persistence
-    if not 0 < persistence < 1:
-        parser.error(f"--rbp-persistence must be in (0, 1) (exclusive), got {persistence}")
-    options = COMMAND_DEFAULTS.replace(
-        rbp_persistence=persistence,
-        ties=args.ties,
-        gain=args.gain,
-        relevance_threshold=threshold,
-        empty_target_action=args.empty_target_action,
-        ap_denominator=args.ap_denominator,
-    )
-    for name, _ in wanted:
-        name = GEOMETRIC_MEANS.get(name, name)
-        if args.ties not in METRICS[name].ties:
-            parser.error(
-                f"--ties {args.ties}: {name} is exact only under --ties "
-                f"{' or '.join(METRICS[name].ties)} (trec_eval's is first)"
-            )
+    options, threshold = evaluation_options(parser, args, wanted), args.relevance_threshold
     try:
         with _torch_threads(1):  # see _torch_threads
             qrels = read_records(args.qrels, "qrels", args.qrels_format, stderr)
-            results, collection = _evaluate_run(args, qrels, threshold, wanted, options, stderr)
-            _notes(collection, args, stderr)
+            results, collection = evaluate_run(args, qrels, args.run, wanted, options, stderr)
+            notes(collection, args, stderr)
             if not results.qids:
                 nothing = "no query is both in the run and in the qrels"
                 raise FileFormatError(args.run, None, nothing)
@@ -628,7 +658,7 @@ def run_evaluate(
                 graded = [(name, k) for name, k in wanted if name in TREC_EVAL_GRADED]
                 if graded:
                     unleveled = options.replace(relevance_threshold=None)
-                    redone, _ = _evaluate_run(args, qrels, threshold, graded, unleveled, stderr)
+                    redone, _ = evaluate_run(args, qrels, args.run, graded, unleveled, stderr)
                     for field in ("per_query", "mean", "standard_error", "counted"):
                         getattr(results, field).update(getattr(redone, field))
             strings = None
@@ -716,28 +746,29 @@ def _relstring_request(
 TREC_EVAL_GRADED = ("ndcg", "rbp", "g", "ndcg_rel", "rndcg")
 
 
-def _evaluate_run(
+def evaluate_run(
     args: argparse.Namespace,
     qrels: Records,
-    threshold: float | None,
+    run_path: str,
     wanted: Sequence[tuple[str, int | None]],
     options: Options,
     stderr: TextIO,
 ) -> tuple[Results, Collection]:
-    """The run read, joined and evaluated in parts of whole queries; and its last part."""
+    """A run file read, joined and evaluated in parts of whole queries, as the values of
+    :func:`add_evaluation_arguments` say; and its last part."""
     join: dict[str, Any] = {
         "trec_eval_order": args.ties == "first",
-        "relevance_threshold": join_threshold(wanted, threshold),
+        "relevance_threshold": join_threshold(wanted, args.relevance_threshold),
         "unjudged": args.unjudged_queries,
         "unretrieved": args.unretrieved_queries,
     }
     last: list[Collection] = []
     try:
-        with contextlib.closing(read_batches(args.run, "run", args.run_format, stderr)) as batches:
+        with contextlib.closing(read_batches(run_path, "run", args.run_format, stderr)) as batches:
             parts = _keep_last(collections(qrels, batches, **join), last)
             results = evaluate(parts, wanted, options, args.qrels, args.judged_only)
     except WholeRunNeeded:  # a query's lines are apart: the run is read whole
-        run = read_records(args.run, "run", args.run_format, stderr)
+        run = read_records(run_path, "run", args.run_format, stderr)
         parts = _keep_last(collections(qrels, run, **join), last)
         results = evaluate(parts, wanted, options, args.qrels, args.judged_only)
     return results, last[-1]
@@ -780,7 +811,9 @@ def _keep_last(parts: Iterable[Collection], last: list[Collection]) -> Iterator[
         yield part
 
 
-def _notes(collection: Collection, args: argparse.Namespace, stderr: TextIO) -> None:
+def notes(
+    collection: Collection, args: argparse.Namespace, stderr: TextIO, run: str = "the run"
+) -> None:
     """Say on stderr which queries were left out or counted empty: never silently."""
 
     def listing(qids: list[str]) -> str:
@@ -792,7 +825,7 @@ def _notes(collection: Collection, args: argparse.Namespace, stderr: TextIO) -> 
 
     if collection.unjudged:
         stderr.write(
-            f"{PROG}: note: {queries(len(collection.unjudged))} of the run "
+            f"{PROG}: note: {queries(len(collection.unjudged))} of {run} "
             f"{'is' if len(collection.unjudged) == 1 else 'are'} not in the qrels and "
             f"{'was' if len(collection.unjudged) == 1 else 'were'} left out: "
             f"{listing(collection.unjudged)}\n"
@@ -804,7 +837,7 @@ def _notes(collection: Collection, args: argparse.Namespace, stderr: TextIO) -> 
             what = "left out (--unretrieved-queries count counts them as retrieving nothing)"
         stderr.write(
             f"{PROG}: note: {queries(len(collection.unretrieved))} of the qrels "
-            f"{'has' if len(collection.unretrieved) == 1 else 'have'} no line in the run, "
+            f"{'has' if len(collection.unretrieved) == 1 else 'have'} no line in {run}, "
             f"{what}: {listing(collection.unretrieved)}\n"
         )
 

@@ -14,20 +14,15 @@ query one run has and another lacks is an error naming it.
 from __future__ import annotations
 
 import argparse
-import math
 from pathlib import Path
 from typing import Any, TextIO
 
 from torch import Tensor
 
-from ranking_plugins import _validation as V
 from ranking_plugins.compare import CORRECTIONS, TESTS, ComparisonReport, compare
-from ranking_plugins.kernel import TIES
 from ranking_plugins.trec_files import (
-    FORMATS,
     FileFormatError,
     MissingExtraError,
-    collections,
     read_records,
 )
 
@@ -60,7 +55,7 @@ example:
 
 def add_compare_parser(commands: Any) -> argparse.ArgumentParser:
     """Register the ``compare`` subcommand on ``build_parser``'s subparsers."""
-    from ranking_plugins.cli import COMMAND_DEFAULTS
+    from ranking_plugins.cli import add_evaluation_arguments
 
     parser: argparse.ArgumentParser = commands.add_parser(
         "compare",
@@ -101,36 +96,14 @@ def add_compare_parser(commands: Any) -> argparse.ArgumentParser:
     add("--permutations", type=int, default=10_000, help="randomization test sign flips")
     add("--resamples", type=int, default=10_000, help="bootstrap resamples")
     add("--seed", type=int, default=0, help="seed of the flips and resamples (default: 0)")
-    add("--ties", choices=TIES, default=COMMAND_DEFAULTS.ties, help="as for `evaluate`")
-    add("--gain", choices=V.GAINS, default=COMMAND_DEFAULTS.gain, help="as for `evaluate`")
-    add(
-        "-l",
-        "--relevance-threshold",
-        type=float,
-        default=None,
-        metavar="GRADE",
-        help="as for `evaluate`",
-    )
-    add(
-        "--empty-target-action",
-        choices=V.EMPTY_TARGET_ACTIONS,
-        default=COMMAND_DEFAULTS.empty_target_action,
-        help="as for `evaluate`; with skip, a query without relevant documents is left "
-        "out of every run's values",
-    )
-    add(
-        "--ap-denominator",
-        choices=V.AP_DENOMINATORS,
-        default=COMMAND_DEFAULTS.ap_denominator,
-        help="as for `evaluate`",
-    )
-    add("--unjudged-queries", choices=("error", "skip"), default="error", help="as for `evaluate`")
-    add(
-        "--unretrieved-queries",
-        choices=("skip", "count"),
-        default="skip",
-        help="as for `evaluate`; with skip, runs that retrieve nothing for different "
-        "queries cannot be compared (an error names the queries): count them instead",
+    add_evaluation_arguments(
+        add,
+        {
+            "--empty-target-action": "; with skip, a query without relevant documents is "
+            "left out of every run's values",
+            "--unretrieved-queries": "; with skip, runs that retrieve nothing for different "
+            "queries cannot be compared (an error names the queries): count them instead",
+        },
     )
     add(
         "--format",
@@ -138,8 +111,6 @@ def add_compare_parser(commands: Any) -> argparse.ArgumentParser:
         default="table",
         help="output format (default: table; latex: a booktabs table as ranx exports)",
     )
-    add("--qrels-format", choices=FORMATS, default="auto", help="as for `evaluate`")
-    add("--run-format", choices=FORMATS, default="auto", help="format of every run file")
     add("-o", "--output", metavar="FILE", default=None, help="write to FILE instead of stdout")
     return parser
 
@@ -161,11 +132,12 @@ def run_compare(
 ) -> int:
     """``compare`` with parsed arguments, writing to the given streams; returns the exit status."""
     from ranking_plugins.cli import (
-        COMMAND_DEFAULTS,
         PROG,
         UsageError,
-        evaluate,
-        join_threshold,
+        _torch_threads,
+        evaluate_run,
+        evaluation_options,
+        notes,
         parse_metrics,
     )
     from ranking_plugins.trec_eval_names import GEOMETRIC_MEANS
@@ -190,9 +162,6 @@ def run_compare(
     for flag, count in (("--permutations", args.permutations), ("--resamples", args.resamples)):
         if count < 1:
             parser.error(f"{flag} must be a positive integer, got {count}")
-    threshold = args.relevance_threshold
-    if threshold is not None and not math.isfinite(threshold):
-        parser.error(f"-l/--relevance-threshold must be a finite number, got {threshold}")
     names = run_names(args.runs)
     baseline = None
     if args.baseline is not None:
@@ -200,33 +169,20 @@ def run_compare(
         if len(matches) != 1:
             parser.error(f"--baseline must name one of the runs {names}, got {args.baseline!r}")
         baseline = matches[0]
-    options = COMMAND_DEFAULTS.replace(
-        ties=args.ties,
-        gain=args.gain,
-        relevance_threshold=threshold,
-        empty_target_action=args.empty_target_action,
-        ap_denominator=args.ap_denominator,
-    )
+    options = evaluation_options(parser, args, wanted)
     systems: dict[str, dict[str, Tensor]] = {}
     query_ids: dict[str, list[str]] = {}
     try:
-        qrels = read_records(args.qrels, "qrels", args.qrels_format, stderr)
-        for name, path in zip(names, args.runs, strict=True):
-            run = read_records(path, "run", args.run_format, stderr)
-            parts = collections(
-                qrels,
-                run,
-                trec_eval_order=args.ties == "first",
-                relevance_threshold=join_threshold(wanted, threshold),
-                unjudged=args.unjudged_queries,
-                unretrieved=args.unretrieved_queries,
-            )
-            results = evaluate(parts, wanted, options, args.qrels)
-            del run
-            if not results.qids:
-                raise FileFormatError(path, None, "no query is both in the run and in the qrels")
-            systems[name] = {key: results.per_query[key] for key in results.keys}
-            query_ids[name] = list(results.qids)
+        with _torch_threads(1):
+            qrels = read_records(args.qrels, "qrels", args.qrels_format, stderr)
+            for name, path in zip(names, args.runs, strict=True):
+                results, last = evaluate_run(args, qrels, path, wanted, options, stderr)
+                notes(last, args, stderr, f"run {name}")
+                if not results.qids:
+                    nothing = "no query is both in the run and in the qrels"
+                    raise FileFormatError(path, None, nothing)
+                systems[name] = {key: results.per_query[key] for key in results.keys}
+                query_ids[name] = list(results.qids)
         report = compare(
             systems,
             query_ids=query_ids,

@@ -182,3 +182,43 @@ def test_bad_arguments_are_usage_errors(
 def test_one_run_is_a_usage_error(files: dict[str, Path]) -> None:
     status, _, err = run_cli("compare", files["qrels"], files["a.run"])
     assert status == 2 and "at least 2 runs" in err
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [
+        ["--ties", "first", "--gain", "exponential"],
+        ["-J", "-l", "2"],
+        ["--rbp-persistence", "0.5", "--empty-target-action", "pos"],
+        ["--ap-denominator", "min_k_relevant", "--ties", "pessimistic"],
+        ["-c", "--run-format", "trec"],
+    ],
+)
+def test_every_run_is_evaluated_as_evaluate_does_with_the_same_flags(
+    files: dict[str, Path], flags: list[str]
+) -> None:
+    """The evaluation options are defined once for both commands: compare's means are
+    evaluate's, flag by flag (-J, -c and --rbp-persistence included)."""
+    # q20 is judged but not retrieved (-c counts it); q21 is retrieved but not judged
+    # (skipped, with a note naming the run); d9 is retrieved and unjudged (-J drops it)
+    with files["qrels"].open("a") as qrels:
+        qrels.write("q20 0 d1 1\nq3 0 d9 -1\n")
+    for name in ("a.run", "b.run"):
+        with files[name].open("a") as run:
+            run.write(f"q21 Q0 d1 0 1.0 {name}\nq3 Q0 d9 0 9.5 {name}\n")
+    metrics = ["-m", "map@5", "-m", "ndcg@3", "-m", "rbp", "-m", "bpref", "-m", "mrr"]
+    flags = [*flags, "--unjudged-queries", "skip"]
+    status, out, err = run_cli(
+        "compare", files["qrels"], files["a.run"], files["b.run"], *metrics, *flags,
+        "--format", "json",
+    )  # fmt: skip
+    assert status == 0, err
+    means = json.loads(out)["means"]
+    for name in ("a.run", "b.run"):
+        status, evaluated, evaluate_err = run_cli(
+            "evaluate", files["qrels"], files[name], *metrics, *flags, "--format", "json"
+        )
+        assert status == 0, evaluate_err
+        expected = json.loads(evaluated)["metrics"]
+        assert {key: means[key][name] for key in expected} == pytest.approx(expected, abs=1e-12)
+        assert f"of run {name} is not in the qrels and was left out: q21" in err
