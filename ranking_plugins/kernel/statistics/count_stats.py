@@ -35,7 +35,7 @@ from ranking_plugins.kernel.statistics.closed_forms import (
 )
 from ranking_plugins.kernel.statistics.judged import CountedJudgedStats, JudgedReadings
 from ranking_plugins.kernel.statistics.list_stats import ListStats
-from ranking_plugins.kernel.statistics.tie_orders import expected_interpolated_precision
+from ranking_plugins.kernel.statistics.tie_orders import interpolated_precision_of_mixed_groups
 
 
 @functools.lru_cache(maxsize=4)
@@ -227,7 +227,10 @@ class CountStats(ListStats):
         reached = self.ranked.unsqueeze(1) & (hits.unsqueeze(1) >= needed.unsqueeze(2) - 1e-9)
         best = torch.where(reached, precision.unsqueeze(1), 0.0)
         best = best.amax(dim=2) if best.shape[2] else best.sum(dim=2)
-        return self._iprec_mixed_groups(best, needed)  # "average" (issue 13)
+        # "average": an expected maximum where a group mixes relevant and other items
+        mixed = self.ranked & (self.size > self.group_relevant)
+        fields = (self.start, self.size, self.group_relevant, self.before)
+        return interpolated_precision_of_mixed_groups(best, needed, mixed, self.ranked, fields)
 
     def err_at(self, k: Tensor, exponential: bool) -> Tensor:
         """Item-index targets: every relevant item has grade 1, R = 1/2 (g_max = 1).
@@ -347,37 +350,6 @@ class CountStats(ListStats):
             read = (m - first).clamp(0, u.numel()).to(torch.int64)
             total = total + partial.gather(2, read)
         return self._total(total / r.clamp(min=1))
-
-    # -- interpolated precision under "average" (issue 13): read only for iprec ----
-
-    def _iprec_mixed_groups(self, best: Tensor, needed: Tensor) -> Tensor:
-        """Rows with a tie group of relevant and other items: the expected maximum, exactly.
-
-        :func:`~ranking_plugins.kernel.statistics.tie_orders.expected_interpolated_precision`
-        over each row's groups (each reported by its relevant members, once here).
-        """
-        mixed = self.ranked & (self.size > self.group_relevant)
-        rows = mixed.any(dim=1).nonzero().squeeze(1).tolist()
-        if not rows:
-            return best
-        best = best.clone()
-        for q in rows:
-            members = self.ranked[q]
-            groups = sorted(
-                {
-                    (int(start), int(size), int(relevant), int(before))
-                    for start, size, relevant, before in zip(
-                        self.start[q, members].tolist(),
-                        self.size[q, members].tolist(),
-                        self.group_relevant[q, members].tolist(),
-                        self.before[q, members].tolist(),
-                        strict=True,
-                    )
-                }
-            )
-            values = expected_interpolated_precision(groups, [int(n) for n in needed[q].tolist()])
-            best[q] = torch.tensor(values, dtype=best.dtype, device=best.device)
-        return best
 
 
 def _log_binomial(n: Tensor, k: Tensor | int) -> Tensor:

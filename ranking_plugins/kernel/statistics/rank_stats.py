@@ -32,8 +32,8 @@ from ranking_plugins.kernel.statistics.closed_forms import (
 from ranking_plugins.kernel.statistics.judged import JudgedStats
 from ranking_plugins.kernel.statistics.list_stats import ListStats
 from ranking_plugins.kernel.statistics.tie_orders import (
-    expected_interpolated_precision,
     g_group_expectation,
+    interpolated_precision_of_mixed_groups,
     subset_product_means,
 )
 
@@ -373,9 +373,14 @@ class RankStats(ListStats):
         needed = recall_level_hits(levels, self.relevant_count.unsqueeze(1))  # (Q, L)
         first = torch.searchsorted(hits.contiguous(), (needed - 1e-9).contiguous())
         best = suffix_best.gather(1, first)
-        if self.list.shared_ties:  # "average": an expected maximum where groups mix (issue 13)
-            best = self._iprec_mixed_groups(best, needed)
-        return best
+        if not self.list.shared_ties:
+            return best
+        # "average": an expected maximum where a group mixes relevant and other items
+        g = self.list
+        mixed = g.ranked & (g.group_relevant > 0) & (g.group_size > g.group_relevant)
+        first = g.ranked & (g.group_relevant > 0) & (self.position - 1 == g.group_start)
+        fields = (g.group_start, g.group_size, g.group_relevant, g.relevant_before)
+        return interpolated_precision_of_mixed_groups(best, needed, mixed, first, fields)
 
     def err_at(self, k: Tensor, exponential: bool) -> Tensor:
         if self.list.shared_ties:  # "average": survival over each group's orders (issue 13)
@@ -536,37 +541,6 @@ class RankStats(ListStats):
             at = before[group.clamp(min=0)].squeeze(-1) * at
             survive[:, 1:] = torch.where(group >= 0, at, survive[:, 1:])
         return (survive[:, :-1] - survive[:, 1:]) / self.position
-
-    # -- interpolated precision under "average" (issue 13): read only for iprec ----
-
-    def _iprec_mixed_groups(self, best: Tensor, needed: Tensor) -> Tensor:
-        """Rows with a tie group of relevant and other items: the expected maximum, exactly.
-
-        :func:`~ranking_plugins.kernel.statistics.tie_orders.expected_interpolated_precision`
-        (on the host, group by group); the other rows keep the ordered reading.
-        """
-        g = self.list
-        mixed = g.ranked & (g.group_relevant > 0) & (g.group_size > g.group_relevant)
-        rows = mixed.any(dim=1).nonzero().squeeze(1).tolist()
-        if not rows:
-            return best
-        best = best.clone()
-        first = g.ranked & (g.group_relevant > 0) & (self.position - 1 == g.group_start)
-        for q in rows:
-            places = first[q].nonzero().squeeze(1)
-            groups = [
-                (int(start), int(size), int(relevant), int(before))
-                for start, size, relevant, before in zip(
-                    g.group_start[q, places].tolist(),
-                    g.group_size[q, places].tolist(),
-                    g.group_relevant[q, places].tolist(),
-                    g.relevant_before[q, places].tolist(),
-                    strict=True,
-                )
-            ]
-            values = expected_interpolated_precision(groups, [int(n) for n in needed[q].tolist()])
-            best[q] = torch.tensor(values, dtype=best.dtype, device=best.device)
-        return best
 
 
 def _relevance(g: RankedList) -> Tensor:

@@ -181,6 +181,33 @@ def expected_interpolated_precision(
     return [results[n] for n in needed]
 
 
+def interpolated_precision_of_mixed_groups(
+    best: Tensor,
+    needed: Tensor,
+    mixed: Tensor,
+    members: Tensor,
+    groups: tuple[Tensor, Tensor, Tensor, Tensor],
+) -> Tensor:
+    """``best`` with each row that ``mixed`` marks (a tie group of relevant and other
+    items) replaced by :func:`expected_interpolated_precision` of its groups, exactly.
+
+    ``groups``: (T, t, r, ρ) of every place, (Q, places) each; ``members``: the
+    places that report the row's groups holding a relevant item (a group may be
+    reported more than once). On the host, row by row: read only by iprec.
+    """
+    rows = mixed.any(dim=1).nonzero().squeeze(1).tolist()
+    if not rows:
+        return best
+    best = best.clone()
+    for q in rows:
+        start, size, relevant, before = (field[q, members[q]].tolist() for field in groups)
+        places = zip(start, size, relevant, before, strict=True)
+        row_groups = sorted({(int(T), int(t), int(r), int(b)) for T, t, r, b in places})
+        values = expected_interpolated_precision(row_groups, [int(n) for n in needed[q].tolist()])
+        best[q] = torch.tensor(values, dtype=best.dtype, device=best.device)
+    return best
+
+
 def _expected_max_precision(groups: Sequence[tuple[int, int, int, int]], n: int) -> float:
     candidates: set[Fraction] = set()
     for start, size, relevant, before in groups:
