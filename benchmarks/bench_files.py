@@ -20,6 +20,8 @@ pytrec_eval's parse + evaluate without their imports (workload 6 of
     python benchmarks/bench_files.py                  # 10M lines
     python benchmarks/bench_files.py --quick          # tiny, a few seconds (CI)
     python benchmarks/bench_files.py --queries 2000 --in-process
+    python benchmarks/bench_files.py --queries 1 --docs 3000000 --tools ours pytrec_eval
+                                                      # one query over many blocks
 """
 
 from __future__ import annotations
@@ -62,10 +64,11 @@ print(json.dumps(evaluate(qrels, run, ["map", "ndcg@10", "precision@10", "mrr"])
 def write_files(
     directory: Path, queries: int, docs: int, judged: int, seed: int
 ) -> tuple[Path, Path]:
-    """A run in rank order (6-decimal scores, documents drawn from a 1M corpus) and its qrels."""
+    """A run in rank order (6-decimal scores, documents drawn from a corpus of 1M, or of
+    ``docs`` when more) and its qrels."""
     rng = random.Random(seed)
     qrels, run = directory / "bench.qrels", directory / "bench.run"
-    corpus = 1_000_000
+    corpus = max(1_000_000, docs)
     with open(run, "w") as run_file, open(qrels, "w") as qrels_file:
         for q in range(1, queries + 1):
             ids = rng.sample(range(corpus), docs)
