@@ -649,7 +649,7 @@ def run_evaluate(
         with _torch_threads(1):  # see _torch_threads
             qrels = read_records(args.qrels, "qrels", args.qrels_format, stderr)
             results, collection = evaluate_run(args, qrels, args.run, wanted, options, stderr)
-            notes(collection, args, stderr)
+            note_left_out_queries(collection, args, stderr)
             if not results.qids:
                 nothing = "no query is both in the run and in the qrels"
                 raise FileFormatError(args.run, None, nothing)
@@ -811,7 +811,7 @@ def _keep_last(parts: Iterable[Collection], last: list[Collection]) -> Iterator[
         yield part
 
 
-def notes(
+def note_left_out_queries(
     collection: Collection, args: argparse.Namespace, stderr: TextIO, run: str = "the run"
 ) -> None:
     """Say on stderr which queries were left out or counted empty: never silently."""

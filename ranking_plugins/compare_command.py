@@ -137,7 +137,7 @@ def run_compare(
         _torch_threads,
         evaluate_run,
         evaluation_options,
-        notes,
+        note_left_out_queries,
         parse_metrics,
     )
     from ranking_plugins.trec_eval_names import GEOMETRIC_MEANS
@@ -177,7 +177,7 @@ def run_compare(
             qrels = read_records(args.qrels, "qrels", args.qrels_format, stderr)
             for name, path in zip(names, args.runs, strict=True):
                 results, last = evaluate_run(args, qrels, path, wanted, options, stderr)
-                notes(last, args, stderr, f"run {name}")
+                note_left_out_queries(last, args, stderr, f"run {name}")
                 if not results.qids:
                     nothing = "no query is both in the run and in the qrels"
                     raise FileFormatError(path, None, nothing)
