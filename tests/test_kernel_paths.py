@@ -429,3 +429,40 @@ def test_binary_ideal_dcg_from_the_discounts_sums_equals_the_ideal_list() -> Non
     want = prefix.gather(1, k.clamp(max=5).to(torch.int64))  # the list is 5 deep
     torch.testing.assert_close(stats.idcg_at(k, whole_list=False), want, rtol=0, atol=1e-15)
     torch.testing.assert_close(stats.cum_idcg, prefix[:, :6], rtol=0, atol=1e-15)
+
+
+@pytest.mark.parametrize("judged", [False, True])
+def test_graded_ideal_dcg_to_the_largest_k_equals_the_whole_ideal_list_read_at_k(
+    judged: bool,
+) -> None:
+    """A whole-list ranking read at k selects the ideal list to the largest k only: the
+    same bits as the whole row's ideal list read at k (graded rows, one-grade rows, rows
+    without a relevant item, and judged items); and through rank_metrics, a whole-list
+    request and an @k request sharing one ranking give the @k request's numbers alone."""
+    from ranking_plugins.kernel.inputs.parts import RankingInput
+    from ranking_plugins.kernel.ranked_batch import rank_stats
+
+    generator = torch.Generator().manual_seed(21)
+    preds = torch.randint(0, 6, (8, 40), generator=generator).to(torch.float64)
+    target = torch.randint(-1, 4, (8, 40), generator=generator).to(torch.float64)
+    target[1] = torch.where(target[1] > 0, 2.0, target[1])  # one relevant grade
+    target[2] = target[2].clamp(max=0)  # nothing relevant
+    pooled = torch.rand(8, 40, generator=generator) < 0.8 if judged else None
+    relevance = kernel.DenseGrades(target, kernel.GainRule(None, "linear"), judged=pooled)
+    stats = rank_stats(RankingInput(preds, None, relevance, False), "average", None)
+    assert isinstance(stats, kernel.RankStats) and stats.length == 40
+    k = torch.tensor([0.0, 1, 3, 7, 10], dtype=torch.float64).expand(8, 5)
+    whole = stats.idcg_at(k, whole_list=False)  # the whole row's ideal list
+    torch.testing.assert_close(stats.idcg_at(k, False, deepest=10), whole, rtol=0, atol=0)
+    assert stats._ideal_dcgs[10].shape == (8, 11)
+    # the command's path: one whole-list ranking read by an @k request (cli.evaluate)
+    options = Options.create(ties="average", gain="linear")
+    whole_lists = RankingRequest.create(("map",), None, options)
+    at_k = RankingRequest.create(("ndcg",), [3, 10], options)
+    ranked = whole_lists.rank(preds, target, judged=pooled)
+    assert at_k.reads(whole_lists.ranking_key, whole_lists.depth)
+    alone = at_k.evaluate(preds.clone(), target.clone(), judged=pooled)
+    read = at_k.read(ranked)
+    for key in at_k.keys:
+        got, want = read.results[key].values, alone.results[key].values
+        torch.testing.assert_close(got, want, rtol=0, atol=0, equal_nan=True)

@@ -112,7 +112,7 @@ class CountStats(ListStats):
         inside = self._read(discount, start + self._inside(k)) - self._read(discount, start)
         return self._total(inside / self.size.unsqueeze(2))
 
-    def idcg_at(self, k: Tensor, whole_list: bool) -> Tensor:
+    def idcg_at(self, k: Tensor, whole_list: bool, deepest: int | None = None) -> Tensor:
         discount, _ = self._prefix
         r = self.relevant_count.unsqueeze(1).expand_as(k)
         return self._read(discount, r if whole_list else torch.minimum(r, k))

@@ -45,8 +45,11 @@ class ListStats(ABC):
         """E[DCG@k]."""
 
     @abstractmethod
-    def idcg_at(self, k: Tensor, whole_list: bool) -> Tensor:
-        """The ideal DCG@k; with ``whole_list``, of every relevant item, retrieved or not."""
+    def idcg_at(self, k: Tensor, whole_list: bool, deepest: int | None = None) -> Tensor:
+        """The ideal DCG@k; with ``whole_list``, of every relevant item, retrieved or not.
+
+        ``deepest``: an upper bound of every ``k``, when the host knows it: the ideal
+        list is then selected to that depth only."""
 
     @abstractmethod
     def ap_sum_at(self, k: Tensor) -> Tensor:
@@ -207,7 +210,7 @@ class Cutoff:
 
     @cached_property
     def idcg(self) -> Tensor:
-        return self.stats.idcg_at(self.k, self.whole_list)
+        return self.stats.idcg_at(self.k, self.whole_list, self.deepest)
 
     @cached_property
     def ap_sum(self) -> Tensor:

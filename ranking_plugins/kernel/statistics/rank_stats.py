@@ -301,14 +301,29 @@ class RankStats(ListStats):
     def dcg_at(self, k: Tensor) -> Tensor:
         return self._read(self.cum_dcg, k)
 
-    def idcg_at(self, k: Tensor, whole_list: bool) -> Tensor:
+    def idcg_at(self, k: Tensor, whole_list: bool, deepest: int | None = None) -> Tensor:
         if whole_list:
             return self.cum_idcg[:, -1:].expand_as(k)
         if self._relevance.binary:
             # cum_idcg read at k is the discounts' sum to min(k, R): no (Q, L) ideal list
             index = k.clamp(max=self.length).to(torch.int64)
             return self.discount_prefix[torch.minimum(index, self._ideal_depth.unsqueeze(1))]
+        if deepest is not None and deepest < self.length:
+            # the ideal list to the largest k only: a top-k selection, not a sort of the row
+            # (a whole-list ranking read at k=10 would select all its L gains)
+            return self._read(self._ideal_dcg_to(deepest), k)
         return self._read(self.cum_idcg, k)
+
+    def _ideal_dcg_to(self, depth: int) -> Tensor:
+        """(Q, depth + 1) the ideal DCG's prefix sums to ``depth``: cum_idcg's first columns."""
+        if depth not in self._ideal_dcgs:
+            ideal = self._relevance.ideal_gains(depth, self._relevant_count_int)
+            self._ideal_dcgs[depth] = self._cumulative(ideal, times=self.discount[: ideal.shape[1]])
+        return self._ideal_dcgs[depth]
+
+    @cached_property
+    def _ideal_dcgs(self) -> dict[int, Tensor]:
+        return {}
 
     def ap_sum_at(self, k: Tensor) -> Tensor:
         if not host_reads_are_free(k):
