@@ -147,7 +147,11 @@ def concat(parts: list[Records]) -> Records:
 
 
 def _tensor(array: Any, dtype: torch.dtype = torch.int64) -> Tensor:
-    return torch.tensor(array.to_numpy(zero_copy_only=False)).to(dtype)
+    import numpy as np
+
+    # numpy's copy, shared: torch.tensor of pyarrow's read-only view may take a slow path
+    # (5 ms, not 20 us, for a block's 60k values)
+    return torch.from_numpy(np.array(array.to_numpy(zero_copy_only=False))).to(dtype)
 
 
 def open_binary(path: str) -> BinaryIO:
