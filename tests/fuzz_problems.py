@@ -33,7 +33,9 @@ from typing import Any
 import reference
 import torch
 from hypothesis import strategies as st
-from reference import ALL_METRICS, EMPTY_ACTIONS, TIES
+from reference import ALL_METRICS, EMPTY_ACTIONS, JUDGED_MEASURES, TIES, TREC_MEASURES
+
+from ranking_plugins.metrics import METRICS
 
 INF = math.inf
 LN2 = math.log(2.0)
@@ -100,10 +102,22 @@ THRESHOLDS = [
     1e300,
 ]
 
-METRIC_SETS = st.one_of(
-    st.just(ALL_METRICS),
-    st.lists(st.sampled_from(ALL_METRICS), min_size=1, max_size=4, unique=True).map(tuple),
-)
+#: every metric of the rank kernel: the first release's, trec_eval's (issue 13)
+#: and the measures of judged items (issue 13; they read ``judged``)
+RANK_MEASURES = (*ALL_METRICS, *TREC_MEASURES, *JUDGED_MEASURES)
+
+
+def metric_sets(pool: Sequence[str] = ALL_METRICS) -> st.SearchStrategy[tuple[str, ...]]:
+    """The whole pool (rarely, for a large pool), or 1..4 of its metrics."""
+    few = st.lists(st.sampled_from(list(pool)), min_size=1, max_size=4, unique=True).map(tuple)
+    if len(pool) > len(ALL_METRICS):
+        return st.one_of(few, few, few, st.just(tuple(pool)))
+    return st.one_of(st.just(tuple(pool)), few)
+
+
+METRIC_SETS = metric_sets()
+#: rbp's and rbp_resid's persistence p (None: the default, 0.8)
+PERSISTENCES = (None, None, 0.5, 0.9, 0.05, 0.999)
 TOP_KS = st.one_of(
     st.none(),
     st.integers(1, 7),
@@ -214,10 +228,18 @@ def options(
     *,
     actions: Sequence[str] = EMPTY_ACTIONS,
     cli: bool = False,
+    measures: Sequence[str] = ALL_METRICS,
 ) -> dict[str, Any]:
-    """The options of rank_metrics (reduction excepted)."""
+    """The options of rank_metrics (reduction excepted); ``measures``: the metrics
+    drawn from (beyond the first release's eleven, ``rbp_persistence`` is drawn too)."""
+    extra = {}
+    if tuple(measures) != ALL_METRICS:
+        persistence = draw(st.sampled_from(PERSISTENCES))
+        if persistence is not None:
+            extra["rbp_persistence"] = persistence
     return dict(
-        metrics=draw(METRIC_SETS),
+        **extra,
+        metrics=draw(metric_sets(measures)),
         top_k=draw(TOP_KS),
         ties=draw(st.sampled_from(TIES)),
         relevance_threshold=draw(thresholds(grades)),
@@ -227,6 +249,20 @@ def options(
         adaptive_k=False if cli else draw(st.booleans()),
         weighted=False if cli else draw(st.booleans()),
     )
+
+
+@st.composite
+def judged_flags(draw: st.DrawFn, problem: Problem) -> list[list[bool]] | None:
+    """None (every item judged), or per query a judged flag per item (the
+    package's ``judged``, trec_eval's "in the qrels"): mostly judged, some not."""
+    if draw(st.integers(0, 3)) == 0:
+        return None
+    share = draw(st.sampled_from([0.0, 0.5, 0.8, 1.0]))
+    flags = []
+    for query in problem.queries:
+        drawn = draw(st.lists(st.integers(0, 9), min_size=len(query), max_size=len(query)))
+        flags.append([x < 10 * share or x == 9 for x in drawn])
+    return flags
 
 
 # --------------------------------------------------------------------------- #
@@ -365,9 +401,41 @@ def _metric_for_order(order, grades, metric, k, **kw):  # type: ignore[no-untype
     return _ORIGINAL_FOR_ORDER(order, grades, metric, k, **kw)
 
 
+def _err_for_order(order, grades, k, relevance_threshold, gain):  # type: ignore[no-untyped-def]
+    """The reference's ERR@k, Σ_j R_j / j Π_{i<j} (1 - R_i) with R = (2^g - 1) / 2^g_max,
+    but reading g from the grades (max(grade, 0) of a relevant item, 0 otherwise)
+    rather than back from the (here scaled) gain, and R as 2^(g - g_max) - 2^-g_max,
+    which neither overflows nor cancels for grades near or past 1024."""
+
+    def grade(i: int) -> float:
+        g = float(grades[i])
+        return max(g, 0.0) if reference.is_relevant(g, relevance_threshold) else 0.0
+
+    g_max = max((grade(i) for i in range(len(grades))), default=0.0)
+    if g_max <= 0:
+        return None
+    total, reach = 0.0, 1.0
+    for j, i in enumerate(order if k is None else order[:k], 1):
+        g = grade(i)
+        if g_max == INF:  # the limit: an infinite grade stops for sure, a finite one never
+            stop = 1.0 if g == INF else 0.0
+        else:
+            stop = 2.0 ** (g - g_max) - 2.0**-g_max
+        total += reach * stop / j
+        reach *= 1 - stop
+    return total
+
+
 def _reference_query(scores, grades, ranked, specs, **kw):  # type: ignore[no-untyped-def]
     thr = kw.get("relevance_threshold")
     gain = kw.get("gain", "exponential")
+    pooled = kw.get("pooled")
+    if pooled is not None:  # an unjudged item is never relevant
+        # its grade's gain is still an input: it may be refused when it overflows
+        every = [float(g) for g in grades if reference.is_relevant(float(g), thr)]
+        _Oracle.overflow |= gain_scale(every, gain)[1]
+        grades = [g if p else -INF for g, p in zip(grades, pooled, strict=True)]
+        kw = dict(kw, pooled=tuple(bool(p) for p in pooled))
     relevant = [float(g) for g in grades if reference.is_relevant(float(g), thr)]
     scale, overflow = gain_scale(relevant, gain)
     _Oracle.overflow |= overflow
@@ -388,14 +456,24 @@ def _reference_query(scores, grades, ranked, specs, **kw):  # type: ignore[no-un
 
 @contextlib.contextmanager
 def _patched_reference() -> Iterator[None]:
-    saved = reference.gain_of, reference.reference_query, reference._metric_for_order
+    saved = (
+        reference.gain_of,
+        reference.reference_query,
+        reference._metric_for_order,
+        reference._err_for_order,
+    )
     reference.gain_of, reference.reference_query = _gain_of, _reference_query
-    reference._metric_for_order = _metric_for_order
+    reference._metric_for_order, reference._err_for_order = _metric_for_order, _err_for_order
     _Oracle.overflow = False
     try:
         yield
     finally:
-        reference.gain_of, reference.reference_query, reference._metric_for_order = saved
+        (
+            reference.gain_of,
+            reference.reference_query,
+            reference._metric_for_order,
+            reference._err_for_order,
+        ) = saved
         _Oracle.scale = 0.0
 
 
@@ -408,6 +486,9 @@ class Expected:
     must_raise: bool = False  # empty_target_action="error" met an empty query
     may_raise: bool = False  # a gain overflows, or the mask hides everything
     why: str = ""
+    #: the tie policies every metric asked is exact under, when ``ties`` is not one
+    #: of them (then it must raise, naming them)
+    ties_supported: tuple[str, ...] | None = None
 
     @property
     def keys(self) -> list[str]:
@@ -422,15 +503,21 @@ def oracle(
     indexes: torch.Tensor | None = None,
     mask: torch.Tensor | None = None,
     target_format: str | None = None,
+    judged: torch.Tensor | None = None,
 ) -> Expected:
-    """The reference on exactly these tensors (``preds`` as :func:`reference_scores`)."""
+    """The reference on exactly these tensors (``preds`` as :func:`reference_scores`;
+    ``judged``: bool, the shape of ``preds``, or None: every item judged)."""
     kw = dict(opts)
     kw.pop("reduction", None)
     threshold = kw.get("relevance_threshold")
     if threshold is not None and not math.isfinite(threshold):
         # a grade >= nan is never true and >= -inf always is: refused, as the command does
         return Expected(must_raise=True, why=f"relevance_threshold={threshold}")
-    args = dict(indexes=indexes, mask=mask, target_format=target_format)
+    ties = kw.get("ties", "average")
+    exact = [METRICS[name].ties for name in kw["metrics"] if ties not in METRICS[name].ties]
+    if exact:  # a measure not exact under this policy: refused, naming the policies
+        return Expected(must_raise=True, why=f"ties={ties!r}", ties_supported=exact[0])
+    args = dict(indexes=indexes, mask=mask, target_format=target_format, judged=judged)
     ref_preds = reference_scores(preds)
     out = Expected()
     if mask is not None and mask.numel() > 0 and not bool(mask.any()):
@@ -502,6 +589,10 @@ def checked(
     try:
         got = call()
     except errors as error:
+        if expected.ties_supported is not None:
+            # the refusal names the policies the measure is exact under
+            named = all(repr(t) in str(error) for t in expected.ties_supported)
+            assert named, f"{what}: {error} does not name {expected.ties_supported}"
         if expected.must_raise or expected.may_raise:
             return
         raise AssertionError(
