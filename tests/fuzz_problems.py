@@ -431,9 +431,6 @@ def _reference_query(scores, grades, ranked, specs, **kw):  # type: ignore[no-un
     gain = kw.get("gain", "exponential")
     pooled = kw.get("pooled")
     if pooled is not None:  # an unjudged item is never relevant
-        # its grade's gain is still an input: it may be refused when it overflows
-        every = [float(g) for g in grades if reference.is_relevant(float(g), thr)]
-        _Oracle.overflow |= gain_scale(every, gain)[1]
         grades = [g if p else -INF for g, p in zip(grades, pooled, strict=True)]
         kw = dict(kw, pooled=tuple(bool(p) for p in pooled))
     relevant = [float(g) for g in grades if reference.is_relevant(float(g), thr)]
@@ -522,6 +519,12 @@ def oracle(
     out = Expected()
     if mask is not None and mask.numel() > 0 and not bool(mask.any()):
         out.may_raise, out.why = True, "the mask hides every item"
+    if judged is not None:
+        # an unjudged item's grade is still an input: refused when its gain overflows
+        for _, grades, _, _ in reference.split_queries(ref_preds, target, **args | {"judged": None}):
+            relevant = [g for g in grades if reference.is_relevant(g, threshold)]
+            if gain_scale(relevant, kw.get("gain", "exponential"))[1]:
+                out.may_raise, out.why = True, "the gain of an unjudged item overflows float64"
     with _patched_reference():
         try:
             out.none = reference.reference_rank_metrics(

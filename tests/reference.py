@@ -646,12 +646,14 @@ def _trec_measure_for_order(
         return None
     if metric == "relative_precision":
         size = len(order) if k is None else (min(k, len(order)) if adaptive_k else k)
-        return sum(rels) / min(size, R)
+        return 0.0 if size == 0 else sum(rels) / min(size, R)  # nothing ranked: as precision
     if metric == "set_map":
         return 0.0 if not top else sum(rels) ** 2 / (len(top) * R)
     if metric == "rbp":  # graded, scaled by the largest gain (trec_eval's rbp)
         gains = [gain_of(grades[i], relevance_threshold, gain) for i in top]
         largest = max(gain_of(g, relevance_threshold, gain) for g in grades)
+        if largest == 0:  # relevant items of gain 0 only (a threshold <= 0): as ndcg's IDCG = 0
+            return None
         return (
             (1 - persistence) * math.fsum(persistence**j * g for j, g in enumerate(gains)) / largest
         )

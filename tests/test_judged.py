@@ -589,3 +589,25 @@ def test_unj_of_a_list_shorter_than_k(ties):
     # judged@k (ir_measures' Judged@k, P@k of the judged documents) divides by k as well
     assert float(got["judged@10"][0]) == pytest.approx(0.2, abs=1e-12)
     assert float(got["judged@10"][1]) == pytest.approx(0.3, abs=1e-12)
+
+
+@pytest.mark.parametrize("ties", TIES)
+def test_infap_of_relevant_items_with_a_negative_grade(ties):
+    """A threshold below a negative grade makes that item relevant (SPEC 4): infAP counts
+    it once, as relevant, not also as a pooled, unjudged item before the next relevant
+    one (found by the differential fuzzer: infap was 1.27 here, above its bound 1)."""
+    preds = torch.tensor([[0.0, 1.0, 0.0, 2.0], [3.0, 2.0, 1.0, 0.0]])
+    target = torch.tensor([[-3, 0, -1, -3], [-1, 1, -2, 0]])
+    judged = torch.tensor([[True, True, True, True], [True, True, True, False]])
+    for threshold in (-5.0, -1.0, 0.0):
+        got = rank_metrics(
+            preds, target, ["infap"], None, judged=judged, ties=ties, reduction="none",
+            relevance_threshold=threshold, empty_target_action="skip",
+        )["infap"]  # fmt: skip
+        for q in range(2):
+            expected = reference_judged_measure(
+                preds[q].tolist(), target[q].tolist(), [True] * 4, judged[q].tolist(),
+                "infap", None, ties=ties, relevance_threshold=threshold,
+            )  # fmt: skip
+            assert float(got[q]) == pytest.approx(expected, abs=1e-12), (threshold, q)
+            assert float(got[q]) <= 1.0
