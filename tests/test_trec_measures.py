@@ -17,6 +17,7 @@ from functools import cache
 from pathlib import Path
 
 import pytest
+import reference
 import torch
 from reference import (
     ALWAYS_DEFINED,
@@ -813,3 +814,82 @@ def test_relstring_bad_requests(argv, words, capsys):
         main(["evaluate", str(qrels), str(run), *argv])
     assert exit_status.value.code == 2
     assert words in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("ties", TIES)
+@pytest.mark.parametrize("action", ["skip", "pos", "error"])
+def test_gain_normalised_measures_without_a_positive_gain(ties, action):
+    """A threshold <= 0 makes grades <= 0 relevant, with gain 0: rbp (scaled by the largest
+    gain), err (by 2^g_max), g, ndcg_rel and rndcg (by the ideal gains) are then 0 / 0,
+    undefined as ndcg with IDCG = 0 (SPEC 4), and follow empty_target_action (found by
+    the differential fuzzer: they were 0 and counted)."""
+    preds = torch.tensor([[0.0, 1.0, 0.0, 2.0], [3.0, 2.0, 1.0, 0.0]])
+    target = torch.tensor([[-3, 0, -1, -3], [0, 2, -1, 1]])
+    names = ["rbp", "err", "g", "ndcg_rel", "rndcg", "ndcg"]
+    if action != "error":  # ndcg_rel with positive and zero gains: the strict xfail below
+        target[1] = torch.tensor([1, 2, 3, 1])
+    kw = {"ties": ties, "relevance_threshold": -2.0, "empty_target_action": action}
+    if action == "error":
+        for name in names:
+            with pytest.raises(ValueError, match=name):
+                rank_metrics(preds, target, [name], 3, **kw)
+        return
+    got = rank_metrics(preds, target, names, 3, reduction="none", **kw)
+    for q in range(2):
+        for name in names:
+            key = f"{name}@3" if name in ("rbp", "err", "ndcg") else name
+            args = (preds[q].tolist(), target[q].tolist(), [True] * 4)
+            if name == "ndcg":
+                expected = None if q == 0 else float(got[key][q])
+            else:
+                k = 3 if name in ("rbp", "err") else None
+                expected = reference_trec_measure(*args, name, k, ties=ties, relevance_threshold=-2.0)
+            if expected is None:
+                want = math.nan if action == "skip" else 1.0
+                assert float(got[key][q]) == pytest.approx(want, nan_ok=True), (key, q)
+            else:
+                assert float(got[key][q]) == pytest.approx(expected, abs=1e-12), (key, q)
+
+
+@pytest.mark.xfail(strict=True, reason="open: ndcg_rel counts relevant items of gain 0 in R")
+@pytest.mark.parametrize("ties", ["first", "average"])
+def test_ndcg_rel_counts_only_positive_gains(ties):
+    """trec_eval's ndcg_rel (m_ndcg_rel.c) averages over the items of positive gain; under
+    a threshold <= 0 the package also counts relevant items of gain 0 in R (found by the
+    differential fuzzer; left open: R and the ranked count need a positive-gain count in
+    both statistics classes)."""
+    preds = torch.tensor([[3.0, 2.0, 1.0, 0.0]])
+    target = torch.tensor([[0, 2, -1, 1]])
+    got = rank_metrics(preds, target, ["ndcg_rel"], None, ties=ties, relevance_threshold=-2.0)
+    expected = reference_trec_measure(
+        preds[0].tolist(), target[0].tolist(), [True] * 4, "ndcg_rel", None, ties=ties,
+        relevance_threshold=-2.0,
+    )  # fmt: skip
+    assert float(got["ndcg_rel"]) == pytest.approx(expected, abs=1e-12)
+
+
+@pytest.mark.parametrize("ties", TIES)
+def test_err_linear_gain_of_a_grade_past_1023(ties):
+    """ERR's R = (2^g - 1) / 2^g_max with linear gains read g itself: a grade of 1024 or
+    more (a finite gain) was inf / inf, a NaN (found while widening the fuzzer)."""
+    preds = torch.tensor([[3.0, 2.0, 2.0, 0.0]])
+    for top in (1024.0, 2000.5, 1023.5):
+        target = torch.tensor([[top, 1.0, top - 1, 0.0]], dtype=torch.float64)
+        got = rank_metrics(preds, target, ["err"], [1, 3], gain="linear", ties=ties)
+        for k in (1, 3):
+            # the same, written with the exponents apart: 2^(g - g_max) - 2^-g_max
+            expected = 0.0
+            for order in reference.all_orders(
+                preds[0].tolist(), target[0].tolist(), [True] * 4, ties, None
+            ):
+                total, reach = 0.0, 1.0
+                for j, i in enumerate(order[:k], 1):
+                    stop = 2.0 ** (float(target[0, i]) - top) - 2.0**-top
+                    total += reach * stop / j
+                    reach *= 1 - stop
+                expected += total
+            expected /= len(
+                reference.all_orders(preds[0].tolist(), target[0].tolist(), [True] * 4, ties, None)
+            )
+            value = float(got[f"err@{k}"])
+            assert value == pytest.approx(expected, rel=1e-12), (top, k, value)
