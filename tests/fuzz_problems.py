@@ -447,7 +447,15 @@ def _reference_query(scores, grades, ranked, specs, **kw):  # type: ignore[no-un
         if len(_Oracle.cache) > 20000:
             _Oracle.cache.clear()
         _Oracle.scale = scale
-        _Oracle.cache[key] = _ORIGINAL_QUERY(scores, grades, ranked, specs, **kw)
+        values = _ORIGINAL_QUERY(scores, grades, ranked, specs, **kw)
+        absolute = [spec for spec in specs if spec[0] == "dcg"]
+        if scale != 0 and absolute:  # dcg is not a ratio: its gains unscaled (inf past float64)
+            _Oracle.scale = 0.0
+            try:
+                values |= _ORIGINAL_QUERY(scores, grades, ranked, absolute, **kw)
+            except OverflowError:
+                values |= {spec: INF for spec in absolute}
+        _Oracle.cache[key] = values
     return _Oracle.cache[key]
 
 

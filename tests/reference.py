@@ -256,6 +256,7 @@ def reference_query(
                 ties=ties,
                 relevance_threshold=relevance_threshold,
                 persistence=persistence,
+                adaptive_k=adaptive_k,
             )
             continue
         vals = [
@@ -846,6 +847,7 @@ def _judged_measure_for_order(
     *,
     relevance_threshold: float | None,
     persistence: float,
+    adaptive_k: bool = False,
 ) -> float | None:
     """trec_eval's loops (m_bpref.c, m_infap.c, m_unjudged.c, ...) over one ranked list.
 
@@ -862,12 +864,13 @@ def _judged_measure_for_order(
         return float(sum(1 for i in order if judged[i] and not relevant[i]))
     if metric in ("unj", "judged"):
         k = len(order) if k is None else k  # None: the whole list
-        if k == 0:
+        size = min(k, len(order)) if adaptive_k else k  # as precision divides
+        if size == 0:
             return 0.0
         # past the list nothing is counted: for unj the padding is not unjudged
         # (trec_eval's m_unjudged.c), for judged it is not judged (ir_measures' Judged@k)
         wanted = metric == "judged"
-        return sum(1 for i in order[:k] if judged[i] == wanted) / k
+        return sum(1 for i in order[:k] if judged[i] == wanted) / size
     if metric == "rbp_resid":
         unjudged = [j for j, i in enumerate(order) if not judged[i]]
         if not unjudged:
@@ -918,6 +921,7 @@ def reference_judged_measure(
     ties: str,
     relevance_threshold: float | None = None,
     persistence: float = 0.8,
+    adaptive_k: bool = False,
 ) -> float | None:
     """One query's value of a judged measure: the mean over the orders ``ties`` stands for.
 
@@ -934,6 +938,7 @@ def reference_judged_measure(
             k if JUDGED_MEASURES[metric] else None,
             relevance_threshold=relevance_threshold,
             persistence=persistence,
+            adaptive_k=adaptive_k,
         )
         for order in orders
     ]

@@ -181,6 +181,18 @@ def test_dense(data: st.DataObject) -> None:
     every tie policy; the first-release single-metric function of one of them."""
     problem = data.draw(problems(), label="problem")
     opts = data.draw(options(problem.all_grades(), measures=RANK_MEASURES), label="options")
+    threshold = opts["relevance_threshold"]
+    if threshold is not None and threshold <= 0:
+        # open: ndcg_rel and rndcg count relevant items of gain 0 in R (strict xfail
+        # in tests/test_trec_measures.py::test_ndcg_rel_counts_only_positive_gains)
+        kept = tuple(m for m in opts["metrics"] if m not in ("ndcg_rel", "rndcg"))
+        opts["metrics"] = kept or ("ndcg",)
+    if max((float(g) for g in problem.all_grades()), default=0.0) > 50:
+        # open (strict xfails in test_trec_measures.py): G's log2(2 + cost - gain)
+        # cancels for a gain past 2^53, in the package and the reference alike
+        # (test_g_of_gains_past_2_to_the_53); the mean of dcg values near 2^1023 sums
+        # past float64 (test_mean_dcg_of_values_near_the_float64_limit)
+        opts["metrics"] = tuple(m for m in opts["metrics"] if m not in ("g", "dcg")) or ("ndcg",)
     flags = data.draw(judged_flags(problem), label="judged")
     score_dtype = data.draw(st.sampled_from(score_dtypes_for(problem.all_scores())), label="preds")
     grade_dtype = data.draw(
