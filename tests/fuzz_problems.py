@@ -417,10 +417,9 @@ def _err_for_order(order, grades, k, relevance_threshold, gain):  # type: ignore
     total, reach = 0.0, 1.0
     for j, i in enumerate(order if k is None else order[:k], 1):
         g = grade(i)
-        if g_max == INF:  # the limit: an infinite grade stops for sure, a finite one never
-            stop = 1.0 if g == INF else 0.0
-        else:
-            stop = 2.0 ** (g - g_max) - 2.0**-g_max
+        # g_max = inf: the limit, an infinite grade stops for sure, a finite one never
+        exact = 2.0 ** (g - g_max) - 2.0**-g_max if g_max != INF else 0.0
+        stop = (1.0 if g == INF else 0.0) if g_max == INF else exact
         total += reach * stop / j
         reach *= 1 - stop
     return total
@@ -529,7 +528,9 @@ def oracle(
         out.may_raise, out.why = True, "the mask hides every item"
     if judged is not None:
         # an unjudged item's grade is still an input: refused when its gain overflows
-        for _, grades, _, _ in reference.split_queries(ref_preds, target, **args | {"judged": None}):
+        for _, grades, _, _ in reference.split_queries(
+            ref_preds, target, **args | {"judged": None}
+        ):
             relevant = [g for g in grades if reference.is_relevant(g, threshold)]
             if gain_scale(relevant, kw.get("gain", "exponential"))[1]:
                 out.may_raise, out.why = True, "the gain of an unjudged item overflows float64"

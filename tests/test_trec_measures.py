@@ -843,7 +843,9 @@ def test_gain_normalised_measures_without_a_positive_gain(ties, action):
                 expected = None if q == 0 else float(got[key][q])
             else:
                 k = 3 if name in ("rbp", "err") else None
-                expected = reference_trec_measure(*args, name, k, ties=ties, relevance_threshold=-2.0)
+                expected = reference_trec_measure(
+                    *args, name, k, ties=ties, relevance_threshold=-2.0
+                )
             if expected is None:
                 want = math.nan if action == "skip" else 1.0
                 assert float(got[key][q]) == pytest.approx(want, nan_ok=True), (key, q)
