@@ -719,7 +719,7 @@ def _gain_measure_for_order(
             results += g
             cost += max(at(ideal, j), 1.0)
             if g != 0:
-                total += g / math.log2(2 + cost - results)
+                total += g / math.log2(2 + (cost - results))  # 2 + cost loses the 2 past 2^53
         return total / math.fsum(ideal)
     if metric == "ndcg_rel":
         terms = [dcg(gains, j) / dcg(ideal, min(j, R)) for j, g in enumerate(gains, 1) if g > 0]

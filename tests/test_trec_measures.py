@@ -898,19 +898,28 @@ def test_err_linear_gain_of_a_grade_past_1023(ties):
             assert value == pytest.approx(expected, rel=1e-12), (top, k, value)
 
 
-@pytest.mark.xfail(strict=True, reason="open: G's 2 + cost - results cancels past 2^53")
-@pytest.mark.parametrize("ties", ["first", "average"])
+@pytest.mark.parametrize("ties", TIES)
 def test_g_of_gains_past_2_to_the_53(ties):
     """trec_eval's G divides each gain by log2(2 + cost@j - gain@j); with a gain past 2^53
-    the 2 is lost and the difference cancels to 0: G of a perfect ranking is then 0
-    ("first") or a ValueError("math domain error") from the host ("average") where it
-    is about 1 (found by the differential fuzzer; the reference cancels as well, so the
-    value here is written apart: 2 + (cost - gain) at each place)."""
-    preds = torch.tensor([[2.0, 1.0, 0.0]]) if ties == "first" else torch.zeros(1, 3)
-    target = torch.tensor([[60, 1, 0]])
-    got = float(rank_metrics(preds, target, ["g"], None, ties=ties, gain="exponential")["g"])
-    # "first" ranks 60, 1, 0: the ideal order, each place's cost - gain is 0: G = Σ g / Σ g
-    assert got == pytest.approx(1.0, rel=1e-9) if ties == "first" else 0 < got <= 1
+    (2 + cost) - gain lost the 2: G of the ideal ranking was 0 ("first") and "average"
+    raised ValueError("math domain error") from the host (found by the differential
+    fuzzer; the reference cancelled as well)."""
+    target = torch.tensor([[60, 1, 0], [1, 60, 0]])
+    preds = torch.tensor([[2.0, 1.0, 0.0], [2.0, 1.0, 0.0]])
+    got = rank_metrics(preds, target, ["g"], None, ties=ties, reduction="none")["g"]
+    # row 0 is the ideal order: each place's cost - gain is 0, G = Σ g / Σ g = 1
+    assert float(got[0]) == pytest.approx(1.0, rel=1e-12)
+    # row 1 ranks the gain-1 item first: (1 / log2(2 + 2^60 - 2) + (2^60 - 1)) / (2^60)
+    expected = (1 / math.log2(2**60) + (2.0**60 - 1)) / (2.0**60)
+    assert float(got[1]) == pytest.approx(expected, rel=1e-12)
+    tied = rank_metrics(torch.zeros(1, 3), target[:1], ["g"], None, ties=ties)["g"]
+    orders = [(0, 1, 2), (0, 2, 1), (1, 0, 2), (1, 2, 0), (2, 0, 1), (2, 1, 0)]
+    if ties == "average":
+        values = [reference_trec_measure([3.0, 2.0, 1.0], [target[0, i].item() for i in o],
+                  [True] * 3, "g", None, ties="first") for o in orders]  # fmt: skip
+        assert float(tied) == pytest.approx(sum(values) / 6, rel=1e-12)
+    else:
+        assert 0 < float(tied) <= 1
 
 
 @pytest.mark.xfail(strict=True, reason="open: the mean of dcg sums past float64")

@@ -443,7 +443,9 @@ class RankStats(ListStats):
         """
         g = self.list
         gains = self._cumulative(self.gain)
-        left = 2 + self._cost_prefix[:, 1:] - gains[:, 1:]
+        # 2 + (cost - gain), not (2 + cost) - gain: past 2^53 the 2 was lost and the
+        # log of 0 made a gain's term 0 (cost >= gain; rounding may not keep it so)
+        left = 2 + (self._cost_prefix[:, 1:] - gains[:, 1:]).clamp(min=0)
         term = torch.where(self.gain != 0, self.gain / torch.log2(left), 0.0)
         if not g.shared_ties:
             return term.sum(dim=1)
