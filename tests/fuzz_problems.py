@@ -526,6 +526,14 @@ def oracle(
     out = Expected()
     if mask is not None and mask.numel() > 0 and not bool(mask.any()):
         out.may_raise, out.why = True, "the mask hides every item"
+    if "g" in kw["metrics"]:
+        # G's costs of 1 per place are lost past 2^53: refused there (rank_stats.g_sum)
+        for _, grades, _, _ in reference.split_queries(ref_preds, target, **args):
+            relevant = [g for g in grades if reference.is_relevant(g, threshold)]
+            gains = [_exp_gain(max(g, 0.0)) if kw.get("gain", "exponential") == "exponential"
+                     else max(g, 0.0) for g in relevant if g < 1024]  # fmt: skip
+            if len(gains) < len(relevant) or sum(gains) + len(grades) >= 2.0**52:
+                out.may_raise, out.why = True, "G of gains past 2^53"
     if judged is not None:
         # an unjudged item's grade is still an input: refused when its gain overflows
         for _, grades, _, _ in reference.split_queries(
