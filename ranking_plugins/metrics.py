@@ -230,7 +230,10 @@ def _unjudged(c: Cutoff, options: Options) -> MetricValue:
 
 
 def _judged(c: Cutoff, options: Options) -> MetricValue:
-    """Judged items in the top k / k (ir_measures' Judged@k): 1 - unj@k."""
+    """Judged items in the top k / k (ir_measures' Judged@k; past the list: not judged).
+
+    1 - unj@k when the list reaches k; past a shorter list's end neither counts.
+    """
     return _ratio(c.judged_hits, c.list_size), _always(c)
 
 
