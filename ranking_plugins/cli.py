@@ -615,6 +615,12 @@ def run_evaluate(
                 f"--ties {args.ties}: {name} is exact only under --ties "
                 f"{' or '.join(METRICS[name].ties)} (trec_eval's is first)"
             )
+        if METRICS[name].relevant_by_gain and threshold is not None and threshold <= 0:
+            # refused by RankingRequest.create too: said here as a usage error
+            parser.error(
+                f"-l {threshold:g}: {name} counts the documents of positive gain as "
+                "relevant (trec_eval's); a level <= 0 makes grades <= 0 relevant with gain 0"
+            )
     try:
         with _torch_threads(1):  # see _torch_threads
             qrels = read_records(args.qrels, "qrels", args.qrels_format, stderr)

@@ -375,6 +375,9 @@ class Metric:
     ties: tuple[str, ...] = TIES
     #: it reads which items are judged (issue 13): whole lists, judged items counted too
     judgments: bool = False
+    #: its relevant items are those of positive gain (trec_eval's ndcg_rel, Rndcg): a
+    #: ``relevance_threshold`` <= 0, which makes grades <= 0 relevant with gain 0, is refused
+    relevant_by_gain: bool = False
     #: value of an empty query under empty_target_action="neg" (its worst value)
     empty_neg: float = 0.0
     lower_bound: float = 0.0
@@ -504,8 +507,20 @@ METRICS: dict[str, Metric] = {
             judgments=True,
         ),
         Metric(name="g", higher_is_better=True, value=_g, cutoff="whole_list"),
-        Metric(name="ndcg_rel", higher_is_better=True, value=_ndcg_rel, cutoff="whole_list"),
-        Metric(name="rndcg", higher_is_better=True, value=_rndcg, cutoff="whole_list"),
+        Metric(
+            name="ndcg_rel",
+            higher_is_better=True,
+            value=_ndcg_rel,
+            cutoff="whole_list",
+            relevant_by_gain=True,
+        ),
+        Metric(
+            name="rndcg",
+            higher_is_better=True,
+            value=_rndcg,
+            cutoff="whole_list",
+            relevant_by_gain=True,
+        ),
         Metric(
             name="coverage", higher_is_better=True, value=None, catalogue=_coverage, exposure=True
         ),

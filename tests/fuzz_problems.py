@@ -521,6 +521,9 @@ def oracle(
     exact = [METRICS[name].ties for name in kw["metrics"] if ties not in METRICS[name].ties]
     if exact:  # a measure not exact under this policy: refused, naming the policies
         return Expected(must_raise=True, why=f"ties={ties!r}", ties_supported=exact[0])
+    by_gain = [name for name in kw["metrics"] if METRICS[name].relevant_by_gain]
+    if by_gain and threshold is not None and threshold <= 0:  # relevant: a positive gain
+        return Expected(must_raise=True, why=f"{by_gain[0]} with relevance_threshold <= 0")
     args = dict(indexes=indexes, mask=mask, target_format=target_format, judged=judged)
     ref_preds = reference_scores(preds)
     out = Expected()
