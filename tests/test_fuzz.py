@@ -172,7 +172,7 @@ def decoy(t: torch.Tensor) -> torch.Tensor:
 # --------------------------------------------------------------------------- #
 # 1. dense (Q, N) through rank_metrics and the single-metric functions
 # --------------------------------------------------------------------------- #
-@settings(max_examples=examples(3), **SETTINGS)
+@settings(max_examples=examples(5), **SETTINGS)
 @given(data=st.data())
 @with_block_sizes
 def test_dense(data: st.DataObject) -> None:
