@@ -240,7 +240,7 @@ def evaluate(
     """
     parts = [joined] if isinstance(joined, Collection) else joined
     parts = (_judged_only(part) for part in parts) if judged_only else parts
-    keys = [name if name in GEOMETRIC_MEANS else result_key(METRICS[name], k) for name, k in wanted]
+    keys = result_keys(wanted)
     # a geometric mean (trec_eval's gm_map) aggregates its metric's per-query values
     computed = [(GEOMETRIC_MEANS.get(name, name), k) for name, k in wanted]
     computed_keys = list(dict.fromkeys(result_key(METRICS[name], k) for name, k in computed))
@@ -302,6 +302,11 @@ def evaluate(
     return Results(
         [qids[i] for i in order.tolist()], keys, per_query, mean, standard_error, counted
     )
+
+
+def result_keys(wanted: Sequence[tuple[str, int | None]]) -> list[str]:
+    """The keys of ``wanted``'s results (``ndcg@10``; a geometric mean by its name)."""
+    return [name if name in GEOMETRIC_MEANS else result_key(METRICS[name], k) for name, k in wanted]
 
 
 def _judged_only(part: Collection) -> Collection:
@@ -615,6 +620,13 @@ def evaluation_options(
                 f"--ties {args.ties}: {name} is exact only under --ties "
                 f"{' or '.join(METRICS[name].ties)} (trec_eval's is first)"
             )
+        leveled = not (args.format == "trec_eval" and name in TREC_EVAL_GRADED)
+        if METRICS[name].relevant_by_gain and leveled and threshold is not None and threshold <= 0:
+            # refused by RankingRequest.create too: said here as a usage error
+            parser.error(
+                f"-l {threshold:g}: {name} counts the documents of positive gain as "
+                "relevant (trec_eval's); a level <= 0 makes grades <= 0 relevant with gain 0"
+            )
     return COMMAND_DEFAULTS.replace(
         rbp_persistence=persistence,
         ties=args.ties,
@@ -648,19 +660,28 @@ def run_evaluate(
     try:
         with _torch_threads(1):  # see _torch_threads
             qrels = read_records(args.qrels, "qrels", args.qrels_format, stderr)
-            results, collection = evaluate_run(args, qrels, args.run, wanted, options, stderr)
-            note_left_out_queries(collection, args, stderr)
-            if not results.qids:
-                nothing = "no query is both in the run and in the qrels"
-                raise FileFormatError(args.run, None, nothing)
-            if args.format == "trec_eval" and threshold is not None:
-                # trec_eval's -l leaves its graded measures alone: redo those without it
-                graded = [(name, k) for name, k in wanted if name in TREC_EVAL_GRADED]
-                if graded:
-                    unleveled = options.replace(relevance_threshold=None)
-                    redone, _ = evaluate_run(args, qrels, args.run, graded, unleveled, stderr)
-                    for field in ("per_query", "mean", "standard_error", "counted"):
-                        getattr(results, field).update(getattr(redone, field))
+            # trec_eval's -l leaves its graded measures alone: those are evaluated without it
+            graded = [(name, k) for name, k in wanted if name in TREC_EVAL_GRADED]
+            if args.format != "trec_eval" or threshold is None:
+                graded = []
+            passes = [([w for w in wanted if w not in graded], options)]
+            passes.append((graded, options.replace(relevance_threshold=None)))
+            results: Results | None = None
+            for measures, measure_options in (p for p in passes if p[0]):
+                done, collection = evaluate_run(
+                    args, qrels, args.run, measures, measure_options, stderr
+                )
+                if results is None:
+                    note_left_out_queries(collection, args, stderr)
+                    results = done
+                    if not results.qids:
+                        nothing = "no query is both in the run and in the qrels"
+                        raise FileFormatError(args.run, None, nothing)
+                    continue
+                for field in ("per_query", "mean", "standard_error", "counted"):
+                    getattr(results, field).update(getattr(done, field))
+            assert results is not None  # wanted is never empty
+            results = replace(results, keys=result_keys(wanted))
             strings = None
             if relstring_size is not None and args.format == "trec_eval" and args.per_query:
                 run = read_records(args.run, "run", args.run_format, stderr)

@@ -46,6 +46,13 @@ def _has_relevant(c: Cutoff) -> Tensor:
     return (c.relevant_count > 0).expand_as(c.k)
 
 
+def _has_gain(c: Cutoff) -> Tensor:
+    """A relevant item with a positive gain: the measures normalised by the gains (the
+    largest, or the ideal list's) are 0 / 0 without one, undefined as ndcg with IDCG = 0
+    (a threshold <= 0 makes grades <= 0 relevant, with gain 0)."""
+    return _has_relevant(c) & (c.stats.max_gain > 0).unsqueeze(1).expand_as(c.k)
+
+
 def _hit_rate(c: Cutoff, options: Options) -> MetricValue:
     return c.hit_probability, _has_relevant(c)
 
@@ -144,7 +151,7 @@ def _rbp(c: Cutoff, options: Options) -> MetricValue:
     """
     p = options.rbp_persistence
     scale = c.stats.max_gain.unsqueeze(1)
-    return (1 - p) * _ratio(c.geometric_gain(p), scale), _has_relevant(c)
+    return (1 - p) * _ratio(c.geometric_gain(p), scale), _has_gain(c)
 
 
 def _bin_g(c: Cutoff, options: Options) -> MetricValue:
@@ -173,7 +180,7 @@ def _eleven_point(c: Cutoff, options: Options) -> MetricValue:
 
 def _err(c: Cutoff, options: Options) -> MetricValue:
     """Expected reciprocal rank (Chapelle et al. 2009), R = (2^g - 1) / 2^g_max."""
-    return c.err(options.gain == "exponential"), _has_relevant(c)
+    return c.err(options.gain == "exponential"), _has_gain(c)
 
 
 #: trec_eval's multiples of R of Rprec_mult
@@ -216,11 +223,17 @@ def _num_nonrel_judged_ret(c: Cutoff, options: Options) -> MetricValue:
 
 def _unjudged(c: Cutoff, options: Options) -> MetricValue:
     """Unjudged items in the top k / k (trec_eval's unj; past the list: judged)."""
-    return _ratio(c.list_size - c.judged_hits, c.list_size), _always(c)
+    # The ranked items in the top k (``retrieved``), not k itself: past the end of
+    # the list trec_eval's m_unjudged.c counts nothing as unjudged. ``list_size -
+    # judged_hits`` counted the padding of a list shorter than k as unjudged.
+    return _ratio(c.retrieved - c.judged_hits, c.list_size), _always(c)
 
 
 def _judged(c: Cutoff, options: Options) -> MetricValue:
-    """Judged items in the top k / k (ir_measures' Judged@k): 1 - unj@k."""
+    """Judged items in the top k / k (ir_measures' Judged@k; past the list: not judged).
+
+    1 - unj@k when the list reaches k; past a shorter list's end neither counts.
+    """
     return _ratio(c.judged_hits, c.list_size), _always(c)
 
 
@@ -245,7 +258,7 @@ def _rbp_resid(c: Cutoff, options: Options) -> MetricValue:
 def _g(c: Cutoff, options: Options) -> MetricValue:
     """Σ gain_j / log2(2 + cost@j - gain@j) / (every relevant item's gain) (trec_eval's G)."""
     s = c.stats
-    return _ratio(s.g_sum, s.ideal_gain_sum).unsqueeze(1).expand_as(c.k), _has_relevant(c)
+    return _ratio(s.g_sum, s.ideal_gain_sum).unsqueeze(1).expand_as(c.k), _has_gain(c)
 
 
 def _ndcg_rel(c: Cutoff, options: Options) -> MetricValue:
@@ -256,7 +269,7 @@ def _ndcg_rel(c: Cutoff, options: Options) -> MetricValue:
     """
     s = c.stats
     missing = (c.relevant_count - c.hits) * _ratio(c.dcg, c.idcg)
-    return _ratio(s.ndcg_rel_sum.unsqueeze(1) + missing, c.relevant_count), _has_relevant(c)
+    return _ratio(s.ndcg_rel_sum.unsqueeze(1) + missing, c.relevant_count), _has_gain(c)
 
 
 def _rndcg(c: Cutoff, options: Options) -> MetricValue:
@@ -272,7 +285,7 @@ def _rndcg(c: Cutoff, options: Options) -> MetricValue:
     at_end = _ratio(s.dcg_at(ends), s.idcg_at(ends, whole_list=False))
     points = (ends > 0).sum(dim=1, keepdim=True)
     value = _ratio(torch.where(ends > 0, at_end, 0.0).sum(dim=1, keepdim=True), points)
-    return value.expand_as(c.k), _has_relevant(c)
+    return value.expand_as(c.k), _has_gain(c)
 
 
 # -- beyond accuracy: which items the top k holds (kernel/statistics/exposure.py) ----------
@@ -362,6 +375,9 @@ class Metric:
     ties: tuple[str, ...] = TIES
     #: it reads which items are judged (issue 13): whole lists, judged items counted too
     judgments: bool = False
+    #: its relevant items are those of positive gain (trec_eval's ndcg_rel, Rndcg): a
+    #: ``relevance_threshold`` <= 0, which makes grades <= 0 relevant with gain 0, is refused
+    relevant_by_gain: bool = False
     #: value of an empty query under empty_target_action="neg" (its worst value)
     empty_neg: float = 0.0
     lower_bound: float = 0.0
@@ -491,8 +507,20 @@ METRICS: dict[str, Metric] = {
             judgments=True,
         ),
         Metric(name="g", higher_is_better=True, value=_g, cutoff="whole_list"),
-        Metric(name="ndcg_rel", higher_is_better=True, value=_ndcg_rel, cutoff="whole_list"),
-        Metric(name="rndcg", higher_is_better=True, value=_rndcg, cutoff="whole_list"),
+        Metric(
+            name="ndcg_rel",
+            higher_is_better=True,
+            value=_ndcg_rel,
+            cutoff="whole_list",
+            relevant_by_gain=True,
+        ),
+        Metric(
+            name="rndcg",
+            higher_is_better=True,
+            value=_rndcg,
+            cutoff="whole_list",
+            relevant_by_gain=True,
+        ),
         Metric(
             name="coverage", higher_is_better=True, value=None, catalogue=_coverage, exposure=True
         ),

@@ -84,6 +84,15 @@ class RankingRequest:
                     f"{list(metric.ties)}; its expectation over the orders of a tie group is "
                     "not a sum of per-place terms"
                 )
+            threshold = options.relevance_threshold
+            if metric.relevant_by_gain and threshold is not None and threshold <= 0:
+                # R would count the relevant items of gain 0 that trec_eval leaves out
+                # (m_ndcg_rel.c, m_Rndcg.c): a wrong number, so refused
+                raise ValueError(
+                    f"`relevance_threshold={threshold!r}`: {metric.name} counts the items "
+                    "of positive gain as relevant (trec_eval's); a threshold <= 0 makes "
+                    "grades <= 0 relevant with gain 0. Use a threshold > 0, or None"
+                )
         return cls(metrics=tuple(metric_list), ks=ks, options=options, items=items)
 
     @property

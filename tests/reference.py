@@ -223,18 +223,42 @@ def reference_query(
     ap_denominator: str = "relevant",
     adaptive_k: bool = False,
     persistence: float = 0.8,
+    pooled: Sequence[bool] | None = None,
 ) -> dict[tuple[str, int | None], float | None]:
     """Values of several (metric, k) pairs for one query, enumerating the
-    orders only once."""
+    orders only once.
+
+    ``pooled``: which items carry a judgment (the package's ``judged``; None:
+    every item). An item that is not pooled is never relevant, whatever its
+    grade, for every metric; the judged measures read the flags themselves,
+    over :func:`judged_orders`.
+    """
     specs = list(specs)
     assert len(scores) == len(grades) == len(ranked)
     grades = [float(g) for g in grades]
     scores = [float(s) for s in scores]
+    if pooled is not None:
+        assert len(pooled) == len(grades)
+        grades = [g if p else -math.inf for g, p in zip(grades, pooled, strict=True)]
     for s in scores:
         assert not math.isnan(s)
     orders = all_orders(scores, grades, ranked, ties, relevance_threshold)
     out: dict[tuple[str, int | None], float | None] = {}
     for metric, k in specs:
+        if metric in JUDGED_MEASURES:
+            out[(metric, k)] = reference_judged_measure(
+                scores,
+                grades,
+                ranked,
+                [True] * len(grades) if pooled is None else pooled,
+                metric,
+                k,
+                ties=ties,
+                relevance_threshold=relevance_threshold,
+                persistence=persistence,
+                adaptive_k=adaptive_k,
+            )
+            continue
         vals = [
             _metric_for_order(
                 order,
@@ -295,18 +319,27 @@ def _tolist(x):
     return x.detach().cpu().tolist()
 
 
-def split_queries(preds, target, *, indexes=None, mask=None, target_format=None):
-    """Turn the three layouts into a list of (scores, grades, ranked, R-grades)
-    per query: scores/grades/ranked are parallel per-item lists."""
+def split_queries(preds, target, *, indexes=None, mask=None, target_format=None, judged=None):
+    """Turn the three layouts into a list of (scores, grades, ranked, judged)
+    per query: parallel per-item lists (``judged``: bool of the shape of
+    ``preds`` in the dense and grouped layouts, or None: every item)."""
     queries = []
     if indexes is not None:
         p = [float(v) for v in _tolist(preds.reshape(-1))]
         t = [float(v) for v in _tolist(target.reshape(-1))]
         ids = [int(v) for v in _tolist(indexes.reshape(-1))]
         m = [bool(v) for v in _tolist(mask.reshape(-1))] if mask is not None else [True] * len(p)
+        jd = [bool(v) for v in _tolist(judged.reshape(-1))] if judged is not None else None
         for qid in sorted(set(ids)):
             pos = [j for j, q in enumerate(ids) if q == qid]
-            queries.append(([p[j] for j in pos], [t[j] for j in pos], [m[j] for j in pos]))
+            queries.append(
+                (
+                    [p[j] for j in pos],
+                    [t[j] for j in pos],
+                    [m[j] for j in pos],
+                    None if jd is None else [jd[j] for j in pos],
+                )
+            )
         return queries
 
     P = [[float(v) for v in row] for row in _tolist(preds)]
@@ -332,8 +365,9 @@ def split_queries(preds, target, *, indexes=None, mask=None, target_format=None)
             G.append([1.0 if j in listed else 0.0 for j in range(N)])
     else:
         raise ValueError(target_format)
+    J = [[bool(v) for v in row] for row in _tolist(judged)] if judged is not None else None
     for q in range(Q):
-        queries.append((P[q], G[q], M[q]))
+        queries.append((P[q], G[q], M[q], None if J is None else J[q]))
     return queries
 
 
@@ -377,6 +411,7 @@ def reference_rank_metrics(
     adaptive_k=False,
     weighted=False,
     rbp_persistence=0.8,
+    judged=None,
 ):
     """Mirror of ``ranking_plugins.rank_metrics``; returns a dict of float64
     tensors (0-d for reduction="mean", (Q,) for reduction="none")."""
@@ -385,10 +420,14 @@ def reference_rank_metrics(
     if isinstance(metrics, str):
         metrics = (metrics,)
     keys = result_keys(metrics, top_k)
-    queries = split_queries(preds, target, indexes=indexes, mask=mask, target_format=target_format)
+    queries = split_queries(
+        preds, target, indexes=indexes, mask=mask, target_format=target_format, judged=judged
+    )
     per_query = []
     Rs = []
-    for scores, grades, ranked in queries:
+    for scores, grades, ranked, pooled in queries:
+        if pooled is not None:  # an unjudged item is never relevant (R and the weights too)
+            grades = [g if p else -math.inf for g, p in zip(grades, pooled, strict=True)]
         per_query.append(
             reference_query(
                 scores,
@@ -401,6 +440,7 @@ def reference_rank_metrics(
                 ap_denominator=ap_denominator,
                 adaptive_k=adaptive_k,
                 persistence=rbp_persistence,
+                pooled=pooled,
             )
         )
         Rs.append(sum(is_relevant(float(g), relevance_threshold) for g in grades))
@@ -607,12 +647,14 @@ def _trec_measure_for_order(
         return None
     if metric == "relative_precision":
         size = len(order) if k is None else (min(k, len(order)) if adaptive_k else k)
-        return sum(rels) / min(size, R)
+        return 0.0 if size == 0 else sum(rels) / min(size, R)  # nothing ranked: as precision
     if metric == "set_map":
         return 0.0 if not top else sum(rels) ** 2 / (len(top) * R)
     if metric == "rbp":  # graded, scaled by the largest gain (trec_eval's rbp)
         gains = [gain_of(grades[i], relevance_threshold, gain) for i in top]
         largest = max(gain_of(g, relevance_threshold, gain) for g in grades)
+        if largest == 0:  # relevant items of gain 0 only (a threshold <= 0): as ndcg's IDCG = 0
+            return None
         return (
             (1 - persistence) * math.fsum(persistence**j * g for j, g in enumerate(gains)) / largest
         )
@@ -677,7 +719,7 @@ def _gain_measure_for_order(
             results += g
             cost += max(at(ideal, j), 1.0)
             if g != 0:
-                total += g / math.log2(2 + cost - results)
+                total += g / math.log2(2 + (cost - results))  # 2 + cost loses the 2 past 2^53
         return total / math.fsum(ideal)
     if metric == "ndcg_rel":
         terms = [dcg(gains, j) / dcg(ideal, min(j, R)) for j, g in enumerate(gains, 1) if g > 0]
@@ -805,6 +847,7 @@ def _judged_measure_for_order(
     *,
     relevance_threshold: float | None,
     persistence: float,
+    adaptive_k: bool = False,
 ) -> float | None:
     """trec_eval's loops (m_bpref.c, m_infap.c, m_unjudged.c, ...) over one ranked list.
 
@@ -820,10 +863,14 @@ def _judged_measure_for_order(
     if metric == "num_nonrel_judged_ret":
         return float(sum(1 for i in order if judged[i] and not relevant[i]))
     if metric in ("unj", "judged"):
-        assert k is not None
-        count = sum(1 for i in order[:k] if judged[i])  # past the list: judged (trec_eval)
-        fraction = count / k
-        return fraction if metric == "judged" else 1 - fraction
+        k = len(order) if k is None else k  # None: the whole list
+        size = min(k, len(order)) if adaptive_k else k  # as precision divides
+        if size == 0:
+            return 0.0
+        # past the list nothing is counted: for unj the padding is not unjudged
+        # (trec_eval's m_unjudged.c), for judged it is not judged (ir_measures' Judged@k)
+        wanted = metric == "judged"
+        return sum(1 for i in order[:k] if judged[i] == wanted) / size
     if metric == "rbp_resid":
         unjudged = [j for j, i in enumerate(order) if not judged[i]]
         if not unjudged:
@@ -874,6 +921,7 @@ def reference_judged_measure(
     ties: str,
     relevance_threshold: float | None = None,
     persistence: float = 0.8,
+    adaptive_k: bool = False,
 ) -> float | None:
     """One query's value of a judged measure: the mean over the orders ``ties`` stands for.
 
@@ -890,6 +938,7 @@ def reference_judged_measure(
             k if JUDGED_MEASURES[metric] else None,
             relevance_threshold=relevance_threshold,
             persistence=persistence,
+            adaptive_k=adaptive_k,
         )
         for order in orders
     ]

@@ -558,3 +558,56 @@ def test_ignite_refuses_a_judged_entry_that_is_not_a_tensor():
     metric = RankingMetrics(["bpref"], None)
     with pytest.raises(TypeError, match=r"`judged` in the engine output must be a torch\.Tensor"):
         metric.update({"y_pred": torch.rand(2, 3), "y": torch.ones(2, 3), "judged": [[True] * 3]})
+
+
+# --------------------------------------------------------------------------- short lists
+
+
+def _trec_eval_unj(ranked_judged: list[bool], k: int) -> float:
+    """trec_eval's unj_k (m_unjudged.c): the unjudged documents among the first
+    min(k, retrieved), divided by k; a cutoff past the list is filled with
+    documents that are *not* unjudged ("assumed irrelevant (not unjudged)")."""
+    return sum(1 for judged in ranked_judged[:k] if not judged) / k
+
+
+@pytest.mark.parametrize("ties", TIES)
+def test_unj_of_a_list_shorter_than_k(ties):
+    """A cutoff past the ranked list: the padding is not unjudged (found while
+    widening the differential fuzzer; unj counted it as unjudged, 1 - judged@k)."""
+    preds = torch.tensor([[3.0, 2.0, 1.0, 0.0], [1.0, 1.0, 1.0, 1.0]])
+    target = torch.tensor([[1, 0, 2, 0], [0, 1, 0, 0]])
+    judged = torch.tensor([[True, False, True, True], [True, True, False, True]])
+    mask = torch.tensor([[True, True, True, False], [True, True, True, True]])
+    got = rank_metrics(
+        preds, target, ["unj", "judged"], [2, 10], mask=mask, judged=judged, ties=ties,
+        reduction="none",
+    )  # fmt: skip
+    # row 0: ranked a, b, c (b unjudged); row 1: every order of four items, one unjudged
+    assert float(got["unj@10"][0]) == _trec_eval_unj([True, False, True], 10) == 0.1
+    assert float(got["unj@2"][0]) == 0.5
+    assert float(got["unj@10"][1]) == pytest.approx(0.1, abs=1e-12)
+    # judged@k (ir_measures' Judged@k, P@k of the judged documents) divides by k as well
+    assert float(got["judged@10"][0]) == pytest.approx(0.2, abs=1e-12)
+    assert float(got["judged@10"][1]) == pytest.approx(0.3, abs=1e-12)
+
+
+@pytest.mark.parametrize("ties", TIES)
+def test_infap_of_relevant_items_with_a_negative_grade(ties):
+    """A threshold below a negative grade makes that item relevant (SPEC 4): infAP counts
+    it once, as relevant, not also as a pooled, unjudged item before the next relevant
+    one (found by the differential fuzzer: infap was 1.27 here, above its bound 1)."""
+    preds = torch.tensor([[0.0, 1.0, 0.0, 2.0], [3.0, 2.0, 1.0, 0.0]])
+    target = torch.tensor([[-3, 0, -1, -3], [-1, 1, -2, 0]])
+    judged = torch.tensor([[True, True, True, True], [True, True, True, False]])
+    for threshold in (-5.0, -1.0, 0.0):
+        got = rank_metrics(
+            preds, target, ["infap"], None, judged=judged, ties=ties, reduction="none",
+            relevance_threshold=threshold, empty_target_action="skip",
+        )["infap"]  # fmt: skip
+        for q in range(2):
+            expected = reference_judged_measure(
+                preds[q].tolist(), target[q].tolist(), [True] * 4, judged[q].tolist(),
+                "infap", None, ties=ties, relevance_threshold=threshold,
+            )  # fmt: skip
+            assert float(got[q]) == pytest.approx(expected, abs=1e-12), (threshold, q)
+            assert float(got[q]) <= 1.0

@@ -116,4 +116,6 @@ def stopping_probability(gain: Tensor, max_gain: Tensor, exponential: bool) -> T
     """ERR's R = (2^g - 1) / 2^g_max, with g read from its gain (2^g - 1, or g when linear)."""
     if exponential:
         return gain / (max_gain + 1)
-    return (torch.exp2(gain) - 1) / torch.exp2(max_gain)
+    # 2^(g - g_max) - 2^-g_max rather than (2^g - 1) / 2^g_max: a linear grade of 1024
+    # or more (a finite gain) made that inf / inf, a NaN
+    return torch.exp2(gain - max_gain) - torch.exp2(-max_gain)

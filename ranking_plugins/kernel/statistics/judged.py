@@ -92,7 +92,10 @@ class JudgedStats:
         self._group = g.group_start.to(torch.int64)
         self._judged = judged.to(torch.float64)
         self._nonrelevant_judged = (judged & ~relevant).to(torch.float64)
-        self._pooled_unjudged = (pooled & ~judged).to(torch.float64)
+        # pooled but not judged, and not relevant: a negative grade that a threshold
+        # below it makes relevant (SPEC 4) is counted once, as relevant (it is in R);
+        # counting it here as well pushed infAP above 1 (tests/test_judged.py)
+        self._pooled_unjudged = (pooled & ~judged & ~relevant).to(torch.float64)
 
     def _group_total(self, values: Tensor) -> Tensor:
         """The sum of ``values`` over each place's tie group, at every place."""

@@ -463,7 +463,17 @@ class RankStats(ListStats):
         """
         g = self.list
         gains = self._cumulative(self.gain)
-        left = 2 + self._cost_prefix[:, 1:] - gains[:, 1:]
+        # Past 2^53 the cost of 1 that G adds at a place of gain < 1 vanishes in float64
+        # (2^60 + 1 is 2^60) and log2(2 + cost - gain) is then far off: such gains are
+        # refused, never approximated (one host read, under every policy).
+        if bool((self._cost_prefix[:, -1] >= 2.0**53).any()):
+            raise ValueError(
+                "`g`: a query's gains sum to 2^53 or more, where G's costs of 1 per place "
+                "are lost in float64; use smaller grades or gain='linear'"
+            )
+        # 2 + (cost - gain), not (2 + cost) - gain: past 2^53 the 2 was lost and the
+        # log of 0 made a gain's term 0 (cost >= gain; rounding may not keep it so)
+        left = 2 + (self._cost_prefix[:, 1:] - gains[:, 1:]).clamp(min=0)
         term = torch.where(self.gain != 0, self.gain / torch.log2(left), 0.0)
         if not g.shared_ties:
             return term.sum(dim=1)

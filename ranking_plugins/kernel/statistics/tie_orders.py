@@ -76,9 +76,11 @@ def g_group_expectation(
             for w in range(n + 1):
                 u = v + w
                 share = math.comb(n, w) / math.comb(t - 1, u)
-                left = 2 + cost[start + u + 1] - gain_before - gain
+                # 2 + (cost - gains before): past 2^53 the 2 was lost in 2 + cost, and
+                # log2 of 0 or less raised "math domain error" (as rank_stats.g_sum)
+                left = cost[start + u + 1] - gain_before - gain
                 member += share * math.fsum(
-                    count / math.log2(left - s) for s, count in by_sum.items()
+                    count / math.log2(2 + max(left - s, 0.0)) for s, count in by_sum.items()
                 )
         total += multiplicity * gain * member / t
     return total
