@@ -88,11 +88,15 @@ def write_files(
     return qrels, run
 
 
-def run_and_measure(command: list[str]) -> tuple[float, float, str, float]:
+def run_and_measure(command: list[str], cwd: Path) -> tuple[float, float, str, float]:
     """(seconds, peak RSS in MB, stdout, CPU seconds) of one fresh process (its own
-    ``ru_maxrss``, ``ru_utime + ru_stime``: on a shared machine the CPU time is the steadier)."""
+    ``ru_maxrss``, ``ru_utime + ru_stime``: on a shared machine the CPU time is the steadier).
+
+    It runs in ``cwd`` (the files' directory): ``python -m`` puts the working directory
+    first on ``sys.path``, so from a checkout it would import that tree, not the one
+    ``PYTHONPATH`` names (a before/after comparison would time one tree twice)."""
     start = time.perf_counter()
-    child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=cwd)
     assert child.stdout is not None
     out = child.stdout.read()
     _, status, usage = os.wait4(child.pid, 0)
@@ -148,11 +152,11 @@ def main(argv: list[str] | None = None) -> int:
             "ranx": ("ranx", [python, "-c", RANX, str(qrels), str(run)]),
         }
         if "ranx" in args.tools and not args.quick:
-            run_and_measure(commands["ranx"][1])  # numba's compile cache, untimed
+            run_and_measure(commands["ranx"][1], Path(directory))  # numba's cache, untimed
         rows = []
         for tool in args.tools:
             name, command = commands[tool]
-            runs = [run_and_measure(command) for _ in range(args.repeats)]
+            runs = [run_and_measure(command, Path(directory)) for _ in range(args.repeats)]
             seconds = statistics.median(r[0] for r in runs)
             cpu = statistics.median(r[3] for r in runs)
             peak = max(r[1] for r in runs)
