@@ -33,6 +33,7 @@ from typing import Any
 import pytest
 import torch
 from fuzz_problems import (
+    EXPOSURE_MEASURES,
     INF,
     RANK_MEASURES,
     SCORE_POOLS,
@@ -43,8 +44,10 @@ from fuzz_problems import (
     checked,
     dense_inputs,
     describe,
+    exposure_oracle,
     grade_dtypes_for,
     grouped_inputs,
+    item_draws,
     item_id_target,
     judged_flags,
     listed_grades,
@@ -57,7 +60,7 @@ from fuzz_problems import (
 )
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from reference import ALL_METRICS, NO_K_METRICS
+from reference import ALL_METRICS, CATALOGUE_EXPOSURE, NO_K_METRICS
 
 import ranking_plugins
 from ranking_plugins import EmbeddingScores, functional
@@ -697,6 +700,237 @@ def test_embedding_scores(data: st.DataObject) -> None:
             expected,
             f"rank_metrics on the dense score_fn(query_emb, item_emb) ({what})",
             lambda got: assert_values(got, expected.mean, f"dense score matrix ({what})"),
+        )
+
+
+# --------------------------------------------------------------------------- #
+# 4b. the metrics of item exposure (issue 14): dense, item ids, EmbeddingScores
+# --------------------------------------------------------------------------- #
+@contextlib.contextmanager
+def accelerator_paths(on: bool) -> Any:
+    """Run the body on the paths an accelerator takes (no reads on the host)."""
+    from ranking_plugins.kernel import host_reads
+
+    saved = host_reads.ACCELERATOR_PATHS_ON_CPU
+    host_reads.ACCELERATOR_PATHS_ON_CPU = on
+    try:
+        yield
+    finally:
+        host_reads.ACCELERATOR_PATHS_ON_CPU = saved
+
+
+@st.composite
+def exposure_metric_sets(draw: st.DrawFn) -> tuple[str, ...]:
+    """All eight exposure metrics, or 1..4 of them; in one draw of four, beside
+    one or two of the rank kernel's other metrics (their numbers must not change)."""
+    names = list(
+        draw(
+            st.one_of(
+                st.just(EXPOSURE_MEASURES),
+                st.lists(st.sampled_from(EXPOSURE_MEASURES), min_size=1, max_size=4, unique=True),
+            )
+        )
+    )
+    if draw(st.integers(0, 3)) == 0:
+        for name in draw(st.lists(st.sampled_from(RANK_MEASURES), min_size=1, max_size=2)):
+            if name not in names:
+                names.insert(draw(st.integers(0, len(names))), name)
+    return tuple(names)
+
+
+#: a cutoff is needed (None is refused), up to past the lists
+EXPOSURE_TOP_KS = st.one_of(
+    st.integers(1, 7),
+    st.lists(st.integers(1, 7), min_size=1, max_size=3),
+    st.just(None),
+)
+EXPOSURE_LAYOUTS = ("dense", "dense", "dense", "indices", "embedding", "grouped")
+
+
+@settings(max_examples=examples(4), **SETTINGS)
+@given(data=st.data())
+@with_block_sizes
+def test_exposure(data: st.DataObject) -> None:
+    """The exposure metrics (coverage, gini, entropy, personalisation, novelty, arp,
+    tail_share, diversity) under every tie policy, with masks, judged flags and
+    every item input, against ``reference.reference_exposure``: through
+    rank_metrics (both reductions), the single-metric function and the
+    TorchMetrics adapter over several updates (the exposure merged)."""
+    layout = data.draw(st.sampled_from(EXPOSURE_LAYOUTS), label="layout")
+    metrics = data.draw(exposure_metric_sets(), label="metrics")
+    judged = mask = None
+    target_format = oracle_format = None
+    flags = None
+    if layout == "embedding":
+        p = data.draw(embedding_problems(), label="embeddings")
+        case, target, exclude, q, n = p["case"], p["target"], p["exclude"], p["q"], p["n"]
+        preds: Any = EmbeddingScores(
+            case.query_emb,
+            case.item_emb,
+            case.score_fn,
+            exclude=exclude,
+            chunk_size=p["chunk_size"],
+        )
+        ref_preds, ref_target = case.scores, listed_grades(target, q, n)
+        mask = None if exclude is None else exclude_mask(exclude, q, n)
+        oracle_format, grades = "dense", [0, 1]
+        what = describe(layout=layout, mode=case.mode, scores=case.scores.tolist(),
+                        target=target.tolist(), exclude=None if exclude is None else exclude.tolist())  # fmt: skip
+    elif layout == "grouped":
+        problem = data.draw(problems(ragged=True, extreme=False), label="problem")
+        case = data.draw(grouped_cases(problem), label="grouped")
+        preds, target, mask = case["preds"], case["target"], case["mask"]
+        q, n, grades = problem.num_queries, 0, problem.all_grades()
+        what = describe(layout=layout) + ", " + case["what"]
+    else:
+        indices = layout == "indices"
+        problem = data.draw(
+            problems(grade_kinds=("bool",) if indices else ("bool", "int", "float"), extreme=False),
+            label="problem",
+        )
+        q, n = problem.num_queries, problem.num_items
+        assert n is not None
+        score_dtype = data.draw(
+            st.sampled_from(score_dtypes_for(problem.all_scores())), label="preds"
+        )
+        if indices:
+            rows, width, one_d = data.draw(item_id_lists(q, n), label="item_ids")
+            target = item_id_target(rows, width, one_d, torch.int64)
+            preds, _, mask = dense_inputs(problem, score_dtype, torch.bool)
+            ref_target, oracle_format, grades = listed_grades(target, q, n), "dense", [0, 1]
+            if (not one_d and width == n) or data.draw(st.booleans()):
+                target_format = "indices"
+        else:
+            grade_dtype = data.draw(
+                st.sampled_from(grade_dtypes_for(problem.all_grades(), problem.grade_kind)),
+                label="target",
+            )
+            preds, target, mask = dense_inputs(problem, score_dtype, grade_dtype)
+            ref_target, grades = target, problem.all_grades()
+            flags = data.draw(judged_flags(problem), label="judged")
+            if flags is not None:
+                judged = torch.tensor(flags, dtype=torch.bool).reshape(preds.shape)
+        ref_preds = preds
+        what = describe(layout=layout, score_dtype=score_dtype, target=target.tolist(),
+                        judged=flags, target_format=target_format)  # fmt: skip
+    if n == 0:
+        # open: coverage of an empty catalogue is 0 where the share is 0 / 0 (strict
+        # xfail: test_beyond_accuracy.py::test_coverage_of_an_empty_catalogue)
+        metrics = tuple(m for m in metrics if m != "coverage")
+        if not any(m in EXPOSURE_MEASURES for m in metrics):
+            metrics = (*metrics, "gini")
+    opts = data.draw(options(grades, measures=RANK_MEASURES), label="options")
+    opts["metrics"] = metrics
+    opts["top_k"] = data.draw(EXPOSURE_TOP_KS, label="top_k")
+    items = data.draw(item_draws(n, metrics), label="items")
+    item_kw = items.keywords()
+    if layout == "grouped":
+        expected = Expected(must_raise=True, why="the grouped layout has no catalogue items")
+    else:
+        expected = exposure_oracle(
+            ref_preds,
+            ref_target,
+            opts,
+            items,
+            mask=mask,
+            target_format=oracle_format,
+            judged=judged,
+        )
+    if layout == "embedding" and case.may_refuse:
+        expected.may_raise = True
+    accelerator = data.draw(st.booleans(), label="accelerator paths")
+    what = f"{what}, items={item_kw}, accelerator paths={accelerator}"
+    layout_kw: dict[str, Any] = dict(mask=None if layout == "embedding" else mask)
+    if layout == "grouped":
+        layout_kw["indexes"] = case["indexes"]
+    if target_format:
+        layout_kw["target_format"] = target_format
+    kwargs = dict(rank_kwargs(opts), **layout_kw, **item_kw)
+
+    with accelerator_paths(accelerator):
+        for reduction in ("mean", "none"):
+            want = expected
+            if reduction == "none" and any(m in CATALOGUE_EXPOSURE for m in metrics):
+                want = dataclasses.replace(expected, must_raise=True, why="reduction='none'")
+            checked(
+                lambda reduction=reduction: ranking_plugins.rank_metrics(
+                    preds,
+                    target,
+                    opts["metrics"],
+                    opts["top_k"],
+                    reduction=reduction,
+                    judged=judged,
+                    **kwargs,
+                ),
+                want,
+                f"rank_metrics reduction={reduction} ({what})",
+                lambda got, reduction=reduction: assert_values(
+                    got,
+                    expected.none if reduction == "none" else expected.mean,
+                    f"rank_metrics reduction={reduction} ({what})",
+                ),
+            )
+        if layout in ("grouped", "embedding"):
+            return
+
+        # the single-metric function of one exposure metric (it takes no `judged`)
+        name = data.draw(
+            st.sampled_from([m for m in metrics if m in EXPOSURE_MEASURES]), label="function"
+        )
+        single = exposure_oracle(
+            ref_preds, ref_target, dict(opts, metrics=(name,)), items,
+            mask=mask, target_format=oracle_format,
+        )  # fmt: skip
+        fn = getattr(functional, name)
+
+        def compare_single(got: torch.Tensor) -> None:
+            want = torch.stack(list(single.mean.values()))
+            want = want if isinstance(opts["top_k"], list) else want[0]
+            assert got.dtype == torch.float64, got.dtype
+            torch.testing.assert_close(got, want, rtol=1e-9, atol=1e-9, equal_nan=True,
+                                       msg=lambda m: f"functional.{name} ({what}): {m}")  # fmt: skip
+
+        checked(
+            lambda: fn(preds, target, opts["top_k"], **kwargs),
+            single,
+            f"functional.{name} ({what})",
+            compare_single,
+        )
+
+        # the TorchMetrics adapter, the queries in several updates (the exposure merged)
+        from ranking_plugins.torchmetrics import RankingMetrics
+
+        adapter = exposure_oracle(
+            ref_preds, ref_target, opts, items, mask=mask, target_format=oracle_format
+        )
+        if n == 0:
+            adapter.may_raise = True  # `num_items` must be positive
+        parts = data.draw(st.sampled_from(["one", "cut"]), label="updates")
+
+        def run() -> dict[str, torch.Tensor]:
+            sizes = {} if item_kw or n == 0 else {"num_items": n}
+            metric = RankingMetrics(
+                opts["metrics"],
+                opts["top_k"],
+                target_format=target_format,
+                **rank_kwargs(opts),
+                **item_kw,
+                **sizes,
+            )
+            bounds = [(0, q)] if parts == "one" or q == 0 else [(i, i + 1) for i in range(q)]
+            for low, high in bounds:
+                metric.update(
+                    preds[low:high],
+                    target[low:high],
+                    mask=None if mask is None else mask[low:high],
+                )
+            return metric.compute()
+
+        checked(
+            run,
+            adapter,
+            f"torchmetrics.RankingMetrics, {parts} update(s) ({what})",
+            lambda got: assert_values(got, adapter.mean, f"torchmetrics ({what})"),
         )
 
 
