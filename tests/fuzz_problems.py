@@ -571,8 +571,9 @@ def oracle(
 # the metrics of item exposure (issue 14) and their item inputs
 # --------------------------------------------------------------------------- #
 EXPOSURE_MEASURES = (*reference.CATALOGUE_EXPOSURE, *reference.PER_QUERY_EXPOSURE)
-#: interaction counts and shares: 0 (refused by novelty), ties, tiny and huge
-POPULARITY_POOL = [0.0, 0.5, 1.0, 1.0, 2.0, 3.0, 7.0, 20.0, 1e-300, 1e300]
+#: interaction counts and shares: ties, tiny and huge (and in one draw of eight 0,
+#: which novelty refuses)
+POPULARITY_POOL = [0.5, 1.0, 1.0, 2.0, 3.0, 7.0, 20.0, 1e-300, 1e300]
 FEATURE_POOL = [-2.0, -1.0, 0.0, 0.0, 0.5, 1.0, 2.0, 3.0]
 #: features whose squares overflow or underflow float64 (the cosine is still exact)
 WIDE_FEATURES = [1e200, -1e200, 1e-200, 5e-324]
@@ -646,6 +647,7 @@ def item_draws(draw: st.DrawFn, n: int, metrics: Sequence[str]) -> ItemDraw:
 
     if wanted("item_popularity"):
         pool = POPULARITY_POOL if draw(st.booleans()) else [1.0, 2.0, 3.0, 5.0]
+        pool = [*pool, 0.0] if draw(st.integers(0, 7)) == 0 else pool
         items.popularity = draw(st.lists(st.sampled_from(pool), min_size=n, max_size=n))
         dtypes = [torch.float64, torch.float32, torch.int64]
         fits = [t for t in dtypes if exactly(items.popularity, t) is not None]
