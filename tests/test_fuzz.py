@@ -64,6 +64,7 @@ from reference import ALL_METRICS, CATALOGUE_EXPOSURE, NO_K_METRICS, TREC_MEASUR
 
 import ranking_plugins
 from ranking_plugins import EmbeddingScores, functional
+from ranking_plugins.metrics import METRICS
 
 SETTINGS = dict(
     deadline=None,
@@ -1257,7 +1258,12 @@ def test_cli(data: st.DataObject) -> None:
     from ranking_plugins.cli import main
 
     problem = data.draw(problems(ragged=data.draw(st.booleans()), empty_ok=False), label="problem")
-    opts = data.draw(options(problem.all_grades(), cli=True), label="options")
+    opts = data.draw(
+        options(problem.all_grades(), cli=True, measures=RANK_MEASURES), label="options"
+    )
+    if max((float(g) for g in problem.all_grades()), default=0.0) > 50:
+        # open: the mean of dcg values near 2^1023 (as in test_dense)
+        opts["metrics"] = tuple(m for m in opts["metrics"] if m != "dcg") or ("ndcg",)
     kind = problem.grade_kind
     # each retrieved document is judged or not; an unretrieved one only exists if judged
     judged = [
@@ -1278,11 +1284,13 @@ def test_cli(data: st.DataObject) -> None:
     run_format = data.draw(st.sampled_from(["trec", "tsv", "jsonl"]))
 
     qrels_lines, run_lines = [], []
-    ref_queries = []  # (qid, scores, grades, ranked) of the queries the command evaluates
+    # (qid, scores, grades, ranked, judged) of the queries the command evaluates; judged:
+    # in the qrels (every unretrieved document there is: the command adds them all)
+    ref_queries = []
     infinite_grade = False
     for q, query in enumerate(problem.queries):
         qid = f"q{q}"
-        scores, grades, ranked = [], [], []
+        scores, grades, ranked, in_qrels_flags = [], [], [], []
         for j in range(len(query)):
             s, g, r, jd = (
                 query.scores[j],
@@ -1319,12 +1327,13 @@ def test_cli(data: st.DataObject) -> None:
                 # a retrieved document absent from the qrels is unjudged: never relevant
                 grades.append(float(g) if jd else -INF)
                 ranked.append(bool(r))
+                in_qrels_flags.append(bool(jd))
         in_qrels = any(
             jd for jd in (judged[q][j] or not query.ranked[j] for j in range(len(query)))
         )
         in_run = any(query.ranked)
         if in_qrels and (in_run or unretrieved == "count"):
-            ref_queries.append((qid, scores, grades, ranked))
+            ref_queries.append((qid, scores, grades, ranked, in_qrels_flags))
 
     argv_tail = [
         "--ties",
@@ -1335,6 +1344,8 @@ def test_cli(data: st.DataObject) -> None:
         opts["empty_target_action"],
         "--ap-denominator",
         opts["ap_denominator"],
+        # the command's default p is trec_eval's 0.9, the package's 0.8
+        f"--rbp-persistence={opts.get('rbp_persistence', 0.8)!r}",
         "--unjudged-queries",
         "skip",
         "--unretrieved-queries",
@@ -1347,7 +1358,7 @@ def test_cli(data: st.DataObject) -> None:
         argv_tail.append(f"--relevance-threshold={opts['relevance_threshold']!r}")
     top_k = opts["top_k"]
     for name in opts["metrics"]:
-        if name in NO_K_METRICS or top_k is None:
+        if not METRICS[name].at_k or top_k is None:
             argv_tail += ["-m", name]
         else:
             ks = [top_k] if isinstance(top_k, int) else top_k
@@ -1356,9 +1367,9 @@ def test_cli(data: st.DataObject) -> None:
     # the reference, on the queries the command evaluates (sorted by id, as it prints them)
     if ref_queries:
         flat = [
-            (i, s, g, r)
-            for i, (_, ss, gs, rs) in enumerate(ref_queries)
-            for s, g, r in zip(ss, gs, rs)
+            (i, s, g, r, jd)
+            for i, (_, ss, gs, rs, jds) in enumerate(ref_queries)
+            for s, g, r, jd in zip(ss, gs, rs, jds)
         ]
         expected = oracle(
             torch.tensor([f[1] for f in flat], dtype=torch.float64),
@@ -1366,6 +1377,7 @@ def test_cli(data: st.DataObject) -> None:
             opts,
             indexes=torch.tensor([f[0] for f in flat], dtype=torch.int64),
             mask=torch.tensor([f[3] for f in flat], dtype=torch.bool),
+            judged=torch.tensor([f[4] for f in flat], dtype=torch.bool),
         )
     else:
         expected = Expected(must_raise=True, why="no query is both in the run and in the qrels")
@@ -1406,6 +1418,10 @@ def test_cli(data: st.DataObject) -> None:
     threshold = opts["relevance_threshold"]
     if threshold is not None and not math.isfinite(threshold):
         assert status == 2, f"{what}\nexit status {status} for a non-finite -l: {err.getvalue()}"
+        return
+    by_gain = [name for name in opts["metrics"] if METRICS[name].relevant_by_gain]
+    if by_gain and threshold is not None and threshold <= 0:  # ndcg_rel, rndcg: a usage error
+        assert status == 2, f"{what}\nexit status {status} for -l <= 0: {err.getvalue()}"
         return
     assert status in (0, 1), f"{what}\nexit status {status}: {err.getvalue()}"
     if status == 1:
