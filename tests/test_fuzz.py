@@ -752,7 +752,7 @@ EXPOSURE_TOP_KS = st.integers(0, 9).flatmap(
 EXPOSURE_LAYOUTS = ("dense", "dense", "dense", "dense", "indices", "embedding", "grouped")
 
 
-@settings(max_examples=examples(4), **SETTINGS)
+@settings(max_examples=examples(10), **SETTINGS)
 @given(data=st.data())
 @with_block_sizes
 def test_exposure(data: st.DataObject) -> None:
@@ -821,6 +821,9 @@ def test_exposure(data: st.DataObject) -> None:
         ref_preds = preds
         what = describe(layout=layout, score_dtype=score_dtype, target=target.tolist(),
                         judged=flags, target_format=target_format)  # fmt: skip
+    if max((float(g) for g in grades), default=0.0) > 50:
+        # open: the mean of dcg values near 2^1023 (as in test_dense)
+        metrics = tuple(m for m in metrics if m != "dcg")
     if n == 0:
         # open: coverage of an empty catalogue is 0 where the share is 0 / 0 (strict
         # xfail: test_beyond_accuracy.py::test_coverage_of_an_empty_catalogue)
@@ -1251,7 +1254,7 @@ def grade_text(grade: Any, kind: str, file_format: str) -> str:
     return repr(float(grade))
 
 
-@settings(max_examples=examples(1), **SETTINGS)
+@settings(max_examples=examples(4), **SETTINGS)
 @given(data=st.data())
 @with_block_sizes
 def test_cli(data: st.DataObject) -> None:
