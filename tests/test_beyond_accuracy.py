@@ -406,7 +406,8 @@ def test_per_query_exposure_of_an_empty_catalogue_is_undefined() -> None:
 @pytest.mark.xfail(
     strict=True,
     reason="open (design): coverage of an empty catalogue (N = 0) is 0 today, where the "
-    "share of no items is 0 / 0 (gini and entropy give NaN there); the fuzzer leaves it out",
+    "share of no items is 0 / 0 (gini and entropy give NaN there): a (Q, 0) batch is ranked "
+    "with one phantom column, so its exposure has N = 1; the fuzzer leaves it out",
 )
 def test_coverage_of_an_empty_catalogue() -> None:
     got = rank_metrics(torch.zeros(2, 0), torch.zeros(2, 0), ["coverage"], 1)
