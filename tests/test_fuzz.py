@@ -38,6 +38,7 @@ from fuzz_problems import (
     RANK_MEASURES,
     SCORE_POOLS,
     Expected,
+    ItemDraw,
     Problem,
     Query,
     assert_values,
@@ -997,6 +998,58 @@ def test_exposure(data: st.DataObject) -> None:
             lambda got: assert_values(got, adapter.mean, f"{which} ({what})", float64=False),
             errors,
         )
+
+
+@settings(max_examples=examples(0.5), **SETTINGS)
+@given(data=st.data())
+@with_block_sizes
+def test_exposure_long_lists(data: st.DataObject) -> None:
+    """The exposure metrics on 1..3 queries of 250..400 items (one catalogue), scores
+    with many ties, cutoffs past a whole row; one order per tie policy ("average"
+    would make the reference enumerate the orders of groups of dozens of items)."""
+    seed = data.draw(st.integers(0, 2**32 - 1), label="seed")
+    generator = torch.Generator().manual_seed(seed)
+    q = data.draw(st.integers(1, 3), label="queries")
+    n = data.draw(st.integers(250, 400), label="items")
+    distinct = data.draw(st.sampled_from([2, 5, 40, 1000]), label="distinct scores")
+    preds = torch.randint(0, distinct, (q, n), generator=generator).to(torch.float64)
+    preds[torch.rand(q, n, generator=generator) < 0.05] = -INF
+    target = torch.randint(0, 4, (q, n), generator=generator) * (
+        torch.rand(q, n, generator=generator) < 0.3
+    )
+    mask = torch.rand(q, n, generator=generator) < 0.9 if data.draw(st.booleans()) else None
+    popularity = torch.randint(1, 50, (n,), generator=generator).to(torch.float64)
+    items = ItemDraw(
+        popularity=popularity.tolist(),
+        tail=(popularity < 10).tolist(),
+        num_items=n,
+    )
+    if data.draw(st.booleans(), label="features"):
+        items.features = torch.randint(-2, 3, (n, 3), generator=generator).double().tolist()
+    else:
+        items.categories = torch.randint(0, 5, (n,), generator=generator).tolist()
+    opts = data.draw(options([0, 1, 2, 3]), label="options")
+    opts["metrics"] = EXPOSURE_MEASURES
+    opts["top_k"] = data.draw(
+        st.lists(st.sampled_from([1, 10, 50, 400]), min_size=1, max_size=3), label="top_k"
+    )
+    opts["ties"] = data.draw(st.sampled_from(["first", "pessimistic", "optimistic"]), label="ties")
+    threshold = opts["relevance_threshold"]
+    if threshold is not None and not math.isfinite(threshold):
+        opts["relevance_threshold"] = None
+    accelerator = data.draw(st.booleans(), label="accelerator paths")
+    expected = exposure_oracle(preds, target, opts, items, mask=mask)
+    what = f"long lists (seed={seed}, accelerator paths={accelerator})"
+    with accelerator_paths(accelerator):
+        checked(
+            lambda: ranking_plugins.rank_metrics(
+                preds, target, opts["metrics"], opts["top_k"], mask=mask,
+                **rank_kwargs(opts), **items.keywords(),
+            ),
+            expected,
+            what,
+            lambda got: assert_values(got, expected.mean, what),
+        )  # fmt: skip
 
 
 # --------------------------------------------------------------------------- #
