@@ -10,6 +10,11 @@ the brute-force reference's numbers (``reference.py``, through the oracle of
 raises or the input may be refused (a gain that overflows float64): never
 another exception, never a NaN where the reference has a number.
 
+The metrics of item exposure (coverage, gini, entropy, personalisation,
+novelty, arp, tail_share, diversity) are drawn by ``test_exposure`` and
+``test_exposure_long_lists``, with the item inputs they read, against
+``reference.reference_exposure`` (through ``fuzz_problems.exposure_oracle``).
+
 The number of examples comes from the hypothesis profile (``conftest.py``):
 ``HYPOTHESIS_PROFILE=ci`` (the default, short) or ``long`` (by hand).
 """
@@ -1377,6 +1382,9 @@ def test_cli(data: st.DataObject) -> None:
         for q in problem.queries
     ]
     unretrieved = data.draw(st.sampled_from(["skip", "count"]), label="unretrieved")
+    # trec_eval -J: a retrieved document absent from the qrels, or there with a negative
+    # grade (in the pool, not judged), leaves the ranking
+    judged_only = data.draw(st.integers(0, 3), label="-J") == 1
     integral = kind != "float" or all(
         math.isfinite(float(g)) and float(g) == int(float(g)) for g in problem.all_grades()
     )
@@ -1428,7 +1436,7 @@ def test_cli(data: st.DataObject) -> None:
                 scores.append(s)
                 # a retrieved document absent from the qrels is unjudged: never relevant
                 grades.append(float(g) if jd else -INF)
-                ranked.append(bool(r))
+                ranked.append(bool(r) and (not judged_only or (jd and float(g) >= 0)))
                 in_qrels_flags.append(bool(jd))
         in_qrels = any(
             jd for jd in (judged[q][j] or not query.ranked[j] for j in range(len(query)))
@@ -1455,6 +1463,7 @@ def test_cli(data: st.DataObject) -> None:
         "--format",
         "json",
         "--per-query",
+        *(["--judged-only"] if judged_only else []),
     ]
     if opts["relevance_threshold"] is not None:
         argv_tail.append(f"--relevance-threshold={opts['relevance_threshold']!r}")
