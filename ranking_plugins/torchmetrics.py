@@ -994,7 +994,10 @@ def _items_digest(items: ItemInputs) -> str:
         return ""
     content = hashlib.sha1(repr(items.size).encode())
     for t in tensors:
-        content.update(b"-" if t is None else t.detach().cpu().contiguous().numpy().tobytes())
+        # the bytes through a uint8 view: numpy has no bfloat16 (bfloat16 item_features
+        # raised a TypeError here); the same bytes as before for every other dtype
+        raw = None if t is None else t.detach().cpu().contiguous().reshape(-1).view(torch.uint8)
+        content.update(b"-" if raw is None else raw.numpy().tobytes())
     return "_" + content.hexdigest()[:8]
 
 

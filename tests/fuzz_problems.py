@@ -567,6 +567,213 @@ def oracle(
     return out
 
 
+# --------------------------------------------------------------------------- #
+# the metrics of item exposure (issue 14) and their item inputs
+# --------------------------------------------------------------------------- #
+EXPOSURE_MEASURES = (*reference.CATALOGUE_EXPOSURE, *reference.PER_QUERY_EXPOSURE)
+#: interaction counts and shares: ties, tiny and huge (and in one draw of eight 0,
+#: which novelty refuses)
+POPULARITY_POOL = [0.5, 1.0, 1.0, 2.0, 3.0, 7.0, 20.0, 1e-300, 1e300]
+FEATURE_POOL = [-2.0, -1.0, 0.0, 0.0, 0.5, 1.0, 2.0, 3.0]
+#: features whose squares overflow or underflow float64 (the cosine is still exact)
+WIDE_FEATURES = [1e200, -1e200, 1e-200, 5e-324]
+#: past this many joint orders of the queries, the reference's coverage and
+#: personalisation factorise over the queries (see ``reference_exposure``)
+MAX_JOINT = 2000
+
+
+@dataclass
+class ItemDraw:
+    """The item inputs of the exposure metrics (each None when not given), in Python numbers."""
+
+    popularity: list[float] | None = None
+    tail: list[bool] | None = None
+    features: list[list[float]] | None = None
+    categories: list[int] | None = None
+    popularity_dtype: torch.dtype = torch.float64
+    features_dtype: torch.dtype = torch.float64
+    categories_dtype: torch.dtype = torch.int64
+    num_items: int = 0
+
+    def keywords(self) -> dict[str, torch.Tensor]:
+        """The package's item keywords (those given)."""
+        out: dict[str, torch.Tensor] = {}
+        if self.popularity is not None:
+            out["item_popularity"] = torch.tensor(self.popularity, dtype=torch.float64).to(
+                self.popularity_dtype
+            )
+        if self.tail is not None:
+            out["tail_items"] = torch.tensor(self.tail, dtype=torch.bool).reshape(-1)
+        if self.features is not None:
+            d = len(self.features[0]) if self.features else 1
+            out["item_features"] = (
+                torch.tensor(self.features, dtype=torch.float64)
+                .reshape(self.num_items, d)
+                .to(self.features_dtype)
+            )
+        if self.categories is not None:
+            out["item_categories"] = torch.tensor(self.categories, dtype=self.categories_dtype)
+        return out
+
+    def reference(self) -> dict[str, Any]:
+        """``reference_exposure``'s ``items``."""
+        named = dict(
+            popularity=self.popularity,
+            tail=self.tail,
+            features=self.features,
+            categories=self.categories,
+        )
+        return {key: value for key, value in named.items() if value is not None}
+
+    def given(self, keyword: str) -> bool:
+        field_name = {
+            "item_popularity": "popularity",
+            "tail_items": "tail",
+            "item_features": "features",
+            "item_categories": "categories",
+        }[keyword]
+        return getattr(self, field_name) is not None
+
+
+@st.composite
+def item_draws(draw: st.DrawFn, n: int, metrics: Sequence[str]) -> ItemDraw:
+    """Each item input: mostly given when a drawn metric reads it, sometimes when
+    none does; diversity gets features or categories (rarely both: refused)."""
+    items = ItemDraw(num_items=n)
+
+    def wanted(keyword: str) -> bool:
+        needed = any(keyword in METRICS[m].needs for m in metrics)
+        return draw(st.integers(0, 9)) < (9 if needed else 3)
+
+    if wanted("item_popularity"):
+        pool = POPULARITY_POOL if draw(st.booleans()) else [1.0, 2.0, 3.0, 5.0]
+        pool = [*pool, 0.0] if draw(st.integers(0, 7)) == 0 else pool
+        items.popularity = draw(st.lists(st.sampled_from(pool), min_size=n, max_size=n))
+        dtypes = [torch.float64, torch.float32, torch.int64]
+        fits = [t for t in dtypes if exactly(items.popularity, t) is not None]
+        items.popularity_dtype = draw(st.sampled_from(fits))
+    if wanted("tail_items"):
+        items.tail = draw(st.lists(st.booleans(), min_size=n, max_size=n))
+    similarity = draw(st.sampled_from(["features", "categories", "both"]))
+    if similarity == "both" and draw(st.integers(0, 3)) > 0:
+        similarity = draw(st.sampled_from(["features", "categories"]))
+    if similarity in ("features", "both") and wanted("item_features"):
+        d = draw(st.integers(1, 3))
+        pool = FEATURE_POOL + (WIDE_FEATURES if draw(st.integers(0, 4)) == 0 else [])
+        cell = st.sampled_from(pool)
+        items.features = [draw(st.lists(cell, min_size=d, max_size=d)) for _ in range(n)]
+        flat = [x for row in items.features for x in row]
+        dtypes = [torch.float64, torch.float32, torch.float16, torch.bfloat16]
+        items.features_dtype = draw(
+            st.sampled_from([t for t in dtypes if exactly(flat, t) is not None])
+        )
+        if n == 0:
+            items.features = []
+    if similarity in ("categories", "both") and wanted("item_categories"):
+        items.categories = draw(st.lists(st.integers(0, 3), min_size=n, max_size=n))
+        items.categories_dtype = draw(st.sampled_from([torch.int64, torch.int32, torch.uint8]))
+    return items
+
+
+def _exposure_refusal(opts: Mapping[str, Any], items: ItemDraw) -> str | None:
+    """Why the request is refused before any ranking (a ValueError), or None."""
+    for name in opts["metrics"]:
+        metric = METRICS[name]
+        if not metric.exposure:
+            continue
+        if opts["top_k"] is None:
+            return f"{name} without a cutoff"
+        if metric.needs and not any(items.given(keyword) for keyword in metric.needs):
+            return f"{name} without {metric.needs}"
+        if name == "diversity" and items.features is not None and items.categories is not None:
+            return "diversity with both features and categories"
+        if (
+            name == "novelty"
+            and items.popularity is not None
+            and min(items.popularity, default=1) <= 0
+        ):
+            return "novelty with a popularity of 0"
+    return None
+
+
+def exposure_oracle(
+    preds: torch.Tensor,
+    target: torch.Tensor,
+    opts: Mapping[str, Any],
+    items: ItemDraw,
+    *,
+    mask: torch.Tensor | None = None,
+    target_format: str | None = None,
+    judged: torch.Tensor | None = None,
+) -> Expected:
+    """What rank_metrics gives for ``opts["metrics"]``, exposure metrics among them,
+    on (Q, N) ``preds``: the accuracy metrics from :func:`oracle`, the exposure
+    metrics from ``reference.reference_exposure`` (an unjudged item is never relevant,
+    which decides its place under "pessimistic" and "optimistic")."""
+    metrics = tuple(opts["metrics"])
+    accuracy = tuple(m for m in metrics if not METRICS[m].exposure)
+    exposure = tuple(m for m in metrics if METRICS[m].exposure)
+    args = dict(mask=mask, target_format=target_format, judged=judged)
+    threshold = opts.get("relevance_threshold")
+    ties = opts.get("ties", "average")
+    if threshold is not None and not math.isfinite(threshold):
+        return Expected(must_raise=True, why=f"relevance_threshold={threshold}")
+    exact = [METRICS[name].ties for name in exposure if ties not in METRICS[name].ties]
+    if exact:
+        return Expected(must_raise=True, why=f"ties={ties!r}", ties_supported=exact[0])
+    refusal = _exposure_refusal(opts, items)
+    if refusal is not None:
+        return Expected(must_raise=True, why=refusal)
+    out = oracle(preds, target, dict(opts, metrics=accuracy), **args) if accuracy else Expected()
+    if out.must_raise:
+        return out
+    ks = [key_k for _, _, key_k in reference.result_keys(exposure, opts["top_k"])]
+    ks = sorted({int(k) for k in ks if k is not None})
+    queries = reference.split_queries(reference_scores(preds), target, **args)
+    rows, weights = [], []
+    for scores, grades, ranked, flags in queries:
+        relevant = [float(g) for g in grades if reference.is_relevant(float(g), threshold)]
+        if gain_scale(relevant, opts.get("gain", "exponential"))[1]:
+            # the gains are read (they order a group): refused where they overflow
+            out.may_raise, out.why = True, "a relevant gain (or a sum of them) overflows float64"
+        if flags is not None:  # an unjudged item is never relevant
+            grades = [g if f else -INF for g, f in zip(grades, flags, strict=True)]
+        rows.append((scores, grades, ranked))
+        relevant = sum(reference.is_relevant(float(g), threshold) for g in grades)
+        weights.append(float(relevant) if opts.get("weighted") else 1.0)
+    values: dict[str, Any] = {}
+    if rows:
+        with _patched_reference():  # the gains that order a group: 2^g - 1 without cancellation
+            values = reference.reference_exposure(
+                rows,
+                ks,
+                ties=ties,
+                items=items.reference(),
+                relevance_threshold=threshold,
+                gain=opts.get("gain", "exponential"),
+                max_joint=MAX_JOINT,
+            )
+    none: dict[str, torch.Tensor] = {}
+    mean: dict[str, torch.Tensor] = {}
+    for key, name, _ in reference.result_keys(exposure, opts["top_k"]):
+        value = values.get(key, math.nan)
+        if name in reference.CATALOGUE_EXPOSURE:
+            mean[key] = torch.tensor(float(value), dtype=torch.float64)
+            continue
+        per_query = value if isinstance(value, list) else [None] * len(rows)
+        none[key] = torch.tensor(
+            [math.nan if v is None else v for v in per_query], dtype=torch.float64
+        )
+        counted = [(w, v) for w, v in zip(weights, per_query, strict=True) if v is not None]
+        total = math.fsum(w for w, _ in counted)
+        average = math.fsum(w * v for w, v in counted) / total if total > 0 else math.nan
+        mean[key] = torch.tensor(average, dtype=torch.float64)
+    order = [key for key, _, _ in reference.result_keys(metrics, opts["top_k"])]
+    out.none = {key: (out.none | none)[key] for key in order if key in (out.none | none)}
+    out.mean = {key: (out.mean | mean)[key] for key in order}
+    return out
+
+
 def reference_keys(opts: Mapping[str, Any]) -> list[str]:
     metrics = opts["metrics"]
     return [key for key, _, _ in reference.result_keys(metrics, opts["top_k"])]

@@ -68,13 +68,23 @@ def all_orders(
     ranked: Sequence[bool],
     ties: str,
     relevance_threshold: float | None,
+    gain: str | None = None,
 ) -> list[list[int]]:
     """The full rankings (lists of item indices, rank 1 first) the tie policy
-    stands for; for ``"average"`` every one of them is equally likely."""
+    stands for; for ``"average"`` every one of them is equally likely.
+
+    ``gain``: under "pessimistic" and "optimistic", relevant items of one score
+    are ordered by their gain (not their grade), equal gains by index: which
+    item holds each place, as the exposure metrics read it (grades <= 0 made
+    relevant by a threshold all have gain 0). The accuracy metrics cannot tell.
+    """
     groups = tie_groups(scores, ranked)
 
     def rel(i: int) -> bool:
         return is_relevant(grades[i], relevance_threshold)
+
+    def strength(i: int) -> float:
+        return grades[i] if gain is None else gain_of(grades[i], relevance_threshold, gain)
 
     if ties == "average":
         per_group = [list(itertools.permutations(g)) for g in groups]
@@ -85,12 +95,12 @@ def all_orders(
         order: list[int] = []
         for g in groups:
             order += [i for i in g if not rel(i)]
-            order += sorted((i for i in g if rel(i)), key=lambda i: (grades[i], i))
+            order += sorted((i for i in g if rel(i)), key=lambda i: (strength(i), i))
         return [order]
     if ties == "optimistic":
         order = []
         for g in groups:
-            order += sorted((i for i in g if rel(i)), key=lambda i: (-grades[i], i))
+            order += sorted((i for i in g if rel(i)), key=lambda i: (-strength(i), i))
             order += [i for i in g if not rel(i)]
         return [order]
     raise ValueError(f"unknown ties {ties!r}")
@@ -488,11 +498,10 @@ CATALOGUE_EXPOSURE = ("coverage", "gini", "entropy", "personalisation")
 def _similarity(i: int, j: int, features, categories) -> float:
     if features is not None:
         a, b = features[i], features[j]
-        na = math.sqrt(sum(x * x for x in a))
-        nb = math.sqrt(sum(x * x for x in b))
+        na, nb = math.hypot(*a), math.hypot(*b)  # no overflow nor underflow on the way
         if na == 0 or nb == 0:
             return 0.0
-        return sum(x * y for x, y in zip(a, b, strict=True)) / (na * nb)
+        return math.fsum((x / na) * (y / nb) for x, y in zip(a, b, strict=True))
     return 1.0 if categories[i] == categories[j] else 0.0
 
 
@@ -510,9 +519,10 @@ def _list_value(top: list[int], metric: str, items: dict) -> float | None:
         return 1 - sim / len(pairs)
     if n == 0:
         return None
-    if metric == "novelty":
+    if metric == "novelty":  # -log2(p / Σ) as log2(Σ) - log2(p): p / Σ may underflow
         total = sum(popularity)
-        return sum(-math.log2(popularity[i] / total) for i in top) / n
+        return sum(math.log2(total) - math.log2(popularity[i]) if popularity[i] > 0 else math.inf
+                   for i in top) / n  # fmt: skip
     if metric == "arp":
         return sum(popularity[i] for i in top) / n
     if metric == "tail_share":
@@ -527,6 +537,8 @@ def reference_exposure(
     ties: str,
     items: dict,
     relevance_threshold: float | None = None,
+    gain: str | None = None,
+    max_joint: int | None = None,
 ) -> dict[str, object]:
     """Every exposure metric by enumerating the orders the tie policy stands for.
 
@@ -534,9 +546,15 @@ def reference_exposure(
     None where undefined). Coverage and personalisation: the mean over every
     joint choice of one order per query (queries independent). Gini and
     entropy: of the expected exposure counts (the mean over orders of each
-    item's count).
+    item's count); NaN when no item is shown.
+
+    ``gain``: see :func:`all_orders`. ``max_joint``: past that many joint
+    choices, coverage and personalisation are computed from each item's
+    probability p_qi of being in query q's top k (each enumerated over q's own
+    orders), by the independence of the queries: E[coverage] = mean_i
+    (1 - Π_q (1 - p_qi)), E[|L_a ∩ L_b|] = Σ_i p_ai p_bi.
     """
-    orders = [all_orders(s, g, r, ties, relevance_threshold) for s, g, r in rows]
+    orders = [all_orders(s, g, r, ties, relevance_threshold, gain) for s, g, r in rows]
     num_items = len(rows[0][0])
     out: dict[str, object] = {}
     for k in ks:
@@ -559,13 +577,45 @@ def reference_exposure(
                     counts[i] += 1 / len(query_orders)
         total = sum(counts)
         ascending = sorted(counts)
-        out[f"gini@{k}"] = sum(
-            (2 * (j + 1) - num_items - 1) * c for j, c in enumerate(ascending)
-        ) / (num_items * total)
-        out[f"entropy@{k}"] = -sum(c / total * math.log2(c / total) for c in counts if c > 0)
+        out[f"gini@{k}"] = (
+            sum((2 * (j + 1) - num_items - 1) * c for j, c in enumerate(ascending))
+            / (num_items * total)
+            if total > 0
+            else math.nan
+        )
+        out[f"entropy@{k}"] = (
+            -sum(c / total * math.log2(c / total) for c in counts if c > 0)
+            if total > 0
+            else math.nan
+        )
+        q = len(rows)
+        joint_size = math.prod(len(o) for o in orders)
+        if max_joint is not None and joint_size > max_joint and num_items > 0:
+            p = [[0.0] * num_items for _ in orders]
+            for row, query_orders in enumerate(orders):
+                for o in query_orders:
+                    for i in o[:k]:
+                        p[row][i] += 1 / len(query_orders)
+            out[f"coverage@{k}"] = (
+                sum(1 - math.prod(1 - p[row][i] for row in range(q)) for i in range(num_items))
+                / num_items
+            )
+            if q > 1:
+                overlaps = [
+                    sum(p[a][i] * p[b][i] for i in range(num_items)) / k
+                    for a in range(q)
+                    for b in range(a + 1, q)
+                ]
+                out[f"personalisation@{k}"] = 1 - sum(overlaps) / len(overlaps)
+            else:
+                out[f"personalisation@{k}"] = math.nan
+            continue
+        if num_items == 0:  # an empty catalogue: 0 / 0
+            out[f"coverage@{k}"] = math.nan
+            out[f"personalisation@{k}"] = 1.0 if q > 1 else math.nan
+            continue
         coverage = personalisation = 0.0
         joint = list(itertools.product(*orders))
-        q = len(rows)
         for choice in joint:
             tops = [set(o[:k]) for o in choice]
             coverage += len(set().union(*tops)) / num_items

@@ -221,3 +221,45 @@ def test_per_query_exposure_metrics_keep_no_exposure_state() -> None:
     expected = rank_metrics(preds, target, ["novelty", "arp"], job.KS, **job.item_inputs())
     for key, value in per_query.compute().items():
         assert _close(float(value), float(expected[key])), key
+
+
+def test_torchmetrics_takes_bfloat16_item_features() -> None:
+    """Found by the fuzzer (test_fuzz.py::test_exposure): the state name's digest of
+    the item inputs read them through numpy, which has no bfloat16 (a TypeError
+    where rank_metrics gives numbers)."""
+    from ranking_plugins import rank_metrics
+
+    preds = torch.tensor([[3.0, 1.0, 2.0, 0.0], [0.0, 2.0, 1.0, 3.0]])
+    target = torch.tensor([[1, 0, 0, 1], [0, 1, 0, 0]])
+    features = torch.tensor([[1.0, 0.0], [1.0, 1.0], [0.0, -2.0], [0.5, 0.5]], dtype=torch.bfloat16)
+    metric = rp_tm.RankingMetrics(["diversity", "coverage"], [2, 3], item_features=features)
+    metric.update(preds, target)
+    expected = rank_metrics(
+        preds, target, ["diversity", "coverage"], [2, 3], item_features=features
+    )
+    got = metric.compute()
+    assert list(got) == list(expected)
+    for key, value in expected.items():
+        assert torch.equal(got[key], value), key
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=RuntimeError,
+    reason="open (found by test_fuzz.py::test_exposure): a (Q, 0) batch is ranked with one "
+    "phantom column, so its exposure has N = 1 (hence coverage 0 / 1 = 0, see "
+    "test_beyond_accuracy.py::test_coverage_of_an_empty_catalogue) while Ignite's state, "
+    "sized by the item inputs, has N = 0: a RuntimeError at compute. How an empty "
+    "catalogue is evaluated (NaN, or refused) is a design decision",
+)
+def test_ignite_takes_an_empty_catalogue() -> None:
+    from ranking_plugins import rank_metrics
+
+    popularity = torch.ones(0)
+    preds, target = torch.zeros(2, 0), torch.zeros(2, 0)
+    expected = rank_metrics(preds, target, ["gini", "arp"], [1], item_popularity=popularity)
+    metric = rp_ignite.RankingMetrics(["gini", "arp"], [1], item_popularity=popularity)
+    metric.update((preds, target))
+    got = metric.compute()
+    for key, value in expected.items():
+        assert _close(float(got[key]), float(value)), key

@@ -164,7 +164,9 @@ class ItemInputs:
     def self_information(self) -> Tensor:
         """(N,) -log2 p(i), p the item's share of the popularity."""
         assert self.popularity is not None
-        return -torch.log2(self.popularity / self.popularity.sum())
+        # log2(Σ) - log2(p), not -log2(p / Σ): a share below float64's range (1e-300 of
+        # 1e300) underflowed to 0, and its self-information of ~1993 bits to inf
+        return torch.log2(self.popularity.sum()) - torch.log2(self.popularity)
 
     @cached_property
     def unit_vectors(self) -> Tensor:
@@ -180,6 +182,10 @@ class ItemInputs:
                 rows + 1, self.features.shape[1], dtype=torch.float64, device=self.features.device
             )
             vectors[:rows] = self.features
+            # each row divided by its largest |entry| first: the squares of 1e200 (or of
+            # 5e-324) leave float64, and such a row's norm of inf (or 0) made it a zero row
+            largest = vectors[:rows].abs().amax(dim=1, keepdim=True)
+            vectors[:rows] /= torch.where(largest > 0, largest, 1.0)
             norm = torch.linalg.vector_norm(vectors[:rows], dim=1, keepdim=True)
             vectors[:rows] /= torch.where(norm > 0, norm, 1.0)
             return vectors
