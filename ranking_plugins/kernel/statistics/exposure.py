@@ -197,9 +197,7 @@ class TopItems:
     def weight_sum(self, weight: Tensor) -> Tensor:
         """(Q, K): E[Σ of ``weight`` (N,) over the items in the top k]."""
         assert self.list.items is not None
-        if (
-            weight.shape[0] == 0
-        ):  # an empty catalogue: no top k holds an item (no index to clamp to)
+        if weight.shape[0] == 0:  # an empty catalogue: no item in any top k, no index
             return torch.zeros_like(self.list_size)
         listed = weight[self.list.items.clamp(max=weight.shape[0] - 1)]  # (Q, L)
         listed = torch.where(self.listed, listed, 0.0)  # no weight read at padding
