@@ -658,7 +658,7 @@ def run_evaluate(
         parser.error(f"-m/--metric: {error}")
     options, threshold = evaluation_options(parser, args, wanted), args.relevance_threshold
     try:
-        with _torch_threads(1):  # see _torch_threads
+        with torch_threads(1):  # see torch_threads
             qrels = read_records(args.qrels, "qrels", args.qrels_format, stderr)
             # trec_eval's -l leaves its graded measures alone: those are evaluated without it
             graded = [(name, k) for name, k in wanted if name in TREC_EVAL_GRADED]
@@ -809,7 +809,7 @@ def join_threshold(
 
 
 @contextlib.contextmanager
-def _torch_threads(count: int) -> Iterator[None]:
+def torch_threads(count: int) -> Iterator[None]:
     """torch's intra-op threads set to ``count`` for a while, then as they were.
 
     The command ranks parts of about 100k items: each of the kernel's many

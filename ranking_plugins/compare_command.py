@@ -134,11 +134,11 @@ def run_compare(
     from ranking_plugins.cli import (
         PROG,
         UsageError,
-        _torch_threads,
         evaluate_run,
         evaluation_options,
         note_left_out_queries,
         parse_metrics,
+        torch_threads,
     )
     from ranking_plugins.trec_eval_names import GEOMETRIC_MEANS
 
@@ -173,7 +173,7 @@ def run_compare(
     systems: dict[str, dict[str, Tensor]] = {}
     query_ids: dict[str, list[str]] = {}
     try:
-        with _torch_threads(1):
+        with torch_threads(1):
             qrels = read_records(args.qrels, "qrels", args.qrels_format, stderr)
             for name, path in zip(names, args.runs, strict=True):
                 results, last = evaluate_run(args, qrels, path, wanted, options, stderr)
