@@ -620,7 +620,7 @@ def evaluation_options(
                 f"--ties {args.ties}: {name} is exact only under --ties "
                 f"{' or '.join(METRICS[name].ties)} (trec_eval's is first)"
             )
-        leveled = not (args.format == "trec_eval" and name in TREC_EVAL_GRADED)
+        leveled = not _unleveled(args, name)
         if METRICS[name].relevant_by_gain and leveled and threshold is not None and threshold <= 0:
             # refused by RankingRequest.create too: said here as a usage error
             parser.error(
@@ -656,16 +656,16 @@ def run_evaluate(
         wanted = parse_metrics(args.metric or list(DEFAULT_METRICS))
     except UsageError as error:
         parser.error(f"-m/--metric: {error}")
-    options, threshold = evaluation_options(parser, args, wanted), args.relevance_threshold
+    options = evaluation_options(parser, args, wanted)
+    unleveled_options = options.replace(relevance_threshold=None)
     try:
         with torch_threads(1):  # see torch_threads
             qrels = read_records(args.qrels, "qrels", args.qrels_format, stderr)
-            # trec_eval's -l leaves its graded measures alone: those are evaluated without it
-            graded = [(name, k) for name, k in wanted if name in TREC_EVAL_GRADED]
-            if args.format != "trec_eval" or threshold is None:
-                graded = []
-            passes = [([w for w in wanted if w not in graded], options)]
-            passes.append((graded, options.replace(relevance_threshold=None)))
+            # those -l leaves alone (trec_eval's layout) in a pass of their own, without it
+            passes = [
+                ([w for w in wanted if not _unleveled(args, w[0])], options),
+                ([w for w in wanted if _unleveled(args, w[0])], unleveled_options),
+            ]
             results: Results | None = None
             for measures, measure_options in (p for p in passes if p[0]):
                 done, collection = evaluate_run(
@@ -765,6 +765,13 @@ def _relstring_request(
 
 #: trec_eval's measures that read the grades themselves and ignore its -l
 TREC_EVAL_GRADED = ("ndcg", "rbp", "g", "ndcg_rel", "rndcg")
+
+
+def _unleveled(args: argparse.Namespace, name: str) -> bool:
+    """Whether ``name`` is evaluated without ``-l``: trec_eval's layout with a level, where
+    trec_eval's -l leaves its graded measures alone."""
+    leveled_layout = args.format == "trec_eval" and args.relevance_threshold is not None
+    return leveled_layout and name in TREC_EVAL_GRADED
 
 
 def evaluate_run(

@@ -222,7 +222,7 @@ def _num_nonrel_judged_ret(c: Cutoff, options: Options) -> MetricValue:
 
 
 def _unjudged(c: Cutoff, options: Options) -> MetricValue:
-    """Unjudged items in the top k / k (trec_eval's unj; past the list: judged)."""
+    """Unjudged items in the top k / k (trec_eval's unj; past the list: not unjudged)."""
     # The ranked items in the top k (``retrieved``), not k itself: past the end of
     # the list trec_eval's m_unjudged.c counts nothing as unjudged. ``list_size -
     # judged_hits`` counted the padding of a list shorter than k as unjudged.
