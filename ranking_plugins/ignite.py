@@ -102,7 +102,13 @@ from typing_extensions import Unpack
 try:
     import ignite.distributed as idist
     from ignite.exceptions import NotComputableError
-    from ignite.metrics.metric import Metric, reinit__is_reduced, sync_all_reduce
+    from ignite.metrics.metric import (
+        EpochWise,
+        Metric,
+        MetricUsage,
+        reinit__is_reduced,
+        sync_all_reduce,
+    )
 except ImportError as error:  # pragma: no cover - exercised only without the extra
     raise ImportError(
         "ranking_plugins.ignite needs PyTorch-Ignite: "
@@ -372,6 +378,79 @@ def _is_list_pair(output: object) -> bool:
     )
 
 
+def _attached(engine: Any) -> list[tuple[Metric, str]]:
+    """``(metric, attach name)`` of every metric attached to ``engine``, in any usage.
+
+    Read from the ``completed`` handlers that ``Metric.attach`` registers (with
+    the name as their last argument); Ignite keeps no other list of them.
+    """
+    found: dict[tuple[int, str], tuple[Metric, str]] = {}
+    for handlers in getattr(engine, "_event_handlers", {}).values():
+        for handler, args, _ in handlers:
+            parent = getattr(handler, "_parent", None)  # a filtered event wraps the handler
+            method = parent() if parent is not None else handler
+            owner = getattr(method, "__self__", None)
+            name = args[-1] if args else None
+            if (
+                isinstance(owner, Metric)
+                and getattr(method, "__name__", None) == "completed"
+                and isinstance(name, str)
+            ):
+                found.setdefault((id(owner), name), (owner, name))
+    return list(found.values())
+
+
+def _written_keys(metric: Metric, name: str) -> tuple[str, ...]:
+    """The ``engine.state.metrics`` keys ``metric`` attached as ``name`` writes.
+
+    Only the attach name for a metric of another library: the keys of its dict
+    result are not known before it is computed.
+    """
+    return metric._written_keys(name) if isinstance(metric, BaseRankingMetric) else (name,)
+
+
+def _describe_writer(metric: Metric, name: str) -> str:
+    return f"{type(metric).__name__} attached as {name!r}"
+
+
+def _refuse_shared_keys(engine: Any, metric: BaseRankingMetric, name: str | None) -> None:
+    """A ValueError when ``metric`` and another metric on ``engine`` write the same key.
+
+    Ignite lets the metric that completes last overwrite the other's value in
+    ``engine.state.metrics``; two ``RankingMetrics`` (masked and unmasked, say)
+    both write ``"mrr@10"``, and nothing shows which one is left. ``name`` is
+    the name ``metric`` is being attached under (None: already attached).
+    """
+    writers = _attached(engine)
+    if name is not None and all(m is not metric or n != name for m, n in writers):
+        writers.append((metric, name))
+    owners: dict[str, tuple[Metric, str]] = {}
+    # this metric's own keys first, so that the message names it first
+    for writer, attached in sorted(writers, key=lambda w: w[0] is not metric):
+        for key in _written_keys(writer, attached):
+            first = owners.setdefault(key, (writer, attached))
+            same = first[0] is writer and first[1] == attached
+            if same or (writer is not metric and first[0] is not metric):
+                continue
+            # a RankingMetrics writing its flat keys can put its attach name in them
+            prefixable = [
+                w for w in (first, (writer, attached)) if isinstance(w[0], RankingMetrics)
+            ]
+            prefixable = [w for w in prefixable if key in w[0]._flat_keys(w[1])]
+            advice = (
+                f"pass prefix_keys=True to the {_describe_writer(*prefixable[0])} (it then "
+                f"writes {prefixable[0][1] + '/' + key!r}), or metrics_result_mode='named' "
+                "(its dict under the attach name only)"
+                if prefixable
+                else "attach them under different names"
+            )
+            raise ValueError(
+                f"{_describe_writer(*first)} and {_describe_writer(writer, attached)} both "
+                f"write {key!r} into engine.state.metrics, so one value would silently replace "
+                f"the other; {advice}"
+            )
+
+
 class BaseRankingMetric(Metric):
     """Shared base of every metric of this module: state, sync and output parsing.
 
@@ -442,6 +521,30 @@ class BaseRankingMetric(Metric):
     def keys(self) -> tuple[str, ...]:
         """The result keys, in output order (``"ndcg@5"``, ``"ndcg@10"``, ...)."""
         return self._request.keys
+
+    def _written_keys(self, name: str) -> tuple[str, ...]:
+        """The keys of ``engine.state.metrics`` this metric writes when attached as ``name``."""
+        return (name,)
+
+    def attach(
+        self, engine: Any, name: str, usage: str | MetricUsage = EpochWise.usage_name
+    ) -> None:
+        """Ignite's ``attach``, refusing a key another metric on ``engine`` also writes.
+
+        Raises ValueError naming both metrics and the key (Ignite would let one
+        value silently replace the other in ``engine.state.metrics``).
+        """
+        _refuse_shared_keys(engine, self, name)
+        super().attach(engine, name, usage)
+
+    def started(self, engine: Any) -> None:
+        """Ignite's ``started`` (a reset), after checking the keys again.
+
+        A metric attached after this one (one of another library, say) is only
+        seen here, before the first batch rather than after the last.
+        """
+        _refuse_shared_keys(engine, self, None)
+        super().started(engine)
 
     @reinit__is_reduced
     def reset(self) -> None:
@@ -848,8 +951,12 @@ class RankingMetrics(BaseRankingMetric):
         device: str | torch.device = _CPU,
         skip_unrolling: bool = False,
         metrics_result_mode: str = "flatten",
+        prefix_keys: bool = False,
         **options: Unpack[IgniteOptions],
     ) -> None:
+        if not isinstance(prefix_keys, bool):
+            raise TypeError(f"`prefix_keys` must be a bool, got {prefix_keys!r}")
+        self.prefix_keys = prefix_keys
         super().__init__(
             top_k,
             ignore_zero_hits,
@@ -866,3 +973,27 @@ class RankingMetrics(BaseRankingMetric):
         """``{"metric@k": mean, ...}``; NaN for a key no query counted for."""
         values: list[float] = self._means().tolist()
         return dict(zip(self._request.keys, values, strict=True))
+
+    def _result_mode(self) -> str:
+        return str(getattr(self, "_metrics_result_mode", "flatten"))
+
+    def _flat_keys(self, name: str) -> tuple[str, ...]:
+        """The keys written one by one (none with ``metrics_result_mode="named"``)."""
+        if self._result_mode() == "named":
+            return ()
+        return tuple(f"{name}/{key}" if self.prefix_keys else key for key in self.keys)
+
+    def _written_keys(self, name: str) -> tuple[str, ...]:
+        named = (name,) if self._result_mode() != "flatten" else ()
+        return (*self._flat_keys(name), *named)
+
+    def completed(self, engine: Any, name: str) -> None:
+        """Ignite's ``completed``; with ``prefix_keys=True`` each flat key starts with ``name/``."""
+        if not self.prefix_keys:
+            super().completed(engine, name)
+            return
+        result = self.compute()
+        for key, value in zip(self._flat_keys(name), result.values(), strict=False):
+            engine.state.metrics[key] = value
+        if self._result_mode() != "flatten":
+            engine.state.metrics[name] = result

@@ -25,7 +25,7 @@ pytest.importorskip("ignite")
 import ignite.metrics.rec_sys as ignite_rec_sys
 from ignite.engine import Engine, Events, create_supervised_evaluator
 from ignite.exceptions import NotComputableError
-from ignite.metrics import MetricsLambda
+from ignite.metrics import Accuracy, MetricsLambda
 
 import ranking_plugins.kernel
 import ranking_plugins.request
@@ -491,6 +491,103 @@ def test_ranking_metrics_result_modes() -> None:
     )
     assert both["r"] == {k: both[k] for k in ("mrr@1", "mrr@2", "auc")}
     assert {k: both[k] for k in flat} == flat
+
+
+# ----------------------------------- two metrics writing one key of state.metrics (issue 24)
+
+
+def masked_batches(seed: int) -> list[dict[str, torch.Tensor]]:
+    """Dict outputs with a mask that hides some items, so masked and unmasked values differ."""
+    gen = torch.Generator().manual_seed(seed)
+    batches = []
+    for preds, target in ranked_batches(seed=seed):
+        mask = torch.rand(preds.shape, generator=gen) < 0.7
+        batches.append(
+            {"y_pred": preds + torch.rand(preds.shape, generator=gen), "y": target, "mask": mask}
+        )
+    return batches
+
+
+def unmasked(output: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    return output["y_pred"], output["y"]
+
+
+def test_two_ranking_metrics_writing_one_key_are_refused_at_attach() -> None:
+    engine = evaluator()
+    rp.RankingMetrics(["mrr", "ndcg"], [3], output_transform=unmasked).attach(engine, "unmasked")
+    masked = rp.RankingMetrics(["mrr"], [3])
+    with pytest.raises(ValueError, match=r"'masked' and .* 'unmasked' both write 'mrr@3'") as error:
+        masked.attach(engine, "masked")
+    assert "prefix_keys=True" in str(error.value)
+    assert not masked.is_attached(engine)  # refused before anything was attached
+
+
+def test_prefix_keys_keeps_both_values_under_the_attach_name() -> None:
+    batches = masked_batches(seed=31)
+    engine = evaluator()
+    rp.RankingMetrics(["mrr", "ndcg"], [3], output_transform=unmasked).attach(engine, "unmasked")
+    rp.RankingMetrics(["mrr", "ndcg"], [3], prefix_keys=True).attach(engine, "masked")
+    rp.RankingMetrics(["mrr"], [3], metrics_result_mode="named").attach(engine, "named")
+    metrics = engine.run(batches).metrics
+    preds, target, mask = (torch.cat([b[k] for b in batches]) for k in ("y_pred", "y", "mask"))
+    options: dict[str, Any] = {"empty_target_action": "skip"}
+    plain = rank_metrics(preds, target, ["mrr", "ndcg"], [3], **options)
+    hidden = rank_metrics(preds, target, ["mrr", "ndcg"], [3], mask=mask, **options)
+    assert set(metrics) == {"mrr@3", "ndcg@3", "masked/mrr@3", "masked/ndcg@3", "named"}
+    for key in ("mrr@3", "ndcg@3"):
+        assert metrics[key] == pytest.approx(float(plain[key]), rel=1e-12)
+        assert metrics[f"masked/{key}"] == pytest.approx(float(hidden[key]), rel=1e-12)
+    assert metrics["named"]["mrr@3"] == metrics["masked/mrr@3"]
+    assert metrics["mrr@3"] != metrics["masked/mrr@3"]  # the two really differ here
+
+
+def test_prefix_keys_with_both_modes_and_its_check() -> None:
+    both = run_all(
+        {"r": rp.RankingMetrics(["mrr"], [1], metrics_result_mode="both", prefix_keys=True)},
+        ranked_batches(seed=32),
+    )
+    assert set(both) == {"r/mrr@1", "r"}
+    assert both["r"] == {"mrr@1": both["r/mrr@1"]}
+    with pytest.raises(TypeError, match="`prefix_keys` must be a bool"):
+        rp.RankingMetrics(prefix_keys="yes")  # type: ignore[arg-type]
+
+
+def test_a_flat_key_equal_to_another_metrics_name_is_refused() -> None:
+    engine = evaluator()
+    rp.MRR([3]).attach(engine, "mrr@3")
+    with pytest.raises(
+        ValueError, match="'ranking' and MRR attached as 'mrr@3' both write 'mrr@3'"
+    ):
+        rp.RankingMetrics(["mrr"], [3]).attach(engine, "ranking")
+    # the same names for single metrics: Ignite would keep only the last one
+    with pytest.raises(ValueError, match="attach them under different names"):
+        rp.NDCG([3]).attach(engine, "mrr@3")
+
+
+def test_a_metric_of_another_library_on_the_same_key_is_refused_before_any_batch() -> None:
+    seen: list[Any] = []
+    engine = Engine(lambda engine, batch: seen.append(batch) or batch)
+    rp.MRR([3]).attach(engine, "score")
+    Accuracy().attach(engine, "score")  # attached after ours: seen when the run starts
+    with pytest.raises(
+        ValueError, match="MRR attached as 'score' and Accuracy attached as 'score'"
+    ):
+        engine.run(ranked_batches(seed=33))
+    assert seen == []
+
+
+def test_detached_metric_frees_its_keys_and_one_metric_may_have_two_usages() -> None:
+    engine = evaluator()
+    first = rp.RankingMetrics(["mrr"], [3])
+    first.attach(engine, "first")
+    first.detach(engine)
+    rp.RankingMetrics(["mrr"], [3]).attach(engine, "second")
+    # one scalar metric under two names (per batch and per epoch) writes two keys
+    mrr = rp.MRR([3])
+    mrr.attach(engine, "mrr_batch", usage="batch_wise")
+    mrr.attach(engine, "mrr_epoch")
+    metrics = engine.run(ranked_batches(seed=34)).metrics
+    assert {"mrr@3", "mrr_batch", "mrr_epoch"} <= set(metrics)
 
 
 def test_metrics_lambda_arithmetic() -> None:
