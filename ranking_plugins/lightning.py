@@ -61,6 +61,9 @@ __all__ = ["RankingMetricsCallback"]
 #: the stages the callback can evaluate, and the prefix of their logged keys
 STAGE_PREFIX = {"validate": "val", "test": "test"}
 
+#: the hook that logs each stage's values (Lightning's ``fx`` of those entries)
+EPOCH_END_HOOK = {"validate": "on_validation_epoch_end", "test": "on_test_epoch_end"}
+
 #: what ``output_transform`` returns: ``(preds, target)``, ``(preds, target, mask)``
 #: or a mapping with ``preds``, ``target`` and optionally ``mask`` / ``indexes``
 StepInputs = Sequence[Tensor | None] | Mapping[str, Tensor | None]
@@ -91,17 +94,25 @@ class RankingMetricsCallback(Callback):
             default) logs no interval and keeps no per-query values.
         resamples: bootstrap resamples of the interval (seeded: every process
             and every run logs the same interval for the same values).
+        name: put into every key after the stage (``"val/{name}/mrr@10"``), so
+            that two callbacks (masked and unmasked, say) or a value the module
+            logs itself cannot share a key. None (the default): ``"val/mrr@10"``.
         options: every option of :class:`~ranking_plugins.torchmetrics.RankingMetrics`
             (``ties``, ``empty_target_action``, ``ignore_index``, ``gain``, ...),
             and the item inputs of the exposure metrics (``item_popularity``,
             ``tail_items``, ``item_features``, ``item_categories``, ``num_items``;
             :doc:`/beyond_accuracy`), given once and moved with the module.
 
-    Keys are ``"{prefix}/{metric}@{k}"``; with several dataloaders each gets its
-    own state and the keys end in ``/dataloader_idx_{i}``, as Lightning names
-    them. The sanity check's batches are evaluated and thrown away, so they
-    never reach the first epoch's numbers. The last logged values are kept in
-    :attr:`last_results`.
+    Keys are ``"{prefix}/{metric}@{k}"`` (``"{prefix}/{name}/{metric}@{k}"``
+    with ``name``); with several dataloaders each gets its own state and the
+    keys end in ``/dataloader_idx_{i}``, as Lightning names them. A key that
+    another ``RankingMetricsCallback`` of the trainer also logs is refused at
+    ``setup``; one the module (or another callback) logs in the same loop is
+    refused when it shows, before or right after this callback logs: a
+    ValueError naming the key and where it was logged, rather than one value
+    silently replacing (or being averaged with) the other. The sanity check's
+    batches are evaluated and thrown away, so they never reach the first
+    epoch's numbers. The last logged values are kept in :attr:`last_results`.
     """
 
     def __init__(
@@ -113,9 +124,13 @@ class RankingMetricsCallback(Callback):
         prog_bar: bool = False,
         confidence: float | None = None,
         resamples: int = 1000,
+        name: str | None = None,
         **options: Unpack[RankingOptions],
     ) -> None:
         super().__init__()
+        if name is not None and (not isinstance(name, str) or not name.strip("/")):
+            raise ValueError(f"`name` must be None or a non-empty str, got {name!r}")
+        self.name = name
         stage_list = [stages] if isinstance(stages, str) else list(stages)
         if not stage_list or any(s not in STAGE_PREFIX for s in stage_list):
             raise ValueError(
@@ -150,13 +165,31 @@ class RankingMetricsCallback(Callback):
         if confidence is not None:
             options = {**options, "keep_per_query": True}
         self.options = options
-        RankingMetrics(metrics, top_k, **options)  # every option checked now, not at epoch end
+        # every option checked now, not at epoch end
+        self._keys = RankingMetrics(metrics, top_k, **options).keys
         #: per stage, one RankingMetrics per dataloader
         self.states: dict[str, list[RankingMetrics]] = {}
         #: the values logged at the end of the last epoch of each stage
         self.last_results: dict[str, dict[str, Tensor]] = {}
 
     # ------------------------------------------------------------------ hooks
+
+    def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
+        """Refuse a key another ``RankingMetricsCallback`` of ``trainer`` logs too."""
+        callbacks = list(trainer.callbacks)  # type: ignore[attr-defined]  # set at run time
+        for other in callbacks:
+            if other is self or not isinstance(other, RankingMetricsCallback):
+                continue
+            for evaluated in (stage for stage in self.stages if stage in other.stages):
+                shared = [key for key in self.names(evaluated) if key in other.names(evaluated)]
+                if shared:
+                    raise ValueError(
+                        f"RankingMetricsCallback: trainer.callbacks[{callbacks.index(self)}] "
+                        f"and trainer.callbacks[{callbacks.index(other)}] both log "
+                        f"{shared[0]!r}, so one value would silently replace the other; "
+                        "give each its own `name=` (its keys then read "
+                        f"'{STAGE_PREFIX[evaluated]}/<name>/...')"
+                    )
 
     def on_validation_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._start("validate", trainer, pl_module)
@@ -191,6 +224,58 @@ class RankingMetricsCallback(Callback):
 
     def on_test_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._end("test", trainer, pl_module)
+
+    def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._refuse_logged_after("validate", trainer)
+
+    def on_test_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._refuse_logged_after("test", trainer)
+
+    # ------------------------------------------------------------------- keys
+
+    def names(self, stage: str, suffix: str = "") -> list[str]:
+        """The keys logged for ``stage`` (``suffix``: ``"/dataloader_idx_{i}"`` or "")."""
+        prefix = STAGE_PREFIX[stage] + ("" if self.name is None else f"/{self.name}")
+        ends = [""] if self.confidence is None else ["", "_ci_low", "_ci_high"]
+        return [f"{prefix}/{key}{end}{suffix}" for end in ends for key in self._keys]
+
+    def _refuse_logged(self, trainer: pl.Trainer, names: Mapping[str, Any]) -> None:
+        """A ValueError for a key of ``names`` already logged in this loop (before ours)."""
+        for entry in _live_entries(trainer):
+            meta = entry.meta
+            shown = meta.name
+            if meta.add_dataloader_idx and meta.dataloader_idx is not None:
+                shown += f"/dataloader_idx_{meta.dataloader_idx}"
+            if shown in names:
+                raise ValueError(
+                    f"RankingMetricsCallback: {shown!r} was already logged in {meta.fx} "
+                    "(by the LightningModule or another callback), and the callback logs "
+                    f"its own value under that key: one would silently replace the other. "
+                    "Pass `name=` to the callback (its keys then read "
+                    f"'{shown.split('/')[0]}/<name>/...') or log yours under another key"
+                )
+
+    def _refuse_logged_after(self, stage: str, trainer: pl.Trainer) -> None:
+        """A ValueError for a key logged again, after this callback, in its epoch-end hook.
+
+        Lightning averages two logs of one key in one hook (with the same
+        arguments; others it refuses itself); the callback logs each key once
+        with ``batch_size=1``, so a larger count means another writer.
+        """
+        if stage not in self.stages or trainer.sanity_checking:
+            return  # nothing logged by this callback in this run of the loop
+        names = self.last_results.get(stage, {})
+        for entry in _live_entries(trainer):
+            meta = entry.meta
+            if meta.fx == EPOCH_END_HOOK[stage] and meta.name in names:
+                count = getattr(entry, "cumulated_batch_size", None)
+                if isinstance(count, Tensor) and int(count) > 1:
+                    raise ValueError(
+                        f"RankingMetricsCallback: {meta.name!r} was logged again in "
+                        f"{meta.fx} after the callback logged it (by the LightningModule "
+                        "or another callback), so Lightning averaged the two values. Pass "
+                        "`name=` to the callback or log yours under another key"
+                    )
 
     # ------------------------------------------------------------------- work
 
@@ -237,18 +322,18 @@ class RankingMetricsCallback(Callback):
             for state in states:
                 state.reset()
             return
-        prefix = STAGE_PREFIX[stage]
         logged: dict[str, Tensor] = {}
         for index, state in enumerate(states):
             suffix = f"/dataloader_idx_{index}" if len(states) > 1 else ""
             values = state.compute()  # gathered over every process
             assert isinstance(values, dict)
-            for key, value in values.items():
-                logged[f"{prefix}/{key}{suffix}"] = value
+            columns = list(values.values())
             if self.confidence is not None:
-                for key, (low, high) in self._intervals(state).items():
-                    logged[f"{prefix}/{key}_ci_low{suffix}"] = low
-                    logged[f"{prefix}/{key}_ci_high{suffix}"] = high
+                intervals = self._intervals(state)
+                columns += [intervals[key][0] for key in values]
+                columns += [intervals[key][1] for key in values]
+            logged.update(zip(self.names(stage, suffix), columns, strict=True))
+        self._refuse_logged(trainer, logged)
         for name, value in logged.items():
             pl_module.log(
                 name,
@@ -278,6 +363,22 @@ class RankingMetricsCallback(Callback):
             device = values.device
             intervals[key] = (low[0].to(device), high[0].to(device))
         return intervals
+
+
+def _live_entries(trainer: pl.Trainer) -> list[Any]:
+    """What the running loop logged so far (Lightning's result entries, not yet reset).
+
+    Private to Lightning (``trainer._results``): read defensively, so that a
+    Lightning without it only loses the check.
+    """
+    results = getattr(trainer, "_results", None)
+    if not isinstance(results, Mapping):
+        return []
+    return [
+        entry
+        for entry in results.values()
+        if not getattr(entry, "has_reset", True) and hasattr(entry, "meta")
+    ]
 
 
 def _unpack(

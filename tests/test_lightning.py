@@ -18,7 +18,7 @@ import torch
 from lightning.pytorch.loggers import CSVLogger
 from lightning_helpers import FEATURES, METRICS, NUM_ITEMS, TOP_K, NextItem, expected, loader
 
-from ranking_plugins import EmbeddingScores
+from ranking_plugins import EmbeddingScores, rank_metrics
 from ranking_plugins.lightning import RankingMetricsCallback
 
 
@@ -121,6 +121,98 @@ def test_step_without_outputs_gets_a_clear_error(tmp_path: Path) -> None:
         run.validate(NoOutputs(), loader(seed=7, size=4, batch_size=4), verbose=False)
 
 
+# ------------------------------------------- one key logged twice (issue 24, row 11)
+
+
+class LogsInStep(NextItem):
+    """A module that logs its own ``val/mrr@1`` per step, as a hand-written loop would."""
+
+    def validation_step(self, batch: Any, batch_idx: int, dataloader_idx: int = 0) -> Any:
+        out = super().validation_step(batch, batch_idx, dataloader_idx)
+        self.log("val/mrr@1", 0.5)
+        return out
+
+
+class LogsAtEpochEnd(NextItem):
+    """Logs ``val/mrr@1`` after the callback, with the callback's own arguments.
+
+    (With other arguments Lightning refuses the second log itself; with these it
+    averages the two values.)
+    """
+
+    def on_validation_epoch_end(self) -> None:
+        self.log("val/mrr@1", 0.5, sync_dist=True, add_dataloader_idx=False, batch_size=1)
+
+
+def test_a_key_the_module_logs_in_its_step_is_refused(tmp_path: Path) -> None:
+    run = trainer(tmp_path, RankingMetricsCallback(metrics=["mrr"], top_k=1), logger=False)
+    with pytest.raises(ValueError, match="'val/mrr@1' was already logged in validation_step"):
+        run.validate(LogsInStep(), loader(seed=8, size=8, batch_size=4), verbose=False)
+
+
+def test_a_key_the_module_logs_after_the_callback_is_refused(tmp_path: Path) -> None:
+    run = trainer(tmp_path, RankingMetricsCallback(metrics=["mrr"], top_k=1), logger=False)
+    with pytest.raises(ValueError, match="'val/mrr@1' was logged again in on_validation_epoch_end"):
+        run.validate(LogsAtEpochEnd(), loader(seed=8, size=8, batch_size=4), verbose=False)
+
+
+def test_name_keeps_the_modules_value_and_the_callbacks_apart(tmp_path: Path) -> None:
+    model = LogsInStep()
+    callback = RankingMetricsCallback(metrics=["mrr"], top_k=1, name="ranking")
+    run = trainer(tmp_path, callback, logger=False)
+    run.validate(model, loader(seed=8, size=8, batch_size=4), verbose=False)
+    assert float(run.callback_metrics["val/mrr@1"]) == 0.5
+    reference = expected(model.recorded, "validate", 0)["mrr@1"]
+    assert float(run.callback_metrics["val/ranking/mrr@1"]) == pytest.approx(reference)
+    assert reference != 0.5
+
+
+def two_callbacks(*callbacks: RankingMetricsCallback) -> pl.Trainer:
+    return pl.Trainer(
+        accelerator="cpu",
+        devices=1,
+        callbacks=list(callbacks),
+        logger=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        enable_checkpointing=False,
+    )
+
+
+def without_mask(outputs: Any, batch: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    return outputs["preds"], outputs["target"]
+
+
+def test_two_callbacks_logging_one_key_are_refused_at_setup() -> None:
+    model = NextItem()
+    run = two_callbacks(
+        RankingMetricsCallback(metrics=["mrr"], top_k=[1, 3], stages="test"),
+        RankingMetricsCallback(metrics=["ndcg", "mrr"], top_k=3, output_transform=without_mask),
+    )
+    with pytest.raises(
+        ValueError, match=r"trainer.callbacks\[0\] and trainer.callbacks\[1\] both log 'test/mrr@3'"
+    ):
+        run.test(model, loader(seed=9, size=8, batch_size=4), verbose=False)
+    assert model.recorded == []  # refused before the first batch
+
+
+def test_named_callbacks_log_masked_and_unmasked_values() -> None:
+    model = NextItem()
+    run = two_callbacks(
+        RankingMetricsCallback(metrics=["mrr"], top_k=3),
+        RankingMetricsCallback(
+            metrics=["mrr"], top_k=3, output_transform=without_mask, name="unmasked"
+        ),
+    )
+    run.validate(model, loader(seed=9, size=40, batch_size=8), verbose=False)
+    masked = expected(model.recorded, "validate", 0)["mrr@3"]
+    preds, target = (torch.cat([r[k] for r in model.recorded]) for k in ("preds", "target"))
+    unmasked = float(rank_metrics(preds, target, "mrr", 3)["mrr@3"])
+    assert float(run.callback_metrics["val/mrr@3"]) == pytest.approx(masked)
+    assert float(run.callback_metrics["val/unmasked/mrr@3"]) == pytest.approx(unmasked)
+    assert masked != pytest.approx(unmasked)  # the mask matters here
+
+
 @pytest.mark.parametrize(
     ("kwargs", "argument"),
     [
@@ -131,6 +223,7 @@ def test_step_without_outputs_gets_a_clear_error(tmp_path: Path) -> None:
         ({"ties": "random"}, "ties"),
         ({"output_transform": 3}, "output_transform"),
         ({"prog_bar": "yes"}, "prog_bar"),
+        ({"name": ""}, "name"),
     ],
 )
 def test_constructor_errors(kwargs: dict[str, Any], argument: str) -> None:
