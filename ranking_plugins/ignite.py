@@ -83,6 +83,12 @@ Where this module deliberately differs from Ignite:
 * :class:`RankingMetrics` puts only its flat keys into
   ``engine.state.metrics`` (``metrics_result_mode="flatten"``; Ignite's
   default for dict results is ``"both"``).
+* Two metrics that would write one key of ``engine.state.metrics`` (two
+  :class:`RankingMetrics`, masked and unmasked, both writing ``"mrr@10"``;
+  two metrics under one attach name) raise ValueError naming both and the
+  key, at ``attach`` or when the run starts; Ignite lets the value computed
+  last silently replace the other. ``RankingMetrics(prefix_keys=True)``
+  writes ``"<attach name>/mrr@10"`` instead.
 * The state is one tensor, ``_sums``: a ``state_dict`` of Ignite's own
   metrics cannot be loaded into these (nor the reverse).
 """
@@ -928,6 +934,10 @@ class RankingMetrics(BaseRankingMetric):
     Attached to an engine, every key becomes its own entry of
     ``engine.state.metrics`` (``metrics_result_mode="flatten"``; pass
     ``"both"`` to also keep the dict under the attached name, Ignite's default).
+    ``prefix_keys=True`` writes each as ``"<attach name>/mrr@10"``, so that
+    two of them (masked and unmasked, say) can share an engine; without it,
+    attaching one whose keys another metric on the engine also writes raises
+    ValueError.
     A key no query counted for is NaN; ``NotComputableError`` is raised only
     when no key has a counted query.
 
