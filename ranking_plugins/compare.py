@@ -702,6 +702,7 @@ class ComparisonReport:
                 cells.append(cell + (f"$^{{{marks}}}$" if marks else ""))
             lines.append(f"{letters[name]} & {_latex_text(name)} & " + " & ".join(cells) + " \\\\")
         interval = "bootstrap percentile" if self.test != "t" else "t"
+        lower = [m for m in self.metrics if not self._higher_is_better(m)]
         level = f"{self.confidence:.0%}".replace("%", "\\%")
         lines += [
             "\\bottomrule",
@@ -709,7 +710,9 @@ class ComparisonReport:
             f"\\caption{{Means over {self.queries} queries. A superscript marks the systems "
             f"this one beats with adjusted $p < {self.alpha:g}$ ({_latex_text(self.test)} "
             f"test, {_latex_text(self.correction)} correction; {level} "
-            f"{interval} intervals in the CSV/JSON output). Best in bold.}}",
+            f"{interval} intervals in the CSV/JSON output). Best in bold"
+            + (f" (the lowest for {_latex_text(', '.join(lower))})" if lower else "")
+            + ".}",
             "\\end{table}",
         ]
         return "\n".join(lines) + "\n"

@@ -402,6 +402,7 @@ def test_latex_and_table_read_the_direction_of_the_metric(metric: str) -> None:
     assert "\\textbf{" in cells["better"] and "$^{a}$" in cells["better"]
     assert "\\textbf{" not in cells["worse"] and "$^" not in cells["worse"]
     assert f"lower is better: {metric}" in report.to_table()
+    assert "(the lowest for " in report.to_latex()
     # a higher-is-better metric (and a bare tensor, which names none) keeps the higher mean
     for values in ({"ndcg@10": low}, low):
         up = (
