@@ -40,13 +40,14 @@ import io
 import json
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import torch
 from torch import Tensor
 
 from ranking_plugins import _validation as V
+from ranking_plugins.metrics import key_metric
 
 __all__ = [
     "CORRECTIONS",
@@ -461,6 +462,8 @@ def paired_values(
     tables = {name: _as_metric_dict(name, systems[name]) for name in systems}
     first = names[0]
     metric_keys = list(tables[first])
+    if not metric_keys:
+        raise ValueError(f"`systems`: {first!r} has no metric values; there is nothing to compare")
     for name in names[1:]:
         if set(tables[name]) != set(metric_keys):
             raise ValueError(
@@ -497,7 +500,8 @@ def paired_values(
         for name in names:
             column = tables[name][key].detach().to("cpu", torch.float64)
             if name != first:
-                column = column[torch.tensor([position[name][q] for q in reference])]
+                rows = [position[name][q] for q in reference]
+                column = column[torch.tensor(rows, dtype=torch.int64)]
             columns.append(column)
         aligned[key] = torch.stack(columns, dim=1)
     return names, list(reference), aligned
@@ -582,6 +586,12 @@ class ComparisonReport:
     rows: list[Comparison]
     queries: int
     dropped_queries: list[str]
+    #: metric -> whether a higher mean is better (the metric table's; True for a key
+    #: that names no metric, such as the ``""`` of bare tensors)
+    higher_is_better: dict[str, bool] = field(default_factory=dict)
+
+    def _higher_is_better(self, metric: str) -> bool:
+        return self.higher_is_better.get(metric, True)
 
     def to_dict(self) -> dict[str, Any]:
         document = asdict(self)
@@ -638,10 +648,12 @@ class ComparisonReport:
             for line in lines
         ]
         interval = "bootstrap percentile" if self.test != "t" else "t"
+        lower = [m for m in self.metrics if not self._higher_is_better(m)]
         text.append(
             f"test: {self.test}; {self.queries} queries; correction: {self.correction}; "
             f"* adjusted p < {self.alpha:g}; {self.confidence:.0%} {interval} interval; "
             "d: Cohen's d of the differences"
+            + (f"; lower is better: {', '.join(lower)}" if lower else "")
         )
         return "\n".join(text) + "\n"
 
@@ -650,16 +662,17 @@ class ComparisonReport:
 
         Each cell is the mean; a superscript letter marks each system (by its
         letter in the first column) that this one beats significantly
-        (adjusted p below alpha, higher mean); the best mean is bold.
+        (adjusted p below alpha, better mean); the best mean is bold. Better is
+        higher, or lower for a metric whose ``higher_is_better`` is False (fall_out,
+        mean_rank, ...).
         """
         letters = {name: chr(ord("a") + i) for i, name in enumerate(self.systems)}
         beats: dict[tuple[str, str], list[str]] = {}
         for row in self.rows:
             if not row.significant:
                 continue
-            winner, loser = (
-                (row.system, row.baseline) if row.difference > 0 else (row.baseline, row.system)
-            )
+            ahead = row.difference > 0 if self._higher_is_better(row.metric) else row.difference < 0
+            winner, loser = (row.system, row.baseline) if ahead else (row.baseline, row.system)
             beats.setdefault((row.metric, winner), []).append(letters[loser])
         columns = "c" * len(self.metrics)
         lines = [
@@ -673,7 +686,9 @@ class ComparisonReport:
             "\\midrule",
         ]
         best = {
-            m: max((v for v in self.means[m].values() if not math.isnan(v)), default=math.nan)
+            m: (max if self._higher_is_better(m) else min)(
+                (v for v in self.means[m].values() if not math.isnan(v)), default=math.nan
+            )
             for m in self.metrics
         }
         for name in self.systems:
@@ -687,6 +702,7 @@ class ComparisonReport:
                 cells.append(cell + (f"$^{{{marks}}}$" if marks else ""))
             lines.append(f"{letters[name]} & {_latex_text(name)} & " + " & ".join(cells) + " \\\\")
         interval = "bootstrap percentile" if self.test != "t" else "t"
+        lower = [m for m in self.metrics if not self._higher_is_better(m)]
         level = f"{self.confidence:.0%}".replace("%", "\\%")
         lines += [
             "\\bottomrule",
@@ -694,7 +710,9 @@ class ComparisonReport:
             f"\\caption{{Means over {self.queries} queries. A superscript marks the systems "
             f"this one beats with adjusted $p < {self.alpha:g}$ ({_latex_text(self.test)} "
             f"test, {_latex_text(self.correction)} correction; {level} "
-            f"{interval} intervals in the CSV/JSON output). Best in bold.}}",
+            f"{interval} intervals in the CSV/JSON output). Best in bold"
+            + (f" (the lowest for {_latex_text(', '.join(lower))})" if lower else "")
+            + ".}",
             "\\end{table}",
         ]
         return "\n".join(lines) + "\n"
@@ -775,8 +793,11 @@ def compare(
         empty_target_action: what a NaN value means (a query the kernel
             skipped as empty, ``empty_target_action="skip"``): ``"skip"``
             leaves the query out of every system (the test stays paired;
-            the report lists it), ``"neg"`` counts it 0, ``"pos"`` 1,
-            ``"error"`` raises naming it.
+            the report lists it), ``"neg"`` and ``"pos"`` count it as the
+            kernel does for the metric of the key (``"neg"``: its ``empty_neg``
+            in the metric table, 1 for fall_out, else 0; ``"pos"``: 1; 0 and 1
+            for a key that names no metric), ``"error"`` raises naming it.
+            Fewer than 2 queries left is an error.
 
     Returns:
         A :class:`ComparisonReport`; its rows are in metric order, then system order.
@@ -789,6 +810,11 @@ def compare(
     _check_count("permutations", permutations)
     _check_count("resamples", resamples)
     names, qids, values = paired_values(systems, query_ids)
+    if len(qids) < 2:  # a paired test (and a sample standard deviation) needs two
+        raise ValueError(
+            f"`systems`: compare needs at least 2 queries, got {len(qids)}"
+            + ("; there are no queries to compare" if not qids else "")
+        )
     if baseline is not None and baseline not in names:
         raise ValueError(f"`baseline` must be one of the systems {names}, got {baseline!r}")
     if baseline is not None:
@@ -840,7 +866,22 @@ def compare(
         rows=rows,
         queries=kept,
         dropped_queries=dropped,
+        higher_is_better={m: _direction(m) for m in values},
     )
+
+
+def _direction(key: str) -> bool:
+    """Whether a higher value of result key ``key`` is better (True for a key of no metric)."""
+    metric = key_metric(key)
+    return True if metric is None else metric.higher_is_better
+
+
+def _empty_value(key: str, action: str) -> float:
+    """What an empty query counts under "neg"/"pos": the kernel's value for the metric."""
+    metric = key_metric(key)
+    if metric is None:  # no metric to ask: the kernel's default
+        return 0.0 if action == "neg" else 1.0
+    return metric.empty_value(action)
 
 
 def _p_values(d: Tensor, test: str, permutations: int, resamples: int, seed: int) -> Tensor:
@@ -869,8 +910,8 @@ def _empty_queries(
             "system; pass empty_target_action='skip' to leave them out, or 'neg'/'pos'"
         )
     if action in ("neg", "pos"):
-        fill = 0.0 if action == "neg" else 1.0
-        return {k: torch.nan_to_num(m, nan=fill) for k, m in values.items()}, len(qids), []
+        filled = {k: torch.nan_to_num(m, nan=_empty_value(k, action)) for k, m in values.items()}
+        return filled, len(qids), []
     kept = ~empty
     if int(kept.sum()) < 2:
         raise ValueError(

@@ -388,6 +388,10 @@ class Metric:
         """Whether the metric takes a cutoff k (otherwise ``top_k`` does not apply)."""
         return self.cutoff == "k"
 
+    def empty_value(self, action: str) -> float:
+        """The value an empty query counts under ``empty_target_action`` "neg" or "pos"."""
+        return self.empty_neg if action == "neg" else 1.0
+
 
 METRICS: dict[str, Metric] = {
     m.name: m
@@ -610,6 +614,11 @@ def result_key(metric: Metric, k: int | None) -> str:
     return metric.name if k is None or not metric.at_k else f"{metric.name}@{k}"
 
 
+def key_metric(key: str) -> Metric | None:
+    """The metric of a :func:`result_key` (``"ndcg@10"``: ndcg), None for another string."""
+    return METRICS.get(key.partition("@")[0])
+
+
 @dataclass(frozen=True)
 class PerQuery:
     """Per-query values of one metric at one k; ``counted`` is False for skipped queries."""
@@ -803,8 +812,7 @@ def _apply_empty_action(
         return value, defined
     if action == "skip":
         return torch.where(defined, value, torch.nan), defined
-    fill = metric.empty_neg if action == "neg" else 1.0
-    return torch.where(defined, value, fill), torch.ones_like(defined)
+    return torch.where(defined, value, metric.empty_value(action)), torch.ones_like(defined)
 
 
 __all__ = [
@@ -815,6 +823,7 @@ __all__ = [
     "Metric",
     "PerQuery",
     "get_metrics",
+    "key_metric",
     "rank_depth",
     "read_catalogue",
     "read_metrics",

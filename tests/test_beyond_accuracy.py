@@ -412,3 +412,58 @@ def test_per_query_exposure_of_an_empty_catalogue_is_undefined() -> None:
 def test_coverage_of_an_empty_catalogue() -> None:
     got = rank_metrics(torch.zeros(2, 0), torch.zeros(2, 0), ["coverage"], 1)
     assert math.isnan(float(got["coverage@1"]))
+
+
+@pytest.mark.parametrize(
+    "ids",
+    [[2**40, 2**40, 1, 7, 1], [-3, -3, 5, 2**63 - 1, 5], [-(2**63), -(2**63), 0, 1, 0]],
+)
+def test_category_ids_are_labels_in_every_entry_point(ids: list[int]) -> None:
+    """Issue 24 rows 5-6: any int64 is a category id (large or negative ones raised an
+    allocator error, or a ValueError); only which items share one matters."""
+    pytest.importorskip("ignite")
+    pytest.importorskip("torchmetrics")
+    from ignite.engine import Engine
+
+    from ranking_plugins import ignite as rp_ignite
+    from ranking_plugins import torchmetrics as rp_tm
+    from ranking_plugins.embeddings import EmbeddingScores
+
+    labels = torch.tensor([0, 0, 1, 2, 1])  # the same partition of the 5 items
+    given = torch.tensor(ids)
+    g = torch.Generator().manual_seed(3)
+    users, items = torch.randn(4, 3, generator=g), torch.randn(5, 3, generator=g)
+    scores = users @ items.T
+    target = torch.zeros(4, 5)
+    target[:, 0] = 1
+    expected = diversity(scores, target, top_k=[2, 4], item_categories=labels)
+    torch.testing.assert_close(
+        diversity(scores, target, top_k=[2, 4], item_categories=given), expected
+    )
+    got = rank_metrics(scores, target, ["diversity"], [2, 4], item_categories=given)
+    assert float(got["diversity@4"]) == pytest.approx(float(expected[1]), abs=1e-12)
+    embedded = rank_metrics(
+        EmbeddingScores(users, items),
+        torch.zeros(4, 1, dtype=torch.int64),
+        ["diversity"],
+        [2, 4],
+        item_categories=given,
+    )
+    assert float(embedded["diversity@4"]) == pytest.approx(float(expected[1]), abs=1e-12)
+    metric = rp_tm.RankingMetrics(["diversity"], [2, 4], item_categories=given)
+    metric.update(scores, target)
+    assert float(metric.compute()["diversity@4"]) == pytest.approx(float(expected[1]), abs=1e-12)
+    engine = Engine(lambda engine, batch: batch)
+    rp_ignite.RankingMetrics(["diversity"], [2, 4], item_categories=given).attach(engine, "d")
+    state = engine.run([(scores, target)])
+    assert state.metrics["diversity@4"] == pytest.approx(float(expected[1]), abs=1e-12)
+
+
+def test_category_memory_grows_with_the_items_not_the_largest_id() -> None:
+    """Issue 24 row 6: ids up to 5e6 on 3 items grew 375 MB (one one-hot column per id
+    up to the largest); relabelled, the one-hot rows are as wide as the categories used."""
+    from ranking_plugins.kernel.inputs.items import ItemInputs
+
+    items = ItemInputs.create(item_categories=torch.tensor([5_000_000, 5_000_000, 1]))
+    assert items.categories is not None and items.categories.tolist() == [1, 1, 0]
+    assert tuple(items.unit_vectors.shape) == (4, 2)  # N + 1 rows (padding), 2 categories

@@ -343,3 +343,76 @@ def test_float32_products_are_rechecked_where_rounding_could_change_the_count() 
         n_resamples=np.inf,
     ).pvalue
     assert randomization_test(d).item() == pytest.approx(expected, abs=1e-12) == 0.75
+
+
+# --------------------------------------------------------------------------- issue 24
+
+
+@pytest.mark.parametrize("queries", [0, 1])
+def test_fewer_than_two_queries_is_a_clear_error(queries: int) -> None:
+    """Issue 24 row 7: zero queries raised an IndexError from the alignment."""
+    values = torch.zeros(queries, dtype=torch.float64)
+    match = "at least 2 queries, got 0; there are no queries" if queries == 0 else "got 1$"
+    with pytest.raises(ValueError, match=match):
+        compare({"a": values, "b": values.clone()})
+    with pytest.raises(ValueError, match=match):
+        compare(
+            {"a": {"mrr": values}, "b": {"mrr": values.clone()}},
+            query_ids={"a": [str(q) for q in range(queries)], "b": list(map(str, range(queries)))},
+        )
+    with pytest.raises(ValueError, match="no metric values"):
+        compare({"a": {}, "b": {}})
+
+
+def test_neg_fills_an_empty_query_as_the_kernel_does() -> None:
+    """Issue 24 row 8: "neg" filled fall-out's NaN with 0, its best value; the kernel's
+    empty_neg (its worst value, 1) decides, so compare's fill equals rank_metrics' own."""
+    scores = torch.tensor(
+        [[0.9, 0.8, 0.7, 0.6], [0.1, 0.2, 0.3, 0.4], [0.5, 0.9, 0.1, 0.3]], dtype=torch.float64
+    )
+    target = torch.tensor([[1, 0, 0, 0], [0, 0, 0, 0], [0, 1, 0, 0]])  # query 1 is empty
+    keys = ["fall_out", "ndcg"]
+    systems = {
+        name: rank_metrics(
+            sign * scores, target, keys, 2, reduction="none", empty_target_action="skip"
+        )
+        for name, sign in (("a", 1.0), ("b", -1.0))
+    }
+    assert np.isnan(float(systems["a"]["fall_out@2"][1]))  # skipped as empty
+    for action in ("neg", "pos"):
+        report = compare(systems, empty_target_action=action)
+        for name, sign in (("a", 1.0), ("b", -1.0)):
+            counted = rank_metrics(sign * scores, target, keys, 2, empty_target_action=action)
+            for key in ("fall_out@2", "ndcg@2"):
+                assert report.means[key][name] == pytest.approx(float(counted[key]), abs=1e-12)
+    neg = compare(systems, empty_target_action="neg")
+    # queries 0 and 2: one of three non-relevant items in the top 2; 1: empty, 1 (not 0)
+    assert neg.means["fall_out@2"]["a"] == pytest.approx((1 / 3 + 1.0 + 1 / 3) / 3)
+
+
+@pytest.mark.parametrize("metric", ["fall_out@10", "mean_rank", "unj", "gini@5", "arp@10"])
+def test_latex_and_table_read_the_direction_of_the_metric(metric: str) -> None:
+    """Issue 24 row 9: for a lower-is-better metric the lower mean is bold and its system
+    beats the other (the higher mean won both before)."""
+    low = torch.tensor([0.1, 0.2, 0.1, 0.0, 0.2, 0.1, 0.1, 0.2], dtype=torch.float64)
+    report = compare({"worse": {metric: low + 0.5}, "better": {metric: low}})
+    assert report.higher_is_better == {metric: False}
+    assert report.rows[0].significant
+    cells = {line.split(" & ")[1]: line for line in report.to_latex().splitlines() if " & " in line}
+    assert "\\textbf{" in cells["better"] and "$^{a}$" in cells["better"]
+    assert "\\textbf{" not in cells["worse"] and "$^" not in cells["worse"]
+    assert f"lower is better: {metric}" in report.to_table()
+    assert "(the lowest for " in report.to_latex()
+    # a higher-is-better metric (and a bare tensor, which names none) keeps the higher mean
+    for values in ({"ndcg@10": low}, low):
+        up = (
+            {"worse": values, "better": {k: v + 0.5 for k, v in values.items()}}
+            if isinstance(values, dict)
+            else {"worse": values, "better": values + 0.5}
+        )
+        higher = compare(up)
+        cells = {
+            line.split(" & ")[1]: line for line in higher.to_latex().splitlines() if " & " in line
+        }
+        assert "\\textbf{" in cells["better"] and "$^{a}$" in cells["better"]
+        assert "lower is better" not in higher.to_table()

@@ -47,7 +47,7 @@ class ItemInputs:
     popularity: Tensor | None = None  # (N,) float64, non-negative
     tail: Tensor | None = None  # (N,) bool
     features: Tensor | None = None  # (N, d) floating point
-    categories: Tensor | None = None  # (N,) int64
+    categories: Tensor | None = None  # (N,) int64 labels 0..C-1, C <= N (ids relabelled)
     #: N as given by ``num_items`` (an adapter's exposure state needs it when no
     #: other item input says it)
     size: int | None = None
@@ -108,9 +108,11 @@ class ItemInputs:
                     f"per item, got shape {tuple(item_categories.shape)} and dtype "
                     f"{item_categories.dtype}"
                 )
-            categories = item_categories.detach().to(torch.int64)
-            if categories.numel() and bool((categories < 0).any()):
-                raise ValueError("`item_categories` must be non-negative category ids")
+            # ids are labels (any int64, negative too): relabelled 0..C-1 here, so that
+            # the one-hot rows of `unit_vectors` are C <= N wide, not as wide as the largest id
+            categories = torch.unique(
+                item_categories.detach().to(torch.int64), return_inverse=True
+            )[1]
         given = {
             name: t.shape[0]
             for name, t in zip(ITEM_INPUTS, (popularity, tail, features, categories), strict=True)
