@@ -786,6 +786,9 @@ def evaluate_run(
     :func:`add_evaluation_arguments` say; and its last part."""
     join: dict[str, Any] = {
         "trec_eval_order": args.ties == "first",
+        # trec_eval holds a score as a C float: read so wherever the command reproduces
+        # trec_eval (its layout, its tie break); elsewhere float64's precision stays
+        "float32_scores": args.ties == "first" or args.format == "trec_eval",
         "relevance_threshold": join_threshold(wanted, args.relevance_threshold),
         "unjudged": args.unjudged_queries,
         "unretrieved": args.unretrieved_queries,

@@ -142,7 +142,7 @@ PYTREC_NAMES = {
 
 
 def _same_recall_cut(name: str, relevant: int) -> bool:
-    """Whether trec_eval's rounding of level · R (lround, since 9.0.8: out.test.aq) and
+    """Whether trec_eval's rounding of level · R (lround, since 10.0: out.test.aq) and
     pytrec_eval's older int(level · R + 0.9) reach the same number of hits."""
     levels = RECALL_LEVELS if name == "11pt_avg" else (float(name.rpartition("_")[2]),)
     return all(

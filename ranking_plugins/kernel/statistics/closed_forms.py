@@ -107,7 +107,7 @@ def recall_level_hits(recall_levels: Tensor, relevant_count: Tensor) -> Tensor:
 
     ``recall_levels`` (L,) and ``relevant_count`` (Q, 1) broadcast to (Q, L);
     halves round away from zero, as C's ``lround`` does on these positive values.
-    trec_eval 9.0.7 and earlier (so pytrec_eval) cut at int(level · R + 0.9) instead.
+    trec_eval 9.0.8 and earlier (so pytrec_eval) cut at int(level · R + 0.9) instead.
     """
     return torch.floor(recall_levels * relevant_count + 0.5).clamp(min=1)
 
