@@ -661,15 +661,19 @@ def run_evaluate(
     try:
         with torch_threads(1):  # see torch_threads
             qrels = read_records(args.qrels, "qrels", args.qrels_format, stderr)
-            # those -l leaves alone (trec_eval's layout) in a pass of their own, without it
+            # those -l leaves alone (trec_eval's layout) in a pass of their own, without it;
+            # Rndcg in another, where a query with no grade at the level has no relevant
+            # document (trec_eval's Rndcg is 0 when its num_rel, counted at -l, is 0)
+            unleveled, level = [w for w in wanted if _unleveled(args, w[0])], args.relevance_threshold
             passes = [
-                ([w for w in wanted if not _unleveled(args, w[0])], options),
-                ([w for w in wanted if _unleveled(args, w[0])], unleveled_options),
+                ([w for w in wanted if not _unleveled(args, w[0])], options, None),
+                ([w for w in unleveled if w[0] != "rndcg"], unleveled_options, None),
+                ([w for w in unleveled if w[0] == "rndcg"], unleveled_options, level),
             ]
             results: Results | None = None
-            for measures, measure_options in (p for p in passes if p[0]):
+            for measures, measure_options, relevant_at in (p for p in passes if p[0]):
                 done, collection = evaluate_run(
-                    args, qrels, args.run, measures, measure_options, stderr
+                    args, qrels, args.run, measures, measure_options, stderr, relevant_at
                 )
                 if results is None:
                     note_left_out_queries(collection, args, stderr)
@@ -781,9 +785,14 @@ def evaluate_run(
     wanted: Sequence[tuple[str, int | None]],
     options: Options,
     stderr: TextIO,
+    relevant_at: float | None = None,
 ) -> tuple[Results, Collection]:
     """A run file read, joined and evaluated in parts of whole queries, as the values of
-    :func:`add_evaluation_arguments` say; and its last part."""
+    :func:`add_evaluation_arguments` say; and its last part.
+
+    ``relevant_at``: a query without a judged grade at or above it has no relevant
+    document (trec_eval's Rndcg under ``-l``, whose gains ignore the level).
+    """
     join: dict[str, Any] = {
         "trec_eval_order": args.ties == "first",
         # trec_eval holds a score as a C float: read so wherever the command reproduces
@@ -794,15 +803,26 @@ def evaluate_run(
         "unretrieved": args.unretrieved_queries,
     }
     last: list[Collection] = []
+
+    def evaluated(run: Records | Iterable[Records]) -> Results:
+        parts: Iterable[Collection] = _keep_last(collections(qrels, run, **join), last)
+        if relevant_at is not None:
+            parts = (_relevant_at(part, relevant_at) for part in parts)
+        return evaluate(parts, wanted, options, args.qrels, args.judged_only)
+
     try:
         with contextlib.closing(read_batches(run_path, "run", args.run_format, stderr)) as batches:
-            parts = _keep_last(collections(qrels, batches, **join), last)
-            results = evaluate(parts, wanted, options, args.qrels, args.judged_only)
+            results = evaluated(batches)
     except WholeRunNeeded:  # a query's lines are apart: the run is read whole
-        run = read_records(run_path, "run", args.run_format, stderr)
-        parts = _keep_last(collections(qrels, run, **join), last)
-        results = evaluate(parts, wanted, options, args.qrels, args.judged_only)
+        results = evaluated(read_records(run_path, "run", args.run_format, stderr))
     return results, last[-1]
+
+
+def _relevant_at(part: Collection, level: float) -> Collection:
+    """``part`` with no relevant document in the queries without a judged grade at or
+    above ``level`` (their positive grades set to 0; padding and unjudged are -inf)."""
+    below = ~(part.target >= level).any(dim=1, keepdim=True)
+    return replace(part, target=torch.where(below, part.target.clamp(max=0), part.target))
 
 
 def join_threshold(
