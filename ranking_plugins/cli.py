@@ -664,7 +664,8 @@ def run_evaluate(
             # those -l leaves alone (trec_eval's layout) in a pass of their own, without it;
             # Rndcg in another, where a query with no grade at the level has no relevant
             # document (trec_eval's Rndcg is 0 when its num_rel, counted at -l, is 0)
-            unleveled, level = [w for w in wanted if _unleveled(args, w[0])], args.relevance_threshold
+            level = args.relevance_threshold
+            unleveled = [w for w in wanted if _unleveled(args, w[0])]
             passes = [
                 ([w for w in wanted if not _unleveled(args, w[0])], options, None),
                 ([w for w in unleveled if w[0] != "rndcg"], unleveled_options, None),
