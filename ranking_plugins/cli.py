@@ -50,7 +50,15 @@ from torch import Tensor
 from ranking_plugins import _validation as V
 from ranking_plugins.compare_command import add_compare_parser, run_compare
 from ranking_plugins.kernel import TIES
-from ranking_plugins.metrics import METRICS, EmptyQueryError, Evaluation, PerQuery, result_key
+from ranking_plugins.kernel.statistics.closed_forms import recall_level_cut
+from ranking_plugins.metrics import (
+    METRICS,
+    RECALL_LEVELS,
+    EmptyQueryError,
+    Evaluation,
+    PerQuery,
+    result_key,
+)
 from ranking_plugins.options import Options
 from ranking_plugins.request import RankingRequest
 from ranking_plugins.totals import Totals, geometric_mean
@@ -666,8 +674,11 @@ def run_evaluate(
             # document (trec_eval's Rndcg is 0 when its num_rel, counted at -l, is 0)
             level = args.relevance_threshold
             unleveled = [w for w in wanted if _unleveled(args, w[0])]
+            leveled = [w for w in wanted if not _unleveled(args, w[0])]
+            if _empty_lists_read(args, wanted):
+                leveled += _EMPTY_LIST_COUNTS  # not printed: read by _empty_list_nans
             passes = [
-                ([w for w in wanted if not _unleveled(args, w[0])], options, None),
+                (leveled, options, None),
                 ([w for w in unleveled if w[0] != "rndcg"], unleveled_options, None),
                 ([w for w in unleveled if w[0] == "rndcg"], unleveled_options, level),
             ]
@@ -687,6 +698,8 @@ def run_evaluate(
                     getattr(results, field).update(getattr(done, field))
             assert results is not None  # wanted is never empty
             results = replace(results, keys=result_keys(wanted))
+            if _empty_lists_read(args, wanted):
+                _empty_list_nans(results)
             strings = None
             if relstring_size is not None and args.format == "trec_eval" and args.per_query:
                 run = read_records(args.run, "run", args.run_format, stderr)
@@ -777,6 +790,43 @@ def _unleveled(args: argparse.Namespace, name: str) -> bool:
     trec_eval's -l leaves its graded measures alone."""
     leveled_layout = args.format == "trec_eval" and args.relevance_threshold is not None
     return leveled_layout and name in TREC_EVAL_GRADED
+
+
+#: the counts (trec_eval's num_ret, and num_rel at -l) that :func:`_empty_list_nans` reads
+_EMPTY_LIST_COUNTS = [("num_ret", None), ("num_rel", None)]
+
+
+def _recall_levels(name: str) -> tuple[float, ...]:
+    """The recall levels a measure of interpolated precision reads (none for the others)."""
+    if name == "11pt_avg":
+        return RECALL_LEVELS
+    prefix = "iprec_at_recall_"
+    return (float(name.removeprefix(prefix)),) if name.startswith(prefix) else ()
+
+
+def _empty_lists_read(args: argparse.Namespace, wanted: Sequence[tuple[str, int | None]]) -> bool:
+    """Whether trec_eval's layout may print interpolated precision of an empty list: only
+    -J empties a list (without it trec_eval ranks -c's stand-in document)."""
+    reads = any(_recall_levels(name) for name, _ in wanted)
+    return args.format == "trec_eval" and args.judged_only and reads
+
+
+def _empty_list_nans(results: Results) -> None:
+    """trec_eval's interpolated precision of a query left with no ranked document is
+    0 / 0, nan, at the recall levels whose cutoff is 0 hits, and so is 11pt_avg, their
+    mean (m_iprec_at_recall.c, m_11pt_avg.c: precision num_rel_ret / num_ret at the
+    levels no relevant document reaches); the mean over the queries is nan too."""
+    empty = results.per_query["num_ret"] == 0
+    relevant = results.per_query["num_rel"].unsqueeze(1)
+    for key in results.keys:
+        levels = _recall_levels(key)
+        if not levels:
+            continue
+        at = torch.tensor(levels, dtype=torch.float64)
+        nan = empty & (recall_level_cut(at, relevant) == 0).any(dim=1)
+        if bool(nan.any()):
+            results.per_query[key] = torch.where(nan, math.nan, results.per_query[key])
+            results.mean[key] = math.nan
 
 
 def evaluate_run(
