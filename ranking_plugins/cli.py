@@ -50,7 +50,15 @@ from torch import Tensor
 from ranking_plugins import _validation as V
 from ranking_plugins.compare_command import add_compare_parser, run_compare
 from ranking_plugins.kernel import TIES
-from ranking_plugins.metrics import METRICS, EmptyQueryError, Evaluation, PerQuery, result_key
+from ranking_plugins.kernel.statistics.closed_forms import recall_level_cut
+from ranking_plugins.metrics import (
+    METRICS,
+    RECALL_LEVELS,
+    EmptyQueryError,
+    Evaluation,
+    PerQuery,
+    result_key,
+)
 from ranking_plugins.options import Options
 from ranking_plugins.request import RankingRequest
 from ranking_plugins.totals import Totals, geometric_mean
@@ -661,15 +669,23 @@ def run_evaluate(
     try:
         with torch_threads(1):  # see torch_threads
             qrels = read_records(args.qrels, "qrels", args.qrels_format, stderr)
-            # those -l leaves alone (trec_eval's layout) in a pass of their own, without it
+            # those -l leaves alone (trec_eval's layout) in a pass of their own, without it;
+            # Rndcg in another, where a query with no grade at the level has no relevant
+            # document (trec_eval's Rndcg is 0 when its num_rel, counted at -l, is 0)
+            level = args.relevance_threshold
+            unleveled = [w for w in wanted if _unleveled(args, w[0])]
+            leveled = [w for w in wanted if not _unleveled(args, w[0])]
+            if _empty_lists_read(args, wanted):
+                leveled += _EMPTY_LIST_COUNTS  # not printed: read by _empty_list_nans
             passes = [
-                ([w for w in wanted if not _unleveled(args, w[0])], options),
-                ([w for w in wanted if _unleveled(args, w[0])], unleveled_options),
+                (leveled, options, None),
+                ([w for w in unleveled if w[0] != "rndcg"], unleveled_options, None),
+                ([w for w in unleveled if w[0] == "rndcg"], unleveled_options, level),
             ]
             results: Results | None = None
-            for measures, measure_options in (p for p in passes if p[0]):
+            for measures, measure_options, relevant_at in (p for p in passes if p[0]):
                 done, collection = evaluate_run(
-                    args, qrels, args.run, measures, measure_options, stderr
+                    args, qrels, args.run, measures, measure_options, stderr, relevant_at
                 )
                 if results is None:
                     note_left_out_queries(collection, args, stderr)
@@ -682,6 +698,8 @@ def run_evaluate(
                     getattr(results, field).update(getattr(done, field))
             assert results is not None  # wanted is never empty
             results = replace(results, keys=result_keys(wanted))
+            if _empty_lists_read(args, wanted):
+                _empty_list_nans(results)
             strings = None
             if relstring_size is not None and args.format == "trec_eval" and args.per_query:
                 run = read_records(args.run, "run", args.run_format, stderr)
@@ -774,6 +792,43 @@ def _unleveled(args: argparse.Namespace, name: str) -> bool:
     return leveled_layout and name in TREC_EVAL_GRADED
 
 
+#: the counts (trec_eval's num_ret, and num_rel at -l) that :func:`_empty_list_nans` reads
+_EMPTY_LIST_COUNTS = [("num_ret", None), ("num_rel", None)]
+
+
+def _recall_levels(name: str) -> tuple[float, ...]:
+    """The recall levels a measure of interpolated precision reads (none for the others)."""
+    if name == "11pt_avg":
+        return RECALL_LEVELS
+    prefix = "iprec_at_recall_"
+    return (float(name.removeprefix(prefix)),) if name.startswith(prefix) else ()
+
+
+def _empty_lists_read(args: argparse.Namespace, wanted: Sequence[tuple[str, int | None]]) -> bool:
+    """Whether trec_eval's layout may print interpolated precision of an empty list: only
+    -J empties a list (without it trec_eval ranks -c's stand-in document)."""
+    reads = any(_recall_levels(name) for name, _ in wanted)
+    return args.format == "trec_eval" and args.judged_only and reads
+
+
+def _empty_list_nans(results: Results) -> None:
+    """trec_eval's interpolated precision of a query left with no ranked document is
+    0 / 0, nan, at the recall levels whose cutoff is 0 hits, and so is 11pt_avg, their
+    mean (m_iprec_at_recall.c, m_11pt_avg.c: precision num_rel_ret / num_ret at the
+    levels no relevant document reaches); the mean over the queries is nan too."""
+    empty = results.per_query["num_ret"] == 0
+    relevant = results.per_query["num_rel"].unsqueeze(1)
+    for key in results.keys:
+        levels = _recall_levels(key)
+        if not levels:
+            continue
+        at = torch.tensor(levels, dtype=torch.float64)
+        nan = empty & (recall_level_cut(at, relevant) == 0).any(dim=1)
+        if bool(nan.any()):
+            results.per_query[key] = torch.where(nan, math.nan, results.per_query[key])
+            results.mean[key] = math.nan
+
+
 def evaluate_run(
     args: argparse.Namespace,
     qrels: Records,
@@ -781,25 +836,44 @@ def evaluate_run(
     wanted: Sequence[tuple[str, int | None]],
     options: Options,
     stderr: TextIO,
+    relevant_at: float | None = None,
 ) -> tuple[Results, Collection]:
     """A run file read, joined and evaluated in parts of whole queries, as the values of
-    :func:`add_evaluation_arguments` say; and its last part."""
+    :func:`add_evaluation_arguments` say; and its last part.
+
+    ``relevant_at``: a query without a judged grade at or above it has no relevant
+    document (trec_eval's Rndcg under ``-l``, whose gains ignore the level).
+    """
     join: dict[str, Any] = {
         "trec_eval_order": args.ties == "first",
+        # trec_eval holds a score as a C float: read so wherever the command reproduces
+        # trec_eval (its layout, its tie break); elsewhere float64's precision stays
+        "float32_scores": args.ties == "first" or args.format == "trec_eval",
         "relevance_threshold": join_threshold(wanted, args.relevance_threshold),
         "unjudged": args.unjudged_queries,
         "unretrieved": args.unretrieved_queries,
     }
     last: list[Collection] = []
+
+    def evaluated(run: Records | Iterable[Records]) -> Results:
+        parts: Iterable[Collection] = _keep_last(collections(qrels, run, **join), last)
+        if relevant_at is not None:
+            parts = (_relevant_at(part, relevant_at) for part in parts)
+        return evaluate(parts, wanted, options, args.qrels, args.judged_only)
+
     try:
         with contextlib.closing(read_batches(run_path, "run", args.run_format, stderr)) as batches:
-            parts = _keep_last(collections(qrels, batches, **join), last)
-            results = evaluate(parts, wanted, options, args.qrels, args.judged_only)
+            results = evaluated(batches)
     except WholeRunNeeded:  # a query's lines are apart: the run is read whole
-        run = read_records(run_path, "run", args.run_format, stderr)
-        parts = _keep_last(collections(qrels, run, **join), last)
-        results = evaluate(parts, wanted, options, args.qrels, args.judged_only)
+        results = evaluated(read_records(run_path, "run", args.run_format, stderr))
     return results, last[-1]
+
+
+def _relevant_at(part: Collection, level: float) -> Collection:
+    """``part`` with no relevant document in the queries without a judged grade at or
+    above ``level`` (their positive grades set to 0; padding and unjudged are -inf)."""
+    below = ~(part.target >= level).any(dim=1, keepdim=True)
+    return replace(part, target=torch.where(below, part.target.clamp(max=0), part.target))
 
 
 def join_threshold(

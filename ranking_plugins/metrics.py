@@ -276,11 +276,13 @@ def _rndcg(c: Cutoff, options: Options) -> MetricValue:
     """nDCG averaged over trec_eval's R levels (Rndcg).
 
     The places where each gain of the ideal list ends (the last is R), and the
-    end of the list when it is longer than R; at each, DCG / IDCG.
+    end of the list when it holds R + 2 items or more; at each, DCG / IDCG.
+    trec_eval's loop (m_Rndcg.c) adds that closing term only when it stopped
+    before the end of the list, which a list of R + 1 items never does.
     """
     s = c.stats
     ends = s.gain_level_ends
-    beyond = torch.where(s.num_ranked > s.relevant_count, s.num_ranked, 0.0).unsqueeze(1)
+    beyond = torch.where(s.num_ranked > s.relevant_count + 1, s.num_ranked, 0.0).unsqueeze(1)
     ends = torch.cat([ends, beyond], dim=1)
     at_end = _ratio(s.dcg_at(ends), s.idcg_at(ends, whole_list=False))
     points = (ends > 0).sum(dim=1, keepdim=True)

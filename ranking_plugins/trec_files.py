@@ -558,6 +558,7 @@ def collections(
     relevance_threshold: float | None = None,
     unjudged: str = "error",
     unretrieved: str = "skip",
+    float32_scores: bool = False,
 ) -> Iterator[Collection]:
     """Join ``qrels`` and ``run`` (read whole, or the batches of :func:`read_batches`,
     joined as they come: memory then does not grow with the run) into parts of whole
@@ -578,9 +579,11 @@ def collections(
         unretrieved: a judged query the run has no line for is ``"skip"``-ped
             (trec_eval's default) or ``"count"``-ed as a query with nothing
             retrieved (trec_eval ``-c``).
+        float32_scores: the run's scores as trec_eval holds them
+            (:func:`as_trec_eval_scores`), not float64's.
     """
     judgments, whole = Judgments.of(qrels), isinstance(run, Records)
-    options = (unjudged, whole, trec_eval_order, relevance_threshold)
+    options = (unjudged, whole, trec_eval_order, relevance_threshold, float32_scores)
     done: dict[bytes, int] = {}  # each run query's code in the qrels (-1: none), in run order
     held: list[Records] = []
     for batch in [run] if isinstance(run, Records) else run:
@@ -627,9 +630,12 @@ def _joined(
     whole: bool,
     trec_eval_order: bool,
     relevance_threshold: float | None,
+    float32_scores: bool,
 ) -> Iterator[Collection]:
     """The judged queries of ``run`` (whole queries), in parts; ``done`` takes its queries."""
     pc, n = arrow().compute, len(run)
+    if float32_scores:
+        run = replace(run, values=as_trec_eval_scores(run.values))
     # the blocks of lines of one query, and the queries in order of first line
     new = torch.ones(n, dtype=torch.bool)
     new[1:] = _tensor(pc.not_equal(run.qids.slice(1), run.qids.slice(0, n - 1)), torch.bool)
@@ -822,6 +828,15 @@ def _packed(ids: Any, words: int) -> Any:
     return padded.view(np.int64)
 
 
+def as_trec_eval_scores(scores: Tensor) -> Tensor:
+    """Run scores as trec_eval holds them, a C ``float`` each (float32), back in float64.
+
+    Two scores equal as float32 tie in trec_eval, and its tie break (the
+    document id) orders them; past float32's range a score is ±inf.
+    """
+    return scores.to(torch.float32).to(torch.float64)
+
+
 def _trec_eval_order(run: Records, line_query: Tensor, grouped: bool) -> Tensor:
     """The run's lines by query, score descending, then document id descending (trec_eval's).
 
@@ -875,6 +890,7 @@ __all__ = [
     "MissingExtraError",
     "Records",
     "WholeRunNeeded",
+    "as_trec_eval_scores",
     "collections",
     "diagnose",
     "guess_format",

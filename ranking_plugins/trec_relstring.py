@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from ranking_plugins.trec_files import Records
+from ranking_plugins.trec_files import Records, as_trec_eval_scores
 
 #: trec_eval's name, and its default length
 RELSTRING = "relstring"
@@ -64,7 +64,10 @@ def relstrings(qrels: Records, run: Records, qids: Sequence[str], length: int) -
         judged.setdefault(qid, {})[docno] = grade
     retrieved: dict[bytes, tuple[list[bytes], list[float]]] = {}
     for qid, docno, score in zip(
-        run.qids.to_pylist(), run.docnos.to_pylist(), run.values.tolist(), strict=True
+        run.qids.to_pylist(),
+        run.docnos.to_pylist(),
+        as_trec_eval_scores(run.values).tolist(),  # trec_eval's order reads C floats
+        strict=True,
     ):
         docs, scores = retrieved.setdefault(qid, ([], []))
         docs.append(docno)

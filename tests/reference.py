@@ -777,7 +777,7 @@ def _gain_measure_for_order(
         return (math.fsum(terms) + missing) / R
     if metric == "rndcg":
         ends = [j for j in range(1, R + 1) if j == R or ideal[j] != ideal[j - 1]]
-        if len(gains) > R:
+        if len(gains) > R + 1:  # m_Rndcg.c's closing term: its loop stopped before the end
             ends.append(len(gains))
         return math.fsum(dcg(gains, b) / dcg(ideal, min(b, depth)) for b in ends) / len(ends)
     raise ValueError(f"unknown measure {metric!r}")

@@ -142,7 +142,7 @@ PYTREC_NAMES = {
 
 
 def _same_recall_cut(name: str, relevant: int) -> bool:
-    """Whether trec_eval's rounding of level · R (lround, since 9.0.8: out.test.aq) and
+    """Whether trec_eval's rounding of level · R (lround, since 10.0: out.test.aq) and
     pytrec_eval's older int(level · R + 0.9) reach the same number of hits."""
     levels = RECALL_LEVELS if name == "11pt_avg" else (float(name.rpartition("_")[2]),)
     return all(
@@ -950,3 +950,117 @@ def test_trec_eval_layout_gives_ndcg_rel_at_level_0_as_trec_eval_does(capsys):
     assert leveled["ndcg_rel"] == plain["ndcg_rel"] and leveled["Rndcg"] == plain["Rndcg"]
     assert list(leveled)[-3:] == ["ndcg_rel", "Rndcg", "P_5"]  # the order asked for
     assert float(leveled["P_5"]) >= float(plain["P_5"])
+
+
+# --------------------------------------------------------------------------- issue 24: corner cases
+
+
+def _command_lines(
+    tmp_path, capsys, qrels: str, run: str, *argv: str
+) -> dict[tuple[str, str], str]:
+    """The command's ``--format trec_eval -q`` output on these files: (measure, query) -> value."""
+    (tmp_path / "qrels").write_text(qrels)
+    (tmp_path / "run").write_text(run)
+    files = [str(tmp_path / "qrels"), str(tmp_path / "run")]
+    assert main(["evaluate", *files, "--format", "trec_eval", "-q", *argv]) == 0
+    return {(f[0], f[1]): f[2] for f in map(str.split, capsys.readouterr().out.splitlines())}
+
+
+def _pytrec_eval_lines(qrels: str, run: str, measures: set[str], **flags) -> dict:
+    """pytrec_eval's values on the same files, printed to trec_eval's 4 decimals."""
+    pytrec_eval = pytest.importorskip("pytrec_eval")
+    judged: dict[str, dict[str, int]] = {}
+    ranked: dict[str, dict[str, float]] = {}
+    for q, _, d, g in map(str.split, qrels.splitlines()):
+        judged.setdefault(q, {})[d] = int(g)
+    for q, _, d, _, s, _ in map(str.split, run.splitlines()):
+        ranked.setdefault(q, {})[d] = float(s)
+    got = pytrec_eval.RelevanceEvaluator(judged, measures, **flags).evaluate(ranked)
+    return {(name, q): f"{v:.4f}" for q, row in got.items() for name, v in row.items()}
+
+
+#: lists of R, R + 1 and R + 2 documents (q1: the issue's, R = 1 and n = 2)
+RNDCG_QRELS = "q1 0 d1 1\nq1 0 d2 0\n" + "".join(
+    f"{q} 0 d1 1\n{q} 0 d2 0\n{q} 0 d3 2\n" for q in ("q2", "q3", "q4", "q5")
+)
+RNDCG_RUN = (
+    "q1 Q0 d2 1 2 r\nq1 Q0 d1 2 1 r\n"  # R + 1: d2 (grade 0) first
+    "q2 Q0 d3 1 3 r\nq2 Q0 d1 2 2 r\n"  # R = 2
+    "q3 Q0 d2 1 3 r\nq3 Q0 d3 2 2 r\nq3 Q0 d1 3 1 r\n"  # R + 1
+    "q4 Q0 d1 1 4 r\nq4 Q0 d2 2 3 r\nq4 Q0 d9 3 2 r\nq4 Q0 d3 4 1 r\n"  # R + 2, d9 unjudged
+    "q5 Q0 d1 1 3 r\nq5 Q0 d3 2 2 r\nq5 Q0 d2 3 1 r\n"  # R + 1, the closing term would be 0.0
+)
+
+
+def test_rndcg_closing_term_needs_a_list_of_r_plus_2(tmp_path, capsys):
+    """trec_eval's m_Rndcg.c adds DCG@n / IDCG at the end of the list only when its loop
+    stopped before it (n >= R + 2): a list of R + 1 documents has no such term (issue 24:
+    q1 was 0.3155 where trec_eval gives 0). Against pytrec_eval, per query and in "all"."""
+    got = _command_lines(tmp_path, capsys, RNDCG_QRELS, RNDCG_RUN, "-m", "Rndcg")
+    expected = _pytrec_eval_lines(RNDCG_QRELS, RNDCG_RUN, {"Rndcg"})
+    assert got[("Rndcg", "q1")] == "0.0000"
+    assert {key: got[key] for key in expected} == expected
+    mean = sum(float(value) for value in expected.values()) / 5
+    assert float(got[("Rndcg", "all")]) == pytest.approx(mean, abs=1e-4)
+    # the library: the issue's query, scored
+    value = rank_metrics(torch.tensor([[2.0, 1.0]]), torch.tensor([[0, 1]]), ["rndcg"])["rndcg"]
+    assert float(value) == 0.0
+
+
+def test_rndcg_at_a_level_no_grade_reaches(tmp_path, capsys):
+    """trec_eval's Rndcg is 0 for a query whose num_rel, counted at -l, is 0, though its
+    gains ignore the level (issue 24: 0.7664 at -l 2 where trec_eval gives 0); the other
+    graded measures keep their values."""
+    qrels = "q1 0 d1 1\nq1 0 d2 0\nq1 0 d3 1\nq2 0 d1 2\nq2 0 d2 1\nq2 0 d4 1\n"
+    run = "q1 Q0 d1 1 3 r\nq1 Q0 d2 2 2 r\nq1 Q0 d3 3 1 r\nq2 Q0 d2 1 3 r\nq2 Q0 d1 2 2 r\n"
+    measures = {"Rndcg", "ndcg", "ndcg_rel", "G", "map"}
+    got = _command_lines(tmp_path, capsys, qrels, run, "-l", "2", *(f"-m{m}" for m in measures))
+    expected = _pytrec_eval_lines(qrels, run, measures, relevance_level=2)
+    assert got[("Rndcg", "q1")] == "0.0000" and got[("ndcg", "q1")] != "0.0000"
+    assert {key: got[key] for key in expected} == expected
+
+
+def test_scores_equal_as_float32_tie_where_the_command_reproduces_trec_eval(tmp_path, capsys):
+    """trec_eval holds a score as a C float: 0.30000001 and 0.3 tie, and the document id
+    orders them (d2 first), so recip_rank is 0.5 (issue 24: 1.0). The command reads the
+    scores so in trec_eval's layout and under --ties first; elsewhere float64's precision
+    stays (d1 first)."""
+    qrels, run = "q1 0 d1 1\nq1 0 d2 0\n", "q1 Q0 d1 1 0.30000001 r\nq1 Q0 d2 2 0.3 r\n"
+    got = _command_lines(tmp_path, capsys, qrels, run, "-m", "recip_rank", "-m", "relstring")
+    expected = _pytrec_eval_lines(qrels, run, {"recip_rank"})
+    assert got[("recip_rank", "q1")] == expected[("recip_rank", "q1")] == "0.5000"
+    assert got[("relstring", "q1")] == "'01'"  # trec_eval's order too
+    files = [str(tmp_path / "qrels"), str(tmp_path / "run")]
+
+    def mrr(*argv: str) -> float:
+        assert main(["evaluate", *files, "--format", "json", "-m", "mrr", *argv]) == 0
+        return json.loads(capsys.readouterr().out)["metrics"]["mrr"]
+
+    assert mrr("--ties", "first") == 0.5
+    assert mrr() == mrr("--ties", "pessimistic") == 1.0  # float64: no tie
+
+
+def test_judged_only_query_left_with_no_ranked_document(tmp_path, capsys):
+    """-J leaving a query no ranked document: trec_eval's interpolated precision is
+    num_rel_ret / num_ret = 0 / 0, nan, at the recall levels whose cutoff lround(x · R)
+    is 0 hits (m_iprec_at_recall.c), so 11pt_avg (m_11pt_avg.c) and the means are nan
+    (issue 24: 0). pytrec_eval (trec_eval 9, cutoffs int(x · R + 0.9)) agrees at level
+    0.00 and on 11pt_avg; trec_eval 10's lround cuts 0.10 and 0.20 at 0 hits too for R = 2."""
+    qrels = "q1 0 d1 1\nq1 0 d2 0\nq1 0 d5 1\nq2 0 d1 1\nq3 0 d1 0\n"
+    run = "q1 Q0 d3 1 1 r\nq1 Q0 d4 2 2 r\nq2 Q0 d1 1 1 r\nq3 Q0 d9 1 1 r\n"
+    got = _command_lines(tmp_path, capsys, qrels, run, "-J", "-m", "iprec_at_recall,11pt_avg")
+    expected = _pytrec_eval_lines(
+        qrels, run, {"iprec_at_recall", "11pt_avg"}, judged_docs_only_flag=True
+    )
+    for name in ("11pt_avg", "iprec_at_recall_0.00"):
+        for q in ("q1", "q2", "q3"):
+            assert got[(name, q)] == expected[(name, q)], (name, q)
+    levels = [f"iprec_at_recall_{x / 10:.2f}" for x in range(11)]
+    assert [got[(name, "q1")] for name in levels] == ["nan"] * 3 + ["0.0000"] * 8  # R = 2
+    assert [got[(name, "q3")] for name in levels] == ["nan"] * 11  # R = 0: every cut is 0
+    assert [got[(name, "q2")] for name in levels] == ["1.0000"] * 11
+    assert {got[(name, "all")] for name in [*levels, "11pt_avg"]} == {"nan"}
+    # the package's own formats keep its value for an empty list, 0
+    files = [str(tmp_path / "qrels"), str(tmp_path / "run")]
+    assert main(["evaluate", *files, "--format", "json", "-J", "-m", "11pt_avg"]) == 0
+    assert json.loads(capsys.readouterr().out)["metrics"]["11pt_avg"] == pytest.approx(1 / 3)

@@ -102,14 +102,19 @@ def nonrelevant_slots_discount(
     return (prefix[high] - prefix[low]) / (group_nonrelevant + 1)
 
 
-def recall_level_hits(recall_levels: Tensor, relevant_count: Tensor) -> Tensor:
-    """max(1, round(level · R)): the hits that reach a recall level (trec_eval's ``lround``).
+def recall_level_cut(recall_levels: Tensor, relevant_count: Tensor) -> Tensor:
+    """round(level · R): trec_eval's cutoff in hits for a recall level (its ``lround``).
 
     ``recall_levels`` (L,) and ``relevant_count`` (Q, 1) broadcast to (Q, L);
     halves round away from zero, as C's ``lround`` does on these positive values.
-    trec_eval 9.0.7 and earlier (so pytrec_eval) cut at int(level · R + 0.9) instead.
+    trec_eval 9.0.8 and earlier (so pytrec_eval) cut at int(level · R + 0.9) instead.
     """
-    return torch.floor(recall_levels * relevant_count + 0.5).clamp(min=1)
+    return torch.floor(recall_levels * relevant_count + 0.5)
+
+
+def recall_level_hits(recall_levels: Tensor, relevant_count: Tensor) -> Tensor:
+    """max(1, round(level · R)): the hits that reach a recall level (:func:`recall_level_cut`)."""
+    return recall_level_cut(recall_levels, relevant_count).clamp(min=1)
 
 
 def stopping_probability(gain: Tensor, max_gain: Tensor, exponential: bool) -> Tensor:
