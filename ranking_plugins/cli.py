@@ -781,15 +781,11 @@ def _relstring_request(
     return kept, name, size
 
 
-#: trec_eval's measures that read the grades themselves and ignore its -l
-TREC_EVAL_GRADED = ("ndcg", "rbp", "g", "ndcg_rel", "rndcg")
-
-
 def _unleveled(args: argparse.Namespace, name: str) -> bool:
     """Whether ``name`` is evaluated without ``-l``: trec_eval's layout with a level, where
     trec_eval's -l leaves its graded measures alone."""
     leveled_layout = args.format == "trec_eval" and args.relevance_threshold is not None
-    return leveled_layout and name in TREC_EVAL_GRADED
+    return leveled_layout and METRICS[GEOMETRIC_MEANS.get(name, name)].trec_eval_graded
 
 
 #: the counts (trec_eval's num_ret, and num_rel at -l) that :func:`_empty_list_nans` reads

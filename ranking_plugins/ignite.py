@@ -124,6 +124,7 @@ except ImportError as error:  # pragma: no cover - exercised only without the ex
 from ranking_plugins.embeddings import EmbeddingInput
 from ranking_plugins.kernel.inputs.items import ITEM_KEYWORDS, AdapterItemKeywords, ItemInputs
 from ranking_plugins.kernel.statistics.exposure import Exposure
+from ranking_plugins.metrics import result_columns
 from ranking_plugins.options import OPTION_NAMES, Options, unknown_keywords
 from ranking_plugins.request import RankingRequest, TopK
 from ranking_plugins.totals import Totals, per_query_matrix
@@ -699,9 +700,8 @@ class BaseRankingMetric(Metric):
         return one float rather than a list of one.
         """
         values: list[float] = self._means().tolist()
-        if self._request.metrics[0].at_k and self._request.ks is not None:
-            return values
-        return values[0]
+        per_k = result_columns(self._request.metrics[0], self._request.ks)[0][0] is not None
+        return values if per_k else values[0]
 
 
 class _AtK(BaseRankingMetric):

@@ -162,6 +162,8 @@ def _bin_g(c: Cutoff, options: Options) -> MetricValue:
 
 #: trec_eval's recall levels of iprec_at_recall and 11pt_avg
 RECALL_LEVELS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
+#: the metric of each recall level (trec_eval's names too)
+RECALL_LEVEL_METRICS = tuple(f"iprec_at_recall_{level:.2f}" for level in RECALL_LEVELS)
 
 
 def _iprec_at(level: int) -> Callable[[Cutoff, Options], MetricValue]:
@@ -185,6 +187,8 @@ def _err(c: Cutoff, options: Options) -> MetricValue:
 
 #: trec_eval's multiples of R of Rprec_mult
 R_MULTIPLES = (0.2, 0.4, 0.6, 0.8, 1.0, 1.2, 1.4, 1.6, 1.8, 2.0)
+#: the metric of each multiple (trec_eval's names too)
+R_MULTIPLE_METRICS = tuple(f"Rprec_mult_{multiple:.2f}" for multiple in R_MULTIPLES)
 
 
 def _precision_at_r_multiple(multiple: float) -> Callable[[Cutoff, Options], MetricValue]:
@@ -309,6 +313,18 @@ def _novelty(c: Cutoff, options: Options) -> MetricValue:
     return _mean_weight(c, _top_items(c).items.self_information)
 
 
+def _novelty_inputs_problem(items: ItemInputs) -> str | None:
+    """-log2 p(i) is infinite for an item of popularity 0."""
+    popularity = items.popularity
+    if popularity is None or bool((popularity > 0).all()):
+        return None
+    return (
+        "novelty needs `item_popularity` > 0 for every item: an item never "
+        "interacted with has infinite self-information -log2 p(i); add one to "
+        "every count (Laplace smoothing) if the catalogue has such items"
+    )
+
+
 def _arp(c: Cutoff, options: Options) -> MetricValue:
     popularity = _top_items(c).items.popularity
     assert popularity is not None
@@ -366,8 +382,11 @@ class Metric:
     value: Callable[[Cutoff, Options], MetricValue] | None
     #: a catalogue-level metric's value at each k (K,), from the accumulated exposure
     catalogue: Callable[[Exposure, Tensor], Tensor] | None = None
-    #: the item inputs it reads (any one of them; see ``ItemInputs``)
+    #: the item inputs it reads (exactly one of them; see ``ItemInputs``)
     needs: tuple[str, ...] = ()
+    #: why the given item inputs cannot give its value (None: they can), beyond their
+    #: own checks (novelty's -log2 p(i) needs every popularity > 0)
+    inputs_problem: Callable[[ItemInputs], str | None] | None = None
     #: it reads which items the top k holds (the exposure metrics)
     exposure: bool = False
     #: where the metric is read: at each k (``"k"``), at R (``"relevant_count"``,
@@ -380,6 +399,12 @@ class Metric:
     #: its relevant items are those of positive gain (trec_eval's ndcg_rel, Rndcg): a
     #: ``relevance_threshold`` <= 0, which makes grades <= 0 relevant with gain 0, is refused
     relevant_by_gain: bool = False
+    #: its exact value under ``ties="average"`` is computed partly on the host
+    #: (``kernel/statistics/tie_orders.py``): on an accelerator it synchronises with it
+    host_under_average: bool = False
+    #: trec_eval reads the grades themselves and leaves it alone under -l (its relevance
+    #: level): in trec_eval's layout the command evaluates it without the threshold
+    trec_eval_graded: bool = False
     #: value of an empty query under empty_target_action="neg" (its worst value)
     empty_neg: float = 0.0
     lower_bound: float = 0.0
@@ -404,7 +429,7 @@ METRICS: dict[str, Metric] = {
         Metric(name="recall", higher_is_better=True, value=_recall),
         Metric(name="f1", higher_is_better=True, value=_f1),
         Metric(name="map", higher_is_better=True, value=_map),
-        Metric(name="ndcg", higher_is_better=True, value=_ndcg),
+        Metric(name="ndcg", higher_is_better=True, value=_ndcg, trec_eval_graded=True),
         Metric(name="fall_out", higher_is_better=False, value=_fall_out, empty_neg=1.0),
         Metric(
             name="r_precision",
@@ -453,32 +478,34 @@ METRICS: dict[str, Metric] = {
             upper_bound=None,
         ),
         Metric(name="dcg", higher_is_better=True, value=_dcg, upper_bound=None),
-        Metric(name="rbp", higher_is_better=True, value=_rbp),
+        Metric(name="rbp", higher_is_better=True, value=_rbp, trec_eval_graded=True),
         Metric(name="bin_g", higher_is_better=True, value=_bin_g, cutoff="whole_list"),
-        Metric(name="err", higher_is_better=True, value=_err),
+        Metric(name="err", higher_is_better=True, value=_err, host_under_average=True),
         *(
             Metric(
-                name=f"iprec_at_recall_{level:.2f}",
+                name=name,
                 higher_is_better=True,
                 value=_iprec_at(index),
                 cutoff="whole_list",
+                host_under_average=True,
             )
-            for index, level in enumerate(RECALL_LEVELS)
+            for index, name in enumerate(RECALL_LEVEL_METRICS)
         ),
         *(
             Metric(
-                name=f"Rprec_mult_{multiple:.2f}",
+                name=name,
                 higher_is_better=True,
                 value=_precision_at_r_multiple(multiple),
                 cutoff="whole_list",
             )
-            for multiple in R_MULTIPLES
+            for name, multiple in zip(R_MULTIPLE_METRICS, R_MULTIPLES, strict=True)
         ),
         Metric(
             name="11pt_avg",
             higher_is_better=True,
             value=_eleven_point,
             cutoff="whole_list",
+            host_under_average=True,
         ),
         # -- judged measures (issue 13)
         Metric(
@@ -494,6 +521,7 @@ METRICS: dict[str, Metric] = {
             value=_infap,
             cutoff="whole_list",
             judgments=True,
+            host_under_average=True,
         ),
         Metric(
             name="num_nonrel_judged_ret",
@@ -512,13 +540,21 @@ METRICS: dict[str, Metric] = {
             cutoff="whole_list",
             judgments=True,
         ),
-        Metric(name="g", higher_is_better=True, value=_g, cutoff="whole_list"),
+        Metric(
+            name="g",
+            higher_is_better=True,
+            value=_g,
+            cutoff="whole_list",
+            host_under_average=True,
+            trec_eval_graded=True,
+        ),
         Metric(
             name="ndcg_rel",
             higher_is_better=True,
             value=_ndcg_rel,
             cutoff="whole_list",
             relevant_by_gain=True,
+            trec_eval_graded=True,
         ),
         Metric(
             name="rndcg",
@@ -526,6 +562,7 @@ METRICS: dict[str, Metric] = {
             value=_rndcg,
             cutoff="whole_list",
             relevant_by_gain=True,
+            trec_eval_graded=True,
         ),
         Metric(
             name="coverage", higher_is_better=True, value=None, catalogue=_coverage, exposure=True
@@ -551,6 +588,7 @@ METRICS: dict[str, Metric] = {
             higher_is_better=True,
             value=_novelty,
             needs=("item_popularity",),
+            inputs_problem=_novelty_inputs_problem,
             exposure=True,
             upper_bound=None,
         ),
@@ -581,17 +619,15 @@ METRICS: dict[str, Metric] = {
 }
 
 #: the metrics whose exact value under ``ties="average"`` is computed partly on the host
-#: (``kernel/statistics/tie_orders.py``): on an accelerator they synchronise with it
-HOST_UNDER_AVERAGE = (
-    "err",
-    "g",
-    "infap",
-    "11pt_avg",
-    *(f"iprec_at_recall_{level:.2f}" for level in RECALL_LEVELS),
-)
+HOST_UNDER_AVERAGE = tuple(name for name, m in METRICS.items() if m.host_under_average)
 
 #: the catalogue-level metrics: one value per k from the accumulated exposure
 CATALOGUE_METRICS = tuple(name for name, m in METRICS.items() if m.catalogue is not None)
+
+
+def metric_names(which: Callable[[Metric], bool]) -> str:
+    """The names of the table's metrics that ``which`` selects, for a message ("a, b, c")."""
+    return ", ".join(name for name, metric in METRICS.items() if which(metric))
 
 
 def get_metrics(metrics: str | Sequence[str]) -> list[Metric]:
@@ -613,12 +649,23 @@ def get_metrics(metrics: str | Sequence[str]) -> list[Metric]:
 
 
 def result_key(metric: Metric, k: int | None) -> str:
+    """The key of a metric's result at cutoff ``k``: ``"<metric>@<k>"``, or its bare name
+    for a metric without a cutoff or ``k=None`` (read on the whole list)."""
     return metric.name if k is None or not metric.at_k else f"{metric.name}@{k}"
 
 
 def key_metric(key: str) -> Metric | None:
     """The metric of a :func:`result_key` (``"ndcg@10"``: ndcg), None for another string."""
     return METRICS.get(key.partition("@")[0])
+
+
+def result_columns(
+    metric: Metric, ks: tuple[int, ...] | None
+) -> tuple[tuple[int | None, str], ...]:
+    """The cutoff and :func:`result_key` of each of a metric's results, in output order:
+    one per k of ``ks``, or one (k None) without a cutoff or with ``top_k=None``."""
+    column_ks: tuple[int | None, ...] = ks if metric.at_k and ks is not None else (None,)
+    return tuple((k, result_key(metric, k)) for k in column_ks)
 
 
 @dataclass(frozen=True)
@@ -697,8 +744,7 @@ def read_metrics(
     for metric in metrics:
         if metric.value is None:  # catalogue-level: from the exposure, at the end
             continue
-        for k in _column_ks(metric, ks):
-            key = result_key(metric, k)
+        for _, key in result_columns(metric, ks):
             value, defined = values.get(key, (_empty(ranked), _empty(ranked).bool()))
             value, counted = _apply_empty_action(
                 metric, value, defined, options.empty_target_action
@@ -718,13 +764,9 @@ def read_catalogue(
             continue
         value = metric.catalogue(exposure, k)
         value = torch.where(exposure.queries > 0, value, torch.nan)
-        for column, cutoff in enumerate(ks):
-            values[result_key(metric, cutoff)] = value[column]
+        for column, (_, key) in enumerate(result_columns(metric, ks)):
+            values[key] = value[column]
     return values
-
-
-def _column_ks(metric: Metric, ks: tuple[int, ...] | None) -> Sequence[int | None]:
-    return ks if (metric.at_k and ks is not None) else [None]
 
 
 def _empty(ranked: RankedBatch) -> Tensor:
@@ -779,8 +821,8 @@ def _read_part(
         if metric.value is None:
             continue
         value, defined = metric.value(cutoffs[metric.cutoff], options)
-        for column, k in enumerate(_column_ks(metric, ks)):
-            values[result_key(metric, k)] = (value[:, column], defined[:, column])
+        for column, (_, key) in enumerate(result_columns(metric, ks)):
+            values[key] = (value[:, column], defined[:, column])
     return values, stats.relevant_count
 
 
@@ -829,5 +871,6 @@ __all__ = [
     "rank_depth",
     "read_catalogue",
     "read_metrics",
+    "result_columns",
     "result_key",
 ]

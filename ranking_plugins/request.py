@@ -32,10 +32,11 @@ from ranking_plugins.metrics import (
     Evaluation,
     Metric,
     get_metrics,
+    metric_names,
     rank_depth,
     read_catalogue,
     read_metrics,
-    result_key,
+    result_columns,
 )
 from ranking_plugins.options import OptionKeywords, Options
 
@@ -106,13 +107,7 @@ class RankingRequest:
         return self._keys(tuple(m for m in self.metrics if m.value is not None))
 
     def _keys(self, metrics: tuple[Metric, ...]) -> tuple[str, ...]:
-        keys: list[str] = []
-        for metric in metrics:
-            column_ks: Sequence[int | None] = (
-                self.ks if metric.at_k and self.ks is not None else [None]
-            )
-            keys.extend(result_key(metric, k) for k in column_ks)
-        return tuple(keys)
+        return tuple(key for metric in metrics for _, key in result_columns(metric, self.ks))
 
     @property
     def identities(self) -> bool:
@@ -251,6 +246,7 @@ class RankingRequest:
         depth: int | None,
         judged: Tensor | None = None,
     ) -> RankedBatch:
+        self._check_layout(preds, indexes)
         embeddings = (EmbeddingScores, ShardedEmbeddingScores)
         if self.identities and isinstance(preds, embeddings) and self.ks is not None:
             # counting gives the accuracy statistics of whole lists whatever the
@@ -272,6 +268,22 @@ class RankingRequest:
             check_catalogue=self.items.check_catalogue if self.identities else None,
         )
 
+    def _check_layout(self, preds: Tensor | EmbeddingInput, indexes: Tensor | None) -> None:
+        """The input layouts that this request's metrics cannot read."""
+        if self.judgments and isinstance(preds, ShardedEmbeddingScores):
+            names = metric_names(lambda metric: metric.judgments)
+            raise ValueError(
+                f"the measures of judged items ({names}) do not take ShardedEmbeddingScores "
+                "yet; pass EmbeddingScores or the (Q, N) score matrix (with `judged`)"
+            )
+        if self.identities and indexes is not None:
+            names = metric_names(lambda metric: metric.exposure)
+            raise ValueError(
+                f"the metrics of item exposure ({names}) need catalogue items: the grouped "
+                "layout (`indexes`) has none (an entry is a position in its query's list); "
+                "pass (Q, N) scores with dense grades or item-index targets"
+            )
+
 
 def _check_exposure_metrics(
     metrics: Sequence[Metric], ks: tuple[int, ...] | None, items: ItemInputs
@@ -285,26 +297,15 @@ def _check_exposure_metrics(
                 f"`top_k`: {metric.name} is read at a cutoff k (the items of each top k); "
                 "give top_k, not None"
             )
-        if metric.needs and not any(items.given(name) for name in metric.needs):
-            wanted = " or ".join(f"`{name}`" for name in metric.needs)
+        wanted = " or ".join(f"`{name}`" for name in metric.needs)
+        given = [name for name in metric.needs if items.given(name)]
+        if metric.needs and not given:
             raise ValueError(f"{metric.name} needs {wanted} (given once, for every item)")
-        if (
-            metric.name == "diversity"
-            and items.given("item_features")
-            and items.given("item_categories")
-        ):
-            raise ValueError(
-                "diversity: give `item_features` (cosine similarity) or `item_categories` "
-                "(equal categories), not both"
-            )
-        if metric.name == "novelty":
-            assert items.popularity is not None
-            if not bool((items.popularity > 0).all()):
-                raise ValueError(
-                    "novelty needs `item_popularity` > 0 for every item: an item never "
-                    "interacted with has infinite self-information -log2 p(i); add one to "
-                    "every count (Laplace smoothing) if the catalogue has such items"
-                )
+        if len(given) > 1:
+            raise ValueError(f"{metric.name} reads one of {wanted}: give one, not both")
+        problem = metric.inputs_problem(items) if metric.inputs_problem else None
+        if problem is not None:
+            raise ValueError(problem)
 
 
 Input = Tensor | EmbeddingScores | None

@@ -74,7 +74,13 @@ from ranking_plugins.kernel.inputs.items import (
     ItemInputs,
 )
 from ranking_plugins.kernel.statistics.exposure import Exposure
-from ranking_plugins.metrics import METRICS, EmptyQueryError, Evaluation, RankedBatch
+from ranking_plugins.metrics import (
+    METRICS,
+    EmptyQueryError,
+    Evaluation,
+    RankedBatch,
+    result_columns,
+)
 from ranking_plugins.options import OPTION_NAMES, OptionKeywords, Options
 from ranking_plugins.request import RankingRequest, TopK
 from ranking_plugins.totals import Totals, per_query_matrix
@@ -504,7 +510,7 @@ class BaseRankingMetric(Metric):
         # checked, but kept as given: the next metric of a collection is proved
         # to get the same batch by the objects it is given
         check_judged(judged, preds, target, "grouped")
-        if self.request.identities:  # the kernel's message, at update rather than compute
+        if self.request.identities:  # the request's message, at update rather than compute
             _evaluate(self.request, preds, target, indexes=indexes, mask=mask)
         if preds.dtype == _UINT64:
             raise TypeError(
@@ -713,11 +719,9 @@ class BaseRankingMetric(Metric):
         labels: list[str | int] = []
         k_axis = torch.tensor(ks, dtype=torch.float64)
         for metric in self.request.metrics:
-            if metric.at_k:
-                column = [val[f"{metric.name}@{k}"] for k in ks]
-                y_values.append(torch.stack(column).detach().to("cpu", torch.float64))
-            else:
-                y_values.append(val[metric.name].detach().to("cpu", torch.float64).expand(len(ks)))
+            # one value per k, or one for a metric without a cutoff: a flat line
+            column = torch.stack([val[key] for _, key in result_columns(metric, ks)])
+            y_values.append(column.detach().to("cpu", torch.float64).expand(len(ks)))
             x_values.append(k_axis)
             labels.append(metric.name)
         fig, ax = plot_curve(

@@ -22,6 +22,8 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from ranking_plugins.metrics import METRICS, R_MULTIPLE_METRICS, RECALL_LEVEL_METRICS, result_key
+
 #: trec_eval's default cutoffs of the families that take one
 DEFAULT_CUTOFFS = (5, 10, 15, 20, 30, 100, 200, 500, 1000)
 
@@ -46,18 +48,12 @@ TREC_EVAL_MEASURES: dict[str, TrecEvalMeasure] = {
     "Rprec": TrecEvalMeasure("r_precision"),
     "bpref": TrecEvalMeasure("bpref"),  # judged measures (issue 13)
     "recip_rank": TrecEvalMeasure("mrr"),
-    **{
-        name: TrecEvalMeasure(name)
-        for name in (f"iprec_at_recall_{level / 10:.2f}" for level in range(11))
-    },
+    **{name: TrecEvalMeasure(name) for name in RECALL_LEVEL_METRICS},
     "P": TrecEvalMeasure("precision", DEFAULT_CUTOFFS),
     "recall": TrecEvalMeasure("recall", DEFAULT_CUTOFFS),
     "infAP": TrecEvalMeasure("infap"),  # judged measures (issue 13)
     "gm_bpref": TrecEvalMeasure("gm_bpref"),
-    **{
-        name: TrecEvalMeasure(name)
-        for name in (f"Rprec_mult_{multiple / 10:.2f}" for multiple in range(2, 21, 2))
-    },
+    **{name: TrecEvalMeasure(name) for name in R_MULTIPLE_METRICS},
     "utility": TrecEvalMeasure("utility"),
     "11pt_avg": TrecEvalMeasure("11pt_avg"),
     "binG": TrecEvalMeasure("bin_g"),
@@ -137,7 +133,7 @@ def trec_eval_name(metric: str, k: int | None) -> str:
             return name
         if k is not None and measure.cutoffs is not None:
             return f"{name}_{k}"
-    return metric if k is None else f"{metric}@{k}"
+    return result_key(METRICS[metric], k)
 
 
 def is_count(metric: str) -> bool:

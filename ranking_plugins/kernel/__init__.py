@@ -99,18 +99,12 @@ def rank_inputs(
     whole lists (``depth=None``); counting (item ids, ``EmbeddingScores``)
     counts the judged items too, in the same pass or walk.
     """
-    if (judgments or judged is not None) and isinstance(preds, ShardedEmbeddingScores):
+    # the layouts a request's metrics cannot read are refused by the request, which
+    # names them from the metric table (``RankingRequest._check_layout``)
+    if judged is not None and isinstance(preds, ShardedEmbeddingScores):
         raise ValueError(
-            "`judged` and the measures of judged items (bpref, infap, num_nonrel_judged_ret, "
-            "unj, judged, rbp_resid) do not take ShardedEmbeddingScores yet; pass "
-            "EmbeddingScores or the (Q, N) score matrix (with `judged`)"
-        )
-    if identities and indexes is not None:
-        raise ValueError(
-            "the metrics of item exposure (coverage, gini, entropy, novelty, arp, "
-            "tail_share, personalisation, diversity) need catalogue items: the grouped "
-            "layout (`indexes`) has none (an entry is a position in its query's list); "
-            "pass (Q, N) scores with dense grades or item-index targets"
+            "`judged` does not take ShardedEmbeddingScores yet; pass EmbeddingScores or "
+            "the (Q, N) score matrix"
         )
     if isinstance(preds, EmbeddingScores):
         check_embedding_inputs(indexes=indexes, mask=mask, target_format=target_format)
