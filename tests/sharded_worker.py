@@ -200,6 +200,16 @@ def error_cases(world: int) -> dict[str, dict[str, Any]]:
     }  # fmt: skip
 
 
+def outside_ids(case: dict[str, Any], rank: int) -> dict[str, torch.Tensor]:
+    """This process's targets and exclusions with ids outside the catalogue of 11 put in."""
+    found = {}
+    for key, name in (("target", "targets"), ("exclude", "exclude")):
+        ids = case[name][rank].clone()
+        ids[:, 0] = torch.tensor([11, -2, 40, 12, -5, 11])[: ids.shape[0]]
+        found[key] = ids
+    return found
+
+
 def run_kernel_cases(rank: int, world: int) -> dict[str, Any]:
     report: dict[str, Any] = {}
     for name, case in cases(world).items():
@@ -214,12 +224,19 @@ def run_kernel_cases(rank: int, world: int) -> dict[str, Any]:
         case = cases(world)["unequal_random"]
         mine = dict(overrides.get(rank, {}))
         target = mine.pop("target", case["targets"][rank])
+        # ids outside the catalogue are read with validate_args=True only (issue 24)
+        validate = name.endswith("_outside")
         try:
-            # checked whatever validate_args says: no id may be left without a shard
-            per_query(shard_scores(case, rank, **mine), target, "average", validate_args=False)
+            per_query(shard_scores(case, rank, **mine), target, "average", validate_args=validate)
             report[f"error/{name}"] = None
         except Exception as error:  # the test checks the type and the message
             report[f"error/{name}"] = (type(error).__name__, str(error))
+    # without validate_args they are padding, as for EmbeddingScores (issue 24, row 10)
+    case = cases(world)["unequal_random"]
+    outside = outside_ids(case, rank)
+    for ties in ("average", "first"):
+        scores = shard_scores(case, rank, exclude=outside["exclude"])
+        report[f"outside/{ties}"] = per_query(scores, outside["target"], ties, validate_args=False)
     # a group of the wrong size: a group of process 0 only, which holds part of the table
     import torch.distributed as dist
 

@@ -127,7 +127,7 @@ def test_bad_embeddings_are_named(make, error: type, words: str) -> None:  # typ
 @pytest.mark.parametrize(
     ("target", "kwargs", "error", "words"),
     [
-        (torch.ones(3, 5), {}, TypeError, "integer item ids"),
+        (torch.ones(3, 5), {}, TypeError, "`target` must be an integer tensor of item ids"),
         (torch.tensor([[0], [1]]), {}, ValueError, "Q = 3"),
         (torch.tensor([0, 1, 5]), {}, ValueError, r"\[0, 5\)"),
         (
@@ -498,3 +498,71 @@ def test_chunks_without_a_listed_item_are_scored_once() -> None:
     rank_metrics(scores, target, "mrr", 5)
     # the first chunk (which sets the scores' dtype) and the third, then the counting walk
     assert calls == [0, 20, 0, 10, 20, 30]
+
+
+def _outside(ids: torch.Tensor, n: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``ids`` with ids outside [0, n) put in (both sides), and what padding makes of them."""
+    bad = ids.clone()
+    bad[:, 0] = torch.tensor([n, n + 2, 10**6, -2, -7, n, n + 1, n + 3, 99])[: ids.shape[0]]
+    return bad, torch.where((bad >= 0) & (bad < n), bad, -1)
+
+
+@pytest.mark.parametrize("chunk_size", [4, 40])
+def test_without_validation_an_id_outside_the_catalogue_is_padding(
+    chunk_size: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 24, row 10: an id >= N was read through a clamp, with another item's score."""
+    from host_reads import forbid_host_reads
+
+    users, items, target, exclude = _case(11, n=10)
+    bad_target, target = _outside(target, 10)
+    bad_exclude, exclude = _outside(exclude, 10)
+    judged_ids = torch.randint(0, 10, (9, 4), generator=torch.Generator().manual_seed(2))
+    bad_judged, judged_ids = _outside(judged_ids, 10)
+    options = {"reduction": "none", "empty_target_action": "skip"}
+    want = rank_metrics(
+        users @ items.T, target, NAMES, [1, 3], mask=_mask_of(exclude, 10), **options
+    )
+    with forbid_host_reads(monkeypatch):
+        scores = EmbeddingScores(users, items, exclude=bad_exclude, chunk_size=chunk_size)
+        got = rank_metrics(scores, bad_target, NAMES, [1, 3], validate_args=False, **options)
+    _assert_same_metrics(got, want)
+    # the judged ids too, and the exposure metrics' top lists (which read on the host)
+    judged_names = [name for name in NAMES if METRICS[name].judgments]
+    exposure = {"item_popularity": torch.arange(1.0, 11.0)}
+    for names, judged, bad, more in (
+        (judged_names, judged_ids, bad_judged, options),
+        (["arp", "coverage", "mrr"], None, None, exposure),
+    ):
+        want = rank_metrics(users @ items.T, target, names, [3], judged=judged, **more)
+        got = rank_metrics(
+            EmbeddingScores(users, items, chunk_size=chunk_size),
+            bad_target,
+            names,
+            [3],
+            judged=bad,
+            validate_args=False,
+            **more,
+        )
+        _assert_same_metrics(got, want)
+
+
+@pytest.mark.parametrize("top_k", [[1, 3], None])
+def test_without_validation_item_index_targets_outside_the_list_are_padding(top_k) -> None:  # type: ignore[no-untyped-def]
+    """Issue 24, row 10, the (Q, N) matrix: the same policy (an id >= N crashed counting)."""
+    users, items, target, _ = _case(12, n=10)
+    bad_target, target = _outside(target, 10)
+    judged_ids = torch.randint(0, 10, (9, 4), generator=torch.Generator().manual_seed(3))
+    bad_judged, judged_ids = _outside(judged_ids, 10)
+    options = {"reduction": "none", "empty_target_action": "skip"}
+    scores = users @ items.T
+    for judged, bad in ((None, None), (judged_ids, bad_judged)):
+        want = rank_metrics(scores, target, NAMES, top_k, judged=judged, **options)
+        got = rank_metrics(
+            scores, bad_target, NAMES, top_k, judged=bad, validate_args=False, **options
+        )
+        _assert_same_metrics(got, want)
+        with pytest.raises(ValueError, match=r"`target` item indices must lie in \[0, 10\)"):
+            rank_metrics(scores, bad_target, NAMES, top_k, judged=judged, **options)
+    with pytest.raises(ValueError, match=r"`judged` item indices must lie in \[0, 10\)"):
+        rank_metrics(scores, target, NAMES, top_k, judged=bad_judged, **options)

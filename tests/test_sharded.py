@@ -169,6 +169,27 @@ def test_bad_shardings_raise_on_every_process(reports: list[dict[str, Any]]) -> 
         )
 
 
+def test_without_validation_ids_outside_the_catalogue_are_padding(
+    reports: list[dict[str, Any]],
+) -> None:
+    """Issue 24, row 10: one policy with EmbeddingScores (they raised whatever validate_args said)."""
+    world = reports[0]["world"]
+    case = job.cases(world)["unequal_random"]
+    padded = dict(case)
+    for key, name in (("target", "targets"), ("exclude", "exclude")):
+        padded[name] = [
+            torch.where((ids >= 0) & (ids < 11), ids, -1)
+            for ids in (job.outside_ids(case, rank)[key] for rank in range(world))
+        ]
+    for ties in ("average", "first"):
+        expected = job.dense_reference(padded, ties)
+        for rank, report in enumerate(reports):
+            for key, value in expected[rank].items():
+                torch.testing.assert_close(
+                    report[f"outside/{ties}"][key], value, rtol=1e-12, atol=1e-12, equal_nan=True
+                )
+
+
 def test_the_group_works_after_the_errors(reports: list[dict[str, Any]]) -> None:
     world = reports[0]["world"]
     expected = job.dense_reference(job.cases(world)["unequal_random"], "first")

@@ -27,10 +27,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import torch
 from torch import Tensor
 
-from ranking_plugins import _validation as V
 from ranking_plugins.kernel.flags import count_true
 from ranking_plugins.kernel.host_reads import host_reads_are_free
 from ranking_plugins.kernel.inputs import (
@@ -47,7 +45,7 @@ from ranking_plugins.kernel.inputs import (
     check_inputs,
     normalize_input,
 )
-from ranking_plugins.kernel.inputs.checks import check_judged_ids
+from ranking_plugins.kernel.inputs.checks import check_embedding_ids
 from ranking_plugins.kernel.inputs.embeddings import EmbeddingScores, embedding_stats
 from ranking_plugins.kernel.inputs.sharded import ShardedEmbeddingScores, sharded_stats
 from ranking_plugins.kernel.ranked_batch import (
@@ -108,13 +106,11 @@ def rank_inputs(
         )
     if isinstance(preds, EmbeddingScores):
         check_embedding_inputs(indexes=indexes, mask=mask, target_format=target_format)
-        if judged is not None:
-            judged = V.check_tensor("judged", judged).detach()
-            V.check_same_device(query_emb=preds.query_emb, judged=judged)
-            judged = check_judged_ids(judged, preds.num_queries, preds.num_items, validate_args)
+        # every id checked, or made padding when outside the catalogue, before any is read
+        preds, ids, judged = check_embedding_ids(preds, target, judged, validate_args)
         stats = embedding_stats(
             preds,
-            target,
+            ids,
             ties=ties,
             rule=rule,
             validate_args=validate_args,
@@ -123,8 +119,7 @@ def rank_inputs(
         )
         if identities and depth is not None and preds.num_items:
             # the exposure metrics: each query's top, its best candidates kept chunk by chunk
-            ids = target.to(torch.int64)
-            relevance = ItemIds(ids.unsqueeze(1) if ids.ndim == 1 else ids, preds.num_items, rule)
+            relevance = ItemIds(ids, preds.num_items, rule)
             stats.top_list = embedding_top_list(preds, relevance, ties, depth)
             stats.num_items = preds.num_items
         return RankedBatch(

@@ -1,19 +1,36 @@
 """The input checks of every layout, kept apart from the layouts' conversions.
 
-Checks that read no tensor value always run; :func:`check_grades` reads
-values and runs only with ``validate_args=True``.
+The tensor layouts (dense grades, item ids, grouped), ``judged``, and the
+scores given as embeddings (:class:`~ranking_plugins.EmbeddingScores`,
+:class:`~ranking_plugins.ShardedEmbeddingScores`). Checks that read no tensor
+value always run; those that read values (:func:`check_grades`, the range of
+item ids in :func:`item_ids_in_catalogue`) run only with ``validate_args=True``.
+
+Item ids (targets, ``judged``, ``exclude``), in every layout: an integer
+(Q,) or (Q, T) tensor, ``-1`` for padding (:func:`check_item_id_matrix`).
+An id outside ``[0, N)`` is an error with ``validate_args=True``; without
+it, it names no item and is padding, never an item's score read through a
+clamp (:func:`item_ids_in_catalogue`, computed on the device: no host read).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import replace
+from numbers import Integral
+from typing import TYPE_CHECKING
 
 import torch
+import torch.distributed as dist
 from torch import Tensor
 
 from ranking_plugins import _validation as V
 from ranking_plugins.kernel.inputs.relevance import GainRule
+
+if TYPE_CHECKING:
+    from ranking_plugins.kernel.inputs.embeddings import EmbeddingScores
+    from ranking_plugins.kernel.inputs.sharded import ShardedEmbeddingScores
 
 
 def check_inputs(
@@ -118,21 +135,6 @@ def _gains_bounded(dtype: torch.dtype, rule: GainRule, list_length: int) -> bool
     return math.isfinite(float(rule.gain_of(largest)[0]) * max(list_length, 1))
 
 
-def check_embedding_inputs(
-    *, indexes: Tensor | None, mask: Tensor | None, target_format: str | None
-) -> None:
-    """The arguments of the tensor layouts that do not apply to ``EmbeddingScores``."""
-    if mask is not None:
-        raise ValueError(
-            "`mask` does not apply to EmbeddingScores: list the items to leave out of "
-            "the ranking in EmbeddingScores(..., exclude=item_ids)"
-        )
-    if indexes is not None:
-        raise ValueError("`indexes` (grouped layout) does not apply to EmbeddingScores")
-    if target_format == "dense":
-        raise ValueError("EmbeddingScores needs item-index targets, not `target_format='dense'`")
-
-
 def check_judged(
     judged: object, preds: Tensor, target: Tensor, layout: str, validate_args: bool = True
 ) -> Tensor | None:
@@ -164,22 +166,226 @@ def check_judged(
 def check_judged_ids(
     judged: Tensor, num_queries: int, num_items: int, validate_args: bool = True
 ) -> Tensor:
-    """``judged`` as judged item ids (Q,) or (Q, J), -1 for padding: int64 (Q, J).
+    """``judged`` as judged item ids (Q,) or (Q, J), -1 for padding: int64 (Q, J)."""
+    judged = check_item_id_matrix(
+        "judged",
+        judged,
+        num_queries,
+        columns="J",
+        hint=" (with item-index targets, the ids of the judged items, not a bool mask)",
+    )
+    return item_ids_in_catalogue("judged", judged, num_items, validate_args)
 
-    The ids' range is read (a value read) only with ``validate_args``.
+
+# -- item ids: every layout's targets, judged ids and exclusions ---------------
+
+
+def check_item_id_matrix(
+    name: str,
+    ids: Tensor,
+    num_queries: int,
+    *,
+    columns: str = "T",
+    one_per_row: bool = True,
+    hint: str = "",
+) -> Tensor:
+    """Integer item ids (Q,) or (Q, ``columns``), -1 for padding: int64 (Q, ``columns``).
+
+    The one check of an item-id matrix (the item-index targets of every layout,
+    ``judged`` ids, ``exclude``); reads no value (their range is
+    :func:`item_ids_in_catalogue`'s). ``one_per_row=False``: only (Q, X) is
+    taken (``exclude``). ``hint``: what the layout adds to the type error.
     """
-    if not V.is_integer_dtype(judged.dtype):
+    shapes = f"(Q,) or (Q, {columns})" if one_per_row else f"(Q, {columns})"
+    if not V.is_integer_dtype(ids.dtype):
         raise TypeError(
-            "with item-index targets, `judged` must be an integer tensor of the judged "
-            f"item ids (Q,) or (Q, J), -1 for padding; got dtype {judged.dtype}"
+            f"`{name}` must be an integer tensor of item ids {shapes}, -1 for padding{hint}; "
+            f"got dtype {ids.dtype} and shape {tuple(ids.shape)}"
         )
-    if judged.ndim == 1:
-        judged = judged.unsqueeze(1)
-    if judged.ndim != 2 or judged.shape[0] != num_queries:
+    if ids.ndim == 1 and one_per_row:
+        ids = ids.unsqueeze(1)
+    if ids.ndim != 2 or ids.shape[0] != num_queries:
         raise ValueError(
-            f"with item-index targets, `judged` must be (Q,) or (Q, J) with Q = "
-            f"{num_queries} queries, got shape {tuple(judged.shape)}"
+            f"`{name}` must be {shapes} item ids with Q = {num_queries} queries, "
+            f"got shape {tuple(ids.shape)}"
         )
+    return ids.to(torch.int64)
+
+
+def item_ids_in_catalogue(name: str, ids: Tensor, num_items: int, validate_args: bool) -> Tensor:
+    """``ids`` (Q, T) int64 for a catalogue (or list) of ``num_items`` items.
+
+    With ``validate_args`` an id outside [0, ``num_items``) other than the -1
+    padding is an error (two values read). Without it, such an id names no
+    item, so it is padding, made so on the device (no host read), the same
+    for every layout (SPEC section 5): clamped into range it would read
+    another item's score, and left as it is it would index past the scores.
+    """
     if validate_args:
-        V.check_item_ids("judged", judged, num_items)
-    return judged.to(torch.int64)
+        V.check_item_ids(name, ids, num_items)
+        return ids
+    return torch.where((ids >= 0) & (ids < num_items), ids, -1)
+
+
+def check_item_targets(target: Tensor, preds: Tensor) -> Tensor:
+    """The item-index layout's ``target`` for (Q, N) ``preds``: int64 (Q, T), range unread."""
+    return check_item_id_matrix(
+        "target",
+        target,
+        preds.shape[0],
+        hint=f" (or dense grades of the shape of `preds` {tuple(preds.shape)})",
+    )
+
+
+def check_dense(preds: Tensor, target: Tensor) -> None:
+    """The dense layout: a grade for every item, ``target`` shaped like ``preds``."""
+    if target.shape != preds.shape:
+        raise ValueError(
+            f"dense `target` must have the shape of `preds` {tuple(preds.shape)}, "
+            f"got {tuple(target.shape)}"
+        )
+
+
+# -- scores given as embeddings -------------------------------------------------
+
+
+def check_embedding_inputs(
+    *, indexes: Tensor | None, mask: Tensor | None, target_format: str | None
+) -> None:
+    """The arguments of the tensor layouts that do not apply to ``EmbeddingScores``."""
+    if mask is not None:
+        raise ValueError(
+            "`mask` does not apply to EmbeddingScores: list the items to leave out of "
+            "the ranking in EmbeddingScores(..., exclude=item_ids)"
+        )
+    if indexes is not None:
+        raise ValueError("`indexes` (grouped layout) does not apply to EmbeddingScores")
+    if target_format == "dense":
+        raise ValueError("EmbeddingScores needs item-index targets, not `target_format='dense'`")
+
+
+def check_embedding_targets(target: object, query_emb: Tensor) -> Tensor:
+    """``target`` of scores given as embeddings: item ids for the rows of ``query_emb``.
+
+    Int64 (Q, T), their range unread (:func:`item_ids_in_catalogue`).
+    """
+    target = V.check_tensor("target", target).detach()
+    V.check_same_device(query_emb=query_emb, target=target)
+    return check_item_id_matrix(
+        "target",
+        target,
+        query_emb.shape[0],
+        hint=" (scores given as embeddings take item-index targets, not dense grades)",
+    )
+
+
+def check_embedding_ids(
+    scores: EmbeddingScores, target: object, judged: object, validate_args: bool
+) -> tuple[EmbeddingScores, Tensor, Tensor | None]:
+    """``scores`` (its ``exclude`` in range), ``target`` (Q, T) and ``judged`` (Q, J), checked.
+
+    Every id outside the catalogue is an error (``validate_args``) or padding
+    (:func:`item_ids_in_catalogue`), before any is read.
+    """
+    target = check_embedding_targets(target, scores.query_emb)
+    target = item_ids_in_catalogue("target", target, scores.num_items, validate_args)
+    if judged is not None:
+        judged = V.check_tensor("judged", judged).detach()
+        V.check_same_device(query_emb=scores.query_emb, judged=judged)
+        judged = check_judged_ids(judged, scores.num_queries, scores.num_items, validate_args)
+    if scores.exclude is not None:
+        exclude = scores.exclude.detach().to(torch.int64)
+        exclude = item_ids_in_catalogue("exclude", exclude, scores.num_items, validate_args)
+        if not validate_args:
+            scores = replace(scores, exclude=exclude)
+    return scores, target, judged
+
+
+def check_dot_product(query_emb: Tensor, item_emb: Tensor, item_name: str = "item_emb") -> None:
+    """What the default dot product needs: real embeddings of one width."""
+    for name, emb in (("query_emb", query_emb), (item_name, item_emb)):
+        if emb.dtype == torch.bool or emb.is_complex():
+            raise TypeError(
+                f"`{name}` must hold real numbers (a floating point or integer dtype) "
+                f"for dot-product scores, got {emb.dtype}; pass a `score_fn` for "
+                "other embeddings"
+            )
+        if not emb.is_floating_point() and emb.device.type != "cpu":
+            raise TypeError(
+                f"`{name}`: torch multiplies integer matrices on the CPU only, got "
+                f"{emb.dtype} on {emb.device}; convert the embeddings to a floating "
+                "point dtype (exact while the dot products stay below 2^24 in "
+                "float32, 2^53 in float64) or pass a `score_fn`"
+            )
+    if query_emb.shape[1] != item_emb.shape[1]:
+        raise ValueError(
+            f"`query_emb` and `{item_name}` must have the same width d for dot-product "
+            f"scores, got {query_emb.shape[1]} and {item_emb.shape[1]}"
+        )
+
+
+def check_exclude(exclude: object, num_queries: int) -> None:
+    """``exclude``: None, or (Q, X) integer item ids for ``num_queries`` queries (range unread)."""
+    if exclude is not None:
+        exclude = V.check_tensor("exclude", exclude)
+        check_item_id_matrix("exclude", exclude, num_queries, columns="X", one_per_row=False)
+
+
+def _check_embeddings(query_emb: object, items: object, items_name: str, rows: str) -> None:
+    """(Q, d) query embeddings and (``rows``, d) item embeddings."""
+    query_emb = V.check_tensor("query_emb", query_emb)
+    items = V.check_tensor(items_name, items)
+    if query_emb.ndim != 2 or items.ndim != 2:
+        raise ValueError(
+            f"`query_emb` must be (Q, d) and `{items_name}` ({rows}, d), got shapes "
+            f"{tuple(query_emb.shape)} and {tuple(items.shape)}"
+        )
+
+
+def check_embedding_scores(scores: EmbeddingScores) -> None:
+    """What :class:`~ranking_plugins.EmbeddingScores` checks when it is made (no value read)."""
+    _check_embeddings(scores.query_emb, scores.item_emb, "item_emb", "N")
+    if scores.score_fn is None:
+        check_dot_product(scores.query_emb, scores.item_emb)
+    if scores.score_fn is not None and not callable(scores.score_fn):
+        raise TypeError(f"`score_fn` must be callable, got {type(scores.score_fn).__name__}")
+    chunk_size = scores.chunk_size
+    if isinstance(chunk_size, bool) or not isinstance(chunk_size, Integral):
+        raise TypeError(f"`chunk_size` must be a positive int, got {chunk_size!r}")
+    if chunk_size <= 0:
+        raise ValueError(f"`chunk_size` must be a positive int, got {chunk_size}")
+    check_exclude(scores.exclude, scores.query_emb.shape[0])
+    V.check_same_device(
+        query_emb=scores.query_emb, item_emb=scores.item_emb, exclude=scores.exclude
+    )
+
+
+def check_sharded_scores(scores: ShardedEmbeddingScores, shard_error: type[ValueError]) -> None:
+    """What :class:`~ranking_plugins.ShardedEmbeddingScores` checks when it is made.
+
+    ``shard_error``: the error of a process outside ``group``.
+    """
+    if not dist.is_available() or not dist.is_initialized():
+        raise RuntimeError(
+            "ShardedEmbeddingScores needs torch.distributed: call "
+            "torch.distributed.init_process_group first (Lightning's DDP strategy "
+            "and ignite.distributed.Parallel do)"
+        )
+    if dist.get_rank(scores.group) < 0:
+        raise shard_error("`group`: this process is not a member of the process group")
+    _check_embeddings(scores.query_emb, scores.item_shard, "item_shard", "n")
+    if scores.score_fn is None:
+        check_dot_product(scores.query_emb, scores.item_shard, item_name="item_shard")
+    elif not callable(scores.score_fn):
+        raise TypeError(f"`score_fn` must be callable, got {type(scores.score_fn).__name__}")
+    for name in ("chunk_size", "item_offset", "catalogue_size"):
+        value = getattr(scores, name)
+        if isinstance(value, bool) or not isinstance(value, Integral):
+            raise TypeError(f"`{name}` must be an int, got {value!r}")
+        if value < (1 if name == "chunk_size" else 0):
+            sign = "positive" if name == "chunk_size" else "non-negative"
+            raise ValueError(f"`{name}` must be a {sign} int, got {value}")
+    check_exclude(scores.exclude, scores.query_emb.shape[0])
+    V.check_same_device(
+        query_emb=scores.query_emb, item_shard=scores.item_shard, exclude=scores.exclude
+    )

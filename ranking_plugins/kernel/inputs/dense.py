@@ -5,7 +5,7 @@ from __future__ import annotations
 from torch import Tensor
 
 from ranking_plugins import _validation as V
-from ranking_plugins.kernel.inputs.checks import check_grades
+from ranking_plugins.kernel.inputs.checks import check_dense, check_grades
 from ranking_plugins.kernel.inputs.parts import (
     Batch,
     RankingInput,
@@ -24,11 +24,7 @@ def dense(
     judged: Tensor | None = None,
 ) -> Batch:
     """Checked (Q, N) scores and (Q, N) grades as one part; ``judged``: (Q, N) bool or None."""
-    if target.shape != preds.shape:
-        raise ValueError(
-            f"dense `target` must have the shape of `preds` {tuple(preds.shape)}, "
-            f"got {tuple(target.shape)}"
-        )
+    check_dense(preds, target)
     deferred = nan_check_deferred(preds, mask, validate_args)
     grades = DenseGrades(target, rule, judged)
     if validate_args:

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from numbers import Integral
 
 import torch
 from torch import Tensor
 
 from ranking_plugins import _validation as V
 from ranking_plugins.kernel.host_reads import host_reads_are_free
+from ranking_plugins.kernel.inputs.checks import check_embedding_scores
 from ranking_plugins.kernel.inputs.relevance import GainRule, ItemIds
 from ranking_plugins.kernel.ranking.counting import (
     RankCounter,
@@ -35,43 +35,6 @@ def dot_scores(query_emb: Tensor, item_emb: Tensor) -> Tensor:
     """(Q, d) x (C, d) -> (Q, C) dot products, in the two embeddings' common dtype."""
     dtype = torch.promote_types(query_emb.dtype, item_emb.dtype)
     return query_emb.to(dtype) @ item_emb.to(dtype).T
-
-
-def check_dot_product(query_emb: Tensor, item_emb: Tensor, item_name: str = "item_emb") -> None:
-    """What the default dot product needs: real embeddings of one width."""
-    for name, emb in (("query_emb", query_emb), (item_name, item_emb)):
-        if emb.dtype == torch.bool or emb.is_complex():
-            raise TypeError(
-                f"`{name}` must hold real numbers (a floating point or integer dtype) "
-                f"for dot-product scores, got {emb.dtype}; pass a `score_fn` for "
-                "other embeddings"
-            )
-        if not emb.is_floating_point() and emb.device.type != "cpu":
-            raise TypeError(
-                f"`{name}`: torch multiplies integer matrices on the CPU only, got "
-                f"{emb.dtype} on {emb.device}; convert the embeddings to a floating "
-                "point dtype (exact while the dot products stay below 2^24 in "
-                "float32, 2^53 in float64) or pass a `score_fn`"
-            )
-    if query_emb.shape[1] != item_emb.shape[1]:
-        raise ValueError(
-            f"`query_emb` and `{item_name}` must have the same width d for dot-product "
-            f"scores, got {query_emb.shape[1]} and {item_emb.shape[1]}"
-        )
-
-
-def check_exclude(exclude: Tensor | None, num_queries: int) -> None:
-    """``exclude``: None, or (Q, X) integer item ids for ``num_queries`` queries."""
-    if exclude is None:
-        return
-    exclude = V.check_tensor("exclude", exclude)
-    if not V.is_integer_dtype(exclude.dtype):
-        raise TypeError(f"`exclude` must hold integer item ids, got {exclude.dtype}")
-    if exclude.ndim != 2 or exclude.shape[0] != num_queries:
-        raise ValueError(
-            f"`exclude` must be (Q, X) item ids with Q = {num_queries}, "
-            f"got shape {tuple(exclude.shape)}"
-        )
 
 
 @dataclass(frozen=True, eq=False)
@@ -121,23 +84,7 @@ class EmbeddingScores:
     chunk_size: int = 32768
 
     def __post_init__(self) -> None:
-        query_emb = V.check_tensor("query_emb", self.query_emb)
-        item_emb = V.check_tensor("item_emb", self.item_emb)
-        if query_emb.ndim != 2 or item_emb.ndim != 2:
-            raise ValueError(
-                "`query_emb` must be (Q, d) and `item_emb` (N, d), got shapes "
-                f"{tuple(query_emb.shape)} and {tuple(item_emb.shape)}"
-            )
-        if self.score_fn is None:
-            check_dot_product(query_emb, item_emb)
-        if self.score_fn is not None and not callable(self.score_fn):
-            raise TypeError(f"`score_fn` must be callable, got {type(self.score_fn).__name__}")
-        if isinstance(self.chunk_size, bool) or not isinstance(self.chunk_size, Integral):
-            raise TypeError(f"`chunk_size` must be a positive int, got {self.chunk_size!r}")
-        if self.chunk_size <= 0:
-            raise ValueError(f"`chunk_size` must be a positive int, got {self.chunk_size}")
-        check_exclude(self.exclude, query_emb.shape[0])
-        V.check_same_device(query_emb=query_emb, item_emb=item_emb, exclude=self.exclude)
+        check_embedding_scores(self)
 
     @property
     def num_queries(self) -> int:
@@ -200,7 +147,10 @@ def embedding_stats(
     judged: Tensor | None = None,
     judgments: bool = False,
 ) -> CountStats:
-    """Rank statistics of the whole catalogue for item-index ``target`` (Q,) or (Q, T).
+    """Rank statistics of the whole catalogue for item-index ``target`` (Q, T).
+
+    ``target`` and ``judged`` as :func:`~ranking_plugins.kernel.inputs.checks.check_embedding_ids`
+    gives them, with ``scores``: checked, every id in the catalogue or padding.
 
     ``judgments`` (issue 13): also count the judged items (``judged``: their ids
     (Q, J), -1 padding; None: every item) for the measures that read them
@@ -213,15 +163,12 @@ def embedding_stats(
     scores. So the counts describe one score matrix, the chunk calls' (see
     :class:`EmbeddingScores`), with no score computed apart.
     """
-    target = item_targets(target, scores.query_emb)
     num_items = scores.num_items
     if validate_args:
-        V.check_values(scores.query_emb, None, target, num_items)
-        if scores.exclude is not None:
-            V.check_item_ids("exclude", scores.exclude, num_items)
+        V.check_values(scores.query_emb, None, None, num_items)
     with torch.no_grad():
         # ItemIds applies the relevance threshold (grade 1 for every listed id)
-        relevance = ItemIds(target.to(torch.int64), num_items, rule, judged)
+        relevance = ItemIds(target, num_items, rule, judged)
         ids = distinct_ids(relevance.item_ids)
         # judged measures: the judged (or relevant) items counted too, in the same walk;
         # without `judged` every item is judged and the relevant items' counts serve
@@ -278,28 +225,12 @@ def _stats(counters: list[RankCounter], ids: Tensor, relevance: ItemIds, ties: s
     return stats
 
 
-def item_targets(target: Tensor, query_emb: Tensor) -> Tensor:
-    """``target``, item ids (Q,) or (Q, T) for the Q rows of ``query_emb``, checked, as (Q, T)."""
-    target = V.check_tensor("target", target).detach()
-    if not V.is_integer_dtype(target.dtype):
-        raise TypeError(
-            "with EmbeddingScores, `target` must be integer item ids (Q,) or (Q, T) "
-            f"(-1 for padding), got dtype {target.dtype}"
-        )
-    if target.ndim == 1:
-        target = target.unsqueeze(1)
-    num_queries = query_emb.shape[0]
-    if target.ndim != 2 or target.shape[0] != num_queries:
-        raise ValueError(
-            f"item-index `target` must be (Q,) or (Q, T) with Q = {num_queries} "
-            f"queries, got shape {tuple(target.shape)}"
-        )
-    V.check_same_device(query_emb=query_emb, target=target)
-    return target
-
-
 def listed_scores(scores: EmbeddingScores, ids: Tensor, skip_unlisted: bool) -> Tensor:
     """The score of each listed id (Q, T) as its own chunk's call gives it (-1: any value).
+
+    ``ids`` in [0, N) or -1 (:func:`~ranking_plugins.kernel.inputs.checks.item_ids_in_catalogue`):
+    the clamp only keeps in bounds the gather of a chunk that does not hold the id,
+    whose value is then discarded (or, for padding, any value).
 
     ``skip_unlisted``: a chunk that holds no listed id is not scored (that reads
     a flag on the host, so on an accelerator only when ``validate_args=True``).
@@ -324,10 +255,7 @@ def listed_scores(scores: EmbeddingScores, ids: Tensor, skip_unlisted: bool) -> 
 __all__ = [
     "EmbeddingScores",
     "ScoreFn",
-    "check_dot_product",
-    "check_exclude",
     "dot_scores",
     "embedding_stats",
-    "item_targets",
     "listed_scores",
 ]

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import torch
 from torch import Tensor
 
 from ranking_plugins import _validation as V
+from ranking_plugins.kernel.inputs.checks import check_item_targets, item_ids_in_catalogue
 from ranking_plugins.kernel.inputs.parts import (
     Batch,
     RankingInput,
@@ -27,23 +27,11 @@ def item_ids(
 
     ``judged``: (Q, J) ids of the judged items (-1: padding), or None: every item.
     """
-    if not V.is_integer_dtype(target.dtype):
-        raise TypeError(
-            "item-index `target` must be an integer tensor of item ids (Q,) or (Q, T) "
-            f"(or a dense `target` of shape {tuple(preds.shape)}), got dtype {target.dtype} "
-            f"and shape {tuple(target.shape)}"
-        )
-    if target.ndim == 1:
-        target = target.unsqueeze(1)
-    if target.ndim != 2 or target.shape[0] != preds.shape[0]:
-        raise ValueError(
-            f"item-index `target` must be (Q,) or (Q, T) with Q = {preds.shape[0]} rows of "
-            f"`preds`, got shape {tuple(target.shape)}"
-        )
+    target = check_item_targets(target, preds)
+    # out of range: an error, or padding without validate_args (one rule for every layout)
+    target = item_ids_in_catalogue("target", target, preds.shape[1], validate_args)
     deferred = nan_check_deferred(preds, mask, validate_args)
-    if deferred:
-        V.check_item_ids("target", target, preds.shape[1])
-    elif validate_args:
-        V.check_values(preds, None, target, preds.shape[1])
-    ids = ItemIds(target.to(torch.int64), preds.shape[1], rule, judged)
+    if validate_args and not deferred:
+        V.check_values(preds, None, None, preds.shape[1])
+    ids = ItemIds(target, preds.shape[1], rule, judged)
     return one_part(RankingInput(preds, mask, ids, deferred))

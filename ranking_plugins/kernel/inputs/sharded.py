@@ -36,8 +36,7 @@ the candidates; :data:`traffic` adds up their bytes.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from numbers import Integral
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 import torch
@@ -46,14 +45,12 @@ from torch import Tensor
 
 from ranking_plugins import _validation as V
 from ranking_plugins.kernel.host_reads import host_reads_are_free
-from ranking_plugins.kernel.inputs.embeddings import (
-    EmbeddingScores,
-    ScoreFn,
-    check_dot_product,
-    check_exclude,
-    item_targets,
-    listed_scores,
+from ranking_plugins.kernel.inputs.checks import (
+    check_embedding_targets,
+    check_sharded_scores,
+    item_ids_in_catalogue,
 )
+from ranking_plugins.kernel.inputs.embeddings import EmbeddingScores, ScoreFn, listed_scores
 from ranking_plugins.kernel.inputs.parts import lowest
 from ranking_plugins.kernel.inputs.relevance import GainRule, ItemIds
 from ranking_plugins.kernel.ranking.counting import RankCounter, distinct_ids
@@ -113,9 +110,11 @@ class ShardedEmbeddingScores:
 
     Shards that overlap or leave a gap; ``catalogue_size``, embedding widths,
     ``ties``, ``validate_args`` or the exposure metrics' largest k that differ
-    between processes; item inputs of another catalogue size; and target or
-    excluded ids outside the catalogue (always checked: no shard would hold
-    them) raise :class:`ShardError` on every process.
+    between processes; item inputs of another catalogue size; and, with
+    ``validate_args=True``, target or excluded ids outside the catalogue raise
+    :class:`ShardError` on every process. With ``validate_args=False`` such an
+    id is padding, as for :class:`~ranking_plugins.EmbeddingScores` and every
+    other layout (it names no item: no shard holds it, none reads a score for it).
 
     The metrics of item exposure take their item inputs for the whole
     catalogue (global ids), given to every process.
@@ -131,34 +130,7 @@ class ShardedEmbeddingScores:
     group: ProcessGroup | None = field(default=None, kw_only=True)
 
     def __post_init__(self) -> None:
-        if not dist.is_available() or not dist.is_initialized():
-            raise RuntimeError(
-                "ShardedEmbeddingScores needs torch.distributed: call "
-                "torch.distributed.init_process_group first (Lightning's DDP strategy "
-                "and ignite.distributed.Parallel do)"
-            )
-        if dist.get_rank(self.group) < 0:
-            raise ShardError("`group`: this process is not a member of the process group")
-        query_emb = V.check_tensor("query_emb", self.query_emb)
-        item_shard = V.check_tensor("item_shard", self.item_shard)
-        if query_emb.ndim != 2 or item_shard.ndim != 2:
-            raise ValueError(
-                "`query_emb` must be (Q, d) and `item_shard` (n, d), got shapes "
-                f"{tuple(query_emb.shape)} and {tuple(item_shard.shape)}"
-            )
-        if self.score_fn is None:
-            check_dot_product(query_emb, item_shard, item_name="item_shard")
-        elif not callable(self.score_fn):
-            raise TypeError(f"`score_fn` must be callable, got {type(self.score_fn).__name__}")
-        for name in ("chunk_size", "item_offset", "catalogue_size"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, Integral):
-                raise TypeError(f"`{name}` must be an int, got {value!r}")
-            if value < (1 if name == "chunk_size" else 0):
-                sign = "positive" if name == "chunk_size" else "non-negative"
-                raise ValueError(f"`{name}` must be a {sign} int, got {value}")
-        check_exclude(self.exclude, query_emb.shape[0])
-        V.check_same_device(query_emb=query_emb, item_shard=item_shard, exclude=self.exclude)
+        check_sharded_scores(self, ShardError)
 
     @property
     def num_queries(self) -> int:
@@ -246,8 +218,11 @@ def _local_inputs(
     rule: GainRule,
     validate_args: bool,
     check_catalogue: Callable[[int], None] | None,
-) -> tuple[str | None, Tensor, dict[str, int]]:
-    """This process's checked ids (Q, T) and statement; a problem as a message, not raised."""
+) -> tuple[str | None, Tensor, dict[str, int], ShardedEmbeddingScores]:
+    """This process's checked ids (Q, T), statement and ``scores`` (``exclude`` in range).
+
+    A problem comes back as a message, not raised.
+    """
     query_emb, num_items = scores.query_emb, scores.catalogue_size
     stated = {
         "queries": scores.num_queries,
@@ -262,22 +237,25 @@ def _local_inputs(
     try:
         if check_catalogue is not None:  # the item inputs describe the whole catalogue
             check_catalogue(num_items)
-        checked = item_targets(target, query_emb)
-        # always: an id no shard holds would be counted against a made-up score, and
-        # reading two values costs nothing beside the statement's own read below
-        V.check_item_ids("target", checked, num_items)
+        checked = check_embedding_targets(target, query_emb)
+        # as for EmbeddingScores: an id outside the catalogue is an error, or padding
+        # without validate_args (on every process alike: validate_args is stated)
+        checked = item_ids_in_catalogue("target", checked, num_items, validate_args)
         if scores.exclude is not None:
-            V.check_item_ids("exclude", scores.exclude, num_items)
+            exclude = scores.exclude.detach().to(torch.int64)
+            exclude = item_ids_in_catalogue("exclude", exclude, num_items, validate_args)
+            if not validate_args:
+                scores = replace(scores, exclude=exclude)
         if validate_args:
             V.check_values(query_emb, None, None, num_items)
         probe = scores.scores_against_shard(query_emb).score(scores.item_shard[:0])
         stated["query_dtype"] = _dtype_code("query_emb", query_emb.dtype)
         stated["score_dtype"] = _dtype_code("score_fn's scores", probe.dtype)
-        ids = distinct_ids(ItemIds(checked.to(torch.int64), num_items, rule).item_ids)
+        ids = distinct_ids(ItemIds(checked, num_items, rule).item_ids)
     except (TypeError, ValueError, RuntimeError) as error:
-        return str(error), ids, stated
+        return str(error), ids, stated, scores
     stated["targets"] = ids.shape[1]
-    return None, ids, stated
+    return None, ids, stated, scores
 
 
 def _layout_problem(table: list[dict[str, int]]) -> str | None:
@@ -370,7 +348,9 @@ def sharded_stats(
     world, me = dist.get_world_size(group), dist.get_rank(group)
     device = scores.device
     with torch.no_grad():
-        problem, ids, stated = _local_inputs(scores, target, rule, validate_args, check_catalogue)
+        problem, ids, stated, scores = _local_inputs(
+            scores, target, rule, validate_args, check_catalogue
+        )
         stated["ties"] = TIES.index(ties)
         stated["validate_args"] = int(validate_args)
         stated["depth"] = -1 if top_depth is None else top_depth
