@@ -25,10 +25,8 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from numbers import Real
 from typing import Any, TypedDict
 
 from ranking_plugins import _validation as V
@@ -52,30 +50,19 @@ def _choice(*choices: str, optional: bool = False) -> Check:
     return check
 
 
-def _flag(name: str, value: object) -> bool:
-    if not isinstance(value, bool):
-        raise TypeError(f"`{name}` must be a bool, got {value!r}")
-    return value
+def _rule(problem: Callable[[object], V.Problem | None], convert: Callable[[Any], Any]) -> Check:
+    """A field's check from a shared rule of :mod:`ranking_plugins._validation`."""
+
+    def check(name: str, value: object) -> object:
+        V.check(name, problem(value))
+        return value if value is None else convert(value)
+
+    return check
 
 
-def _finite_number_or_none(name: str, value: object) -> float | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, Real):
-        raise TypeError(f"`{name}` must be a number or None, got {value!r}")
-    number = float(value)
-    if not math.isfinite(number):
-        raise ValueError(f"`{name}` must be a finite number or None, got {value!r}")
-    return number
-
-
-def _persistence(name: str, value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, Real):
-        raise TypeError(f"`{name}` must be a number in (0, 1), got {value!r}")
-    number = float(value)
-    if not 0 < number < 1:
-        raise ValueError(f"`{name}` must be in (0, 1) (exclusive), got {value!r}")
-    return number
+_flag = _rule(V.flag_problem, bool)
+_finite_number_or_none = _rule(V.finite_number_problem, float)
+_persistence = _rule(V.unit_interval_problem, float)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -56,7 +56,6 @@ import math
 import threading
 import weakref
 from collections.abc import Callable, Sequence
-from numbers import Integral, Real
 from typing import Any, ClassVar
 
 import torch
@@ -748,14 +747,13 @@ _TOP_K_FORMS = "a positive int, a non-empty sequence of positive ints, or None f
 def _check_arguments(
     top_k: object, empty_target_action: object, ignore_index: object, adaptive_k: object
 ) -> None:
-    """The constructor arguments ``torchmetrics.retrieval`` checks, in its order."""
-    if (
-        not isinstance(empty_target_action, str)
-        or empty_target_action not in V.EMPTY_TARGET_ACTIONS
-    ):
+    """The constructor arguments ``torchmetrics.retrieval`` checks, in its order, each
+    by the package's rule (:mod:`ranking_plugins._validation`) in TorchMetrics' words."""
+    problem = V.choice_problem(empty_target_action, V.EMPTY_TARGET_ACTIONS)
+    if problem is not None:
         raise ValueError(
             f"Argument `empty_target_action` received a wrong value `{empty_target_action}`. "
-            f"`empty_target_action` must be one of {list(V.EMPTY_TARGET_ACTIONS)}"
+            f"`empty_target_action` {problem.text}"
         )
     if ignore_index is not None and (
         isinstance(ignore_index, bool) or not isinstance(ignore_index, int)
@@ -764,34 +762,16 @@ def _check_arguments(
             "Argument `ignore_index` must be an integer or None. "
             f"`ignore_index` must be an int or None, got {ignore_index!r}"
         )
-    if not _top_k_may_be_valid(top_k):
+    problem = V.top_k_problem(top_k)
+    # a non-int k inside a sequence: TorchMetrics takes no sequence, the package's error
+    if problem is not None and problem.kind != "item":
         raise ValueError(
             f"`top_k` has to be a positive integer or None, got {top_k!r}; "
-            f"ranking_plugins takes {_TOP_K_FORMS}"
+            f"`top_k` {problem.text} (ranking_plugins takes {_TOP_K_FORMS})"
         )
-    if not isinstance(adaptive_k, bool):
-        raise ValueError(
-            f"`adaptive_k` has to be a boolean: `adaptive_k` must be a bool, got {adaptive_k!r}"
-        )
-
-
-def _top_k_may_be_valid(top_k: object) -> bool:
-    """False where TorchMetrics and this package both refuse ``top_k``.
-
-    The request checks the rest (a bool or non-integer k inside a sequence)
-    with its own message.
-    """
-    if top_k is None or (isinstance(top_k, Tensor) and top_k.ndim == 0):
-        return True
-    if isinstance(top_k, Integral):
-        values: list[object] = [top_k]
-    elif isinstance(top_k, (Sequence, Tensor)) and not isinstance(top_k, str):
-        values = list(top_k)
-        if not values:
-            return False
-    else:
-        return False
-    return not any(isinstance(k, Real) and not isinstance(k, bool) and k <= 0 for k in values)
+    problem = V.flag_problem(adaptive_k)
+    if problem is not None:
+        raise ValueError(f"`adaptive_k` has to be a boolean: `adaptive_k` {problem.text}")
 
 
 class _EmptyTargetError(EmptyQueryError):
@@ -982,9 +962,6 @@ class _SharedRankings(threading.local):
 
 _shared_copies = _SharedCopies()
 _shared_rankings = _SharedRankings()
-
-
-#: the constructor keywords of the item inputs (issue 14) and their ItemInputs fields
 
 
 def _items_digest(items: ItemInputs) -> str:

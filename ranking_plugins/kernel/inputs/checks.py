@@ -37,8 +37,6 @@ def check_inputs(
                 f"`mask` must have the shape of `preds` {tuple(preds.shape)}, "
                 f"got {tuple(mask.shape)}"
             )
-    if target_format is not None:
-        V.check_choice("target_format", target_format, V.TARGET_FORMATS)
     V.check_preds_dtype(preds)
     if target.is_complex():
         raise TypeError(f"`target` must hold real grades or integer item ids, got {target.dtype}")
@@ -93,7 +91,7 @@ def check_grades(
         return
     top = (grades.amax() if largest is None else largest().amax()).reshape(())
     if grades.is_floating_point() and bool(top.isnan()):
-        raise ValueError("`target` must not contain NaN grades")
+        raise ValueError(V.NAN_GRADES)
     top_gain = float(rule.gain_of(top.reshape(1))[0])
     if math.isfinite(top_gain * max(list_length, 1)):
         return

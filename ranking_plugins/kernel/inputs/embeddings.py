@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from numbers import Integral
 
 import torch
 from torch import Tensor
@@ -132,10 +131,7 @@ class EmbeddingScores:
             check_dot_product(query_emb, item_emb)
         if self.score_fn is not None and not callable(self.score_fn):
             raise TypeError(f"`score_fn` must be callable, got {type(self.score_fn).__name__}")
-        if isinstance(self.chunk_size, bool) or not isinstance(self.chunk_size, Integral):
-            raise TypeError(f"`chunk_size` must be a positive int, got {self.chunk_size!r}")
-        if self.chunk_size <= 0:
-            raise ValueError(f"`chunk_size` must be a positive int, got {self.chunk_size}")
+        V.check("chunk_size", V.positive_int_problem(self.chunk_size))
         check_exclude(self.exclude, query_emb.shape[0])
         V.check_same_device(query_emb=query_emb, item_emb=item_emb, exclude=self.exclude)
 
