@@ -192,7 +192,8 @@ def _metric_name(name: str, token: str) -> str:
 
 
 def _cutoff(text: str, token: str) -> int:
-    if not text.isdigit() or int(text) < 1:
+    # top_k's rule (a positive int), on the digits of the token
+    if not text.isdigit() or V.top_k_problem(int(text)) is not None:
         raise UsageError(f"the cutoff in {token!r} must be a positive integer, got {text!r}")
     return int(text)
 

@@ -164,9 +164,6 @@ class BaseRankingMetric(Metric):
     Args:
         metrics: metric names from :data:`ranking_plugins.metrics.METRICS`.
         top_k: a cutoff, a sequence of cutoffs, or None (the whole list).
-        empty_target_action: what a query without relevant items counts as:
-            ``"neg"`` (0; 1 for ``fall_out``), ``"pos"`` (1), ``"skip"`` (left
-            out of the mean) or ``"error"``.
         ignore_index: entries whose target equals it are dropped, as in
             ``torchmetrics.retrieval``: never ranked and not counted in R.
         whole_queries: grouped layout only: every batch holds whole queries,
@@ -178,18 +175,11 @@ class BaseRankingMetric(Metric):
             for :meth:`~BaseRankingMetric.compute_per_query` and the paired
             tests of :mod:`ranking_plugins.compare`. Memory grows by 8 bytes per
             query and result key until ``reset``.
-        adaptive_k: precision divides by min(k, number of ranked items).
-        ties: ``"average"`` (default), ``"first"``, ``"pessimistic"`` or
-            ``"optimistic"``.
-        relevance_threshold: grades at or above it are relevant (default: above 0).
-        gain: NDCG gain, ``"linear"`` (g, TorchMetrics' and trec_eval's; the
-            default here) or ``"exponential"`` (2^g - 1).
-        ap_denominator: ``"relevant"`` (R) or ``"min_k_relevant"`` (min(k, R)) for MAP.
-        weighted: weight each query by its number of relevant items.
-        target_format: ``"dense"`` or ``"indices"`` when the shape is ambiguous.
-        validate_args: also run the checks that read tensor values (NaN scores,
-            item ids out of range); with False, ``update`` never synchronises
-            the host with the device.
+        options: the fields of :class:`~ranking_plugins.options.Options`, by
+            keyword (its docstring lists each with its default and meaning),
+            ``gain`` defaulting to ``"linear"`` here (g, TorchMetrics' and
+            trec_eval's). With ``validate_args=False``, ``update`` never
+            synchronises the host with the device.
         item_popularity, tail_items, item_features, item_categories: the item
             inputs of the exposure metrics (``novelty``, ``arp``, ``tail_share``,
             ``diversity``), one entry per catalogue item, given once; they move
