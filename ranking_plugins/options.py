@@ -5,7 +5,10 @@ change the numbers. Every entry point builds it: :func:`ranking_plugins.rank_met
 from its keywords, the TorchMetrics and Ignite adapters from theirs (Ignite's
 ``ignore_zero_hits`` and ``gain_function`` translated), the Lightning callback
 through the TorchMetrics adapter, and the ``ranking-plugins`` command from its
-flags. Nothing downstream checks an option again.
+flags (each flag's ``dest`` is the option's name). Each check is a rule of
+:mod:`ranking_plugins._validation`; nothing downstream checks an option again
+(the TorchMetrics adapter asks three of the same rules first, to put
+TorchMetrics' words before the package's).
 
 Adding an option is one :func:`option` field below, plus its key in
 :class:`OptionKeywords` (the keywords' types, for ``**options``), plus a
@@ -18,7 +21,7 @@ from the record where it acts.
 >>> Options(ties="random")
 Traceback (most recent call last):
 ...
-ValueError: `ties` must be one of ['average', 'first', 'pessimistic', 'optimistic'], got 'random'
+ranking_plugins._validation.ArgumentError: `ties` must be one of ['average', 'first', 'pessimistic', 'optimistic'], got 'random'
 """
 
 from __future__ import annotations
