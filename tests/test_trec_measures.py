@@ -329,7 +329,7 @@ def test_brute_force_item_ids(ties):
 
 @pytest.mark.parametrize("bad", [0, 1, 1.5, -0.2, math.nan])
 def test_rbp_persistence_outside_unit_interval(bad):
-    with pytest.raises(ValueError, match="`rbp_persistence` must be in \\(0, 1\\)"):
+    with pytest.raises(ValueError, match="`rbp_persistence` must be a number in \\(0, 1\\)"):
         rank_metrics(
             torch.rand(2, 3), torch.ones(2, 3), metrics=("rbp",), top_k=2, rbp_persistence=bad
         )
