@@ -3,12 +3,22 @@
 Checks that only look at shapes, dtypes and Python arguments are always run
 (they cost nothing and never synchronise a device). Checks that read tensor
 values live in :func:`check_values` and run only with ``validate_args=True``.
+
+Each rule on an argument's value is one ``*_problem(value)`` function: None
+where the value is good, else a :class:`Problem` (what is wrong, and whether
+it is a wrong type or a wrong value). Every entry point calls the same one and
+words the refusal its own way: the library as ``ValueError("`name` ...")``
+(:meth:`Problem.error`), the command as a usage error naming its flag, the
+Ignite and TorchMetrics adapters with their framework's message first.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from collections.abc import Iterable, Sequence
-from numbers import Integral
+from dataclasses import dataclass
+from numbers import Integral, Real
 
 import torch
 from torch import Tensor
@@ -20,11 +30,95 @@ AP_DENOMINATORS = ("relevant", "min_k_relevant")
 TARGET_FORMATS = ("dense", "indices")
 
 
+class ArgumentError(ValueError):
+    """A refused argument value: ``argument`` names it, ``problem`` says what is wrong.
+
+    The command catches it to say the same with its flag's name (a usage error).
+    """
+
+    def __init__(self, argument: str, problem: str) -> None:
+        super().__init__(f"`{argument}` {problem}")
+        self.argument = argument
+        self.problem = problem
+
+
+@dataclass(frozen=True)
+class Problem:
+    """What is wrong with a value: ``text`` follows the argument's name."""
+
+    #: e.g. ``"must be a positive int, got 0"``
+    text: str
+    #: the value is of the wrong kind (a TypeError in the library), not a wrong value
+    wrong_type: bool = False
+    #: which part of a rule failed, for the adapters that word each part their way
+    kind: str = ""
+
+    def or_none(self) -> Problem:
+        """The same problem where None is accepted too: ``must be None or ...``."""
+        return dataclasses.replace(
+            self, text=f"must be None or {self.text.removeprefix('must be ')}"
+        )
+
+    def error(self, argument: str) -> Exception:
+        """The library's error: ``TypeError`` or :class:`ArgumentError`, naming ``argument``."""
+        if self.wrong_type:
+            return TypeError(f"`{argument}` {self.text}")
+        return ArgumentError(argument, self.text)
+
+
+def choice_problem(value: object, choices: Sequence[str]) -> Problem | None:
+    """``value`` must be one of the strings ``choices``."""
+    if isinstance(value, str) and value in choices:
+        return None
+    return Problem(f"must be one of {list(choices)}, got {value!r}")
+
+
+def flag_problem(value: object) -> Problem | None:
+    """``value`` must be a bool (not 0 or 1)."""
+    if isinstance(value, bool):
+        return None
+    return Problem(f"must be a bool, got {value!r}", wrong_type=True)
+
+
+def positive_int_problem(value: object) -> Problem | None:
+    """``value`` must be an int >= 1 (not a bool)."""
+    if isinstance(value, bool) or not isinstance(value, Integral):
+        return Problem(f"must be a positive int, got {value!r}", wrong_type=True)
+    if value < 1:
+        return Problem(f"must be a positive int, got {value!r}")
+    return None
+
+
+def unit_interval_problem(value: object) -> Problem | None:
+    """``value`` must be a number in (0, 1), both ends excluded (a level, a persistence)."""
+    if isinstance(value, bool) or not isinstance(value, Real):
+        return Problem(f"must be a number in (0, 1), got {value!r}", wrong_type=True)
+    if not 0 < float(value) < 1:  # NaN too
+        return Problem(f"must be a number in (0, 1), got {value!r}")
+    return None
+
+
+def finite_number_problem(value: object) -> Problem | None:
+    """``value`` must be a finite number or None."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, Real):
+        return Problem(f"must be a number or None, got {value!r}", wrong_type=True)
+    if not math.isfinite(float(value)):
+        return Problem(f"must be a finite number or None, got {value!r}")
+    return None
+
+
+def check(argument: str, problem: Problem | None) -> None:
+    """Raise the library's error for ``problem`` (if any), naming ``argument``."""
+    if problem is not None:
+        raise problem.error(argument)
+
+
 def check_choice(name: str, value: object, choices: Sequence[str]) -> str:
     """Return ``value`` if it is one of ``choices``, else raise a ValueError naming ``name``."""
-    if not isinstance(value, str) or value not in choices:
-        raise ValueError(f"`{name}` must be one of {list(choices)}, got {value!r}")
-    return value
+    check(name, choice_problem(value, choices))
+    return str(value)
 
 
 def check_tensor(name: str, value: object) -> Tensor:
@@ -56,32 +150,57 @@ def is_integer_dtype(dtype: torch.dtype) -> bool:
     return not (dtype.is_floating_point or dtype.is_complex or dtype == torch.bool)
 
 
-def normalize_top_k(top_k: object) -> tuple[int, ...] | None:
-    """``None``, or the requested cutoffs sorted ascending without duplicates."""
+def top_k_problem(top_k: object) -> Problem | None:
+    """``top_k`` must be None, a positive int or a non-empty sequence of them.
+
+    ``kind`` says which part failed: ``"type"`` (neither an int nor a sequence),
+    ``"empty"``, ``"item"`` (a k that is not an int) or ``"value"`` (a k < 1).
+    """
     if top_k is None:
         return None
-    values: Iterable[object]
-    if isinstance(top_k, (Integral, bool)) or (isinstance(top_k, Tensor) and top_k.ndim == 0):
-        values = [top_k]
-    elif isinstance(top_k, (Sequence, Tensor)) and not isinstance(top_k, str):
-        values = list(top_k)
-        if not values:
-            raise ValueError("`top_k` must be a positive int, a non-empty sequence of them or None")
-    else:
-        raise TypeError(
-            "`top_k` must be a positive int, a sequence of positive ints or None, "
-            f"got {type(top_k).__name__}"
+    values = _top_k_values(top_k)
+    if values is None:
+        return Problem(
+            "must be a positive int, a sequence of positive ints or None, "
+            f"got {type(top_k).__name__}",
+            wrong_type=True,
+            kind="type",
         )
-    ks: set[int] = set()
+    if not values:
+        return Problem(
+            f"must be a positive int, a non-empty sequence of them or None, got {top_k!r}",
+            kind="empty",
+        )
     for k in values:
-        if isinstance(k, Tensor) and k.ndim == 0 and is_integer_dtype(k.dtype):
-            k = int(k.item())
         if isinstance(k, bool) or not isinstance(k, Integral):
-            raise TypeError(f"every `top_k` must be a positive int, got {k!r}")
+            return Problem(f"must hold positive ints only, got {k!r}", wrong_type=True, kind="item")
         if k <= 0:
-            raise ValueError(f"every `top_k` must be a positive int, got {k}")
-        ks.add(int(k))
-    return tuple(sorted(ks))
+            return Problem(f"must hold positive ints only, got {k}", kind="value")
+    return None
+
+
+def _top_k_values(top_k: object) -> list[object] | None:
+    """The ks of ``top_k`` (a 0-d integer tensor as its int), or None where it is
+    neither a k nor a sequence of them."""
+    ks: Iterable[object]
+    if isinstance(top_k, (Integral, bool)) or (isinstance(top_k, Tensor) and top_k.ndim == 0):
+        ks = [top_k]
+    elif isinstance(top_k, (Sequence, Tensor)) and not isinstance(top_k, str):
+        ks = top_k
+    else:
+        return None
+    return [
+        int(k.item()) if isinstance(k, Tensor) and k.ndim == 0 and is_integer_dtype(k.dtype) else k
+        for k in ks
+    ]
+
+
+def normalize_top_k(top_k: object) -> tuple[int, ...] | None:
+    """``None``, or the requested cutoffs sorted ascending without duplicates."""
+    check("top_k", top_k_problem(top_k))
+    if top_k is None:
+        return None
+    return tuple(sorted({int(k) for k in _top_k_values(top_k) or ()}))  # type: ignore[call-overload]
 
 
 def check_same_device(**tensors: Tensor | None) -> None:
@@ -102,7 +221,7 @@ def check_values(
     if has_nan(preds):
         raise ValueError(NAN_PREDS)
     if grades is not None and has_nan(grades):
-        raise ValueError("`target` must not contain NaN grades")
+        raise ValueError(NAN_GRADES)
     if item_ids is not None:
         check_item_ids("target", item_ids, num_items)
 
@@ -120,6 +239,8 @@ def check_item_ids(name: str, item_ids: Tensor, num_items: int) -> None:
 
 #: the error for NaN scores, wherever it is found (here, or in a pass of the kernel)
 NAN_PREDS = "`preds` must not contain NaN"
+#: the error for NaN grades, wherever it is found (here, or in the kernel's gain check)
+NAN_GRADES = "`target` must not contain NaN grades"
 
 
 def check_no_nan_scores(scores: Tensor) -> None:

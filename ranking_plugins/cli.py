@@ -59,8 +59,8 @@ from ranking_plugins.metrics import (
     PerQuery,
     result_key,
 )
-from ranking_plugins.options import Options
-from ranking_plugins.request import RankingRequest
+from ranking_plugins.options import OPTION_NAMES, Options
+from ranking_plugins.request import RankingRequest, gain_threshold_problem
 from ranking_plugins.totals import Totals, geometric_mean
 from ranking_plugins.trec_eval_names import (
     ALL_TREC,
@@ -96,7 +96,8 @@ DEFAULT_METRICS = ("ndcg@10", "mrr", "map", "precision@10", "recall@100")
 
 #: Other tools' names for the package's metrics, trec_eval's (``P_10``,
 #: ``recip_rank``, ``ndcg_cut_10``, ...) and ir_measures' (``P@10``, ``RR``,
-#: ``nDCG@10``, ...). ``map_cut`` and ``ndcg_cut`` need a cutoff.
+#: ``nDCG@10``, ...). ``map_cut`` and ``ndcg_cut`` alone are trec_eval's, at its
+#: default cutoffs (:func:`~ranking_plugins.trec_eval_names.trec_eval_measures`).
 ALIASES = {
     "P": "precision",
     "R": "recall",
@@ -112,7 +113,6 @@ ALIASES = {
     "relative_P": "relative_precision",
     "binG": "bin_g",
 }
-_CUT_ONLY = {"map_cut", "ndcg_cut"}
 _TREC_EVAL_NAME = re.compile(r"^(P|recall|success|map_cut|ndcg_cut|relative_P)_(\d+)$")
 
 
@@ -178,8 +178,6 @@ def _one_metric(token: str) -> list[tuple[str, int | None]]:
     else:
         name, ks = token, []
     metric = _metric_name(name, token)
-    if not ks and name in _CUT_ONLY:
-        raise UsageError(f"{token!r} needs a cutoff, e.g. {name}_10")
     if ks and not METRICS[metric].at_k:
         raise UsageError(f"{metric!r} takes no cutoff @k (got {token!r})")
     if not ks:
@@ -202,7 +200,8 @@ def _metric_name(name: str, token: str) -> str:
 
 
 def _cutoff(text: str, token: str) -> int:
-    if not text.isdigit() or int(text) < 1:
+    # top_k's rule (a positive int), on the digits of the token
+    if not text.isdigit() or V.top_k_problem(int(text)) is not None:
         raise UsageError(f"the cutoff in {token!r} must be a positive integer, got {text!r}")
     return int(text)
 
@@ -385,14 +384,7 @@ def format_json(results: Results, per_query: bool, collection: Collection, optio
         "num_queries": len(results.qids),
         "unjudged_queries_skipped": collection.unjudged,
         "unretrieved_queries": collection.unretrieved,
-        "options": {
-            "ties": options.ties,
-            "gain": options.gain,
-            "relevance_threshold": options.relevance_threshold,
-            "empty_target_action": options.empty_target_action,
-            "ap_denominator": options.ap_denominator,
-            "rbp_persistence": options.rbp_persistence,
-        },
+        "options": {name: getattr(options, name) for name in OPTION_NAMES},
     }
     if per_query:
         values = {key: results.per_query[key].tolist() for key in results.keys}
@@ -613,36 +605,24 @@ def evaluation_options(
     """The kernel's options from the values of :func:`add_evaluation_arguments`, each
     checked (a bad one is a usage error); ``args.ties`` is settled on the way (trec_eval's
     tie break with ``--format trec_eval``)."""
-    threshold = args.relevance_threshold
-    if threshold is not None and not math.isfinite(threshold):
-        parser.error(f"-l/--relevance-threshold must be a finite number, got {threshold}")
     if args.ties is None:  # trec_eval's own layout comes with its tie break
         args.ties = "first" if args.format == "trec_eval" else COMMAND_DEFAULTS.ties
-    persistence = args.rbp_persistence
-    if not 0 < persistence < 1:
-        parser.error(f"--rbp-persistence must be in (0, 1) (exclusive), got {persistence}")
+    try:
+        # every option that has a flag, by its name (the flags' dests are the names)
+        options = COMMAND_DEFAULTS.replace(
+            **{name: getattr(args, name) for name in OPTION_NAMES if hasattr(args, name)}
+        )
+    except V.ArgumentError as error:  # the library's rule, said with the flag's name
+        parser.error(f"--{error.argument.replace('_', '-')} {error.problem}")
+    threshold = options.relevance_threshold
     for name, _ in wanted:
         name = GEOMETRIC_MEANS.get(name, name)
-        if args.ties not in METRICS[name].ties:
-            parser.error(
-                f"--ties {args.ties}: {name} is exact only under --ties "
-                f"{' or '.join(METRICS[name].ties)} (trec_eval's is first)"
-            )
-        leveled = not _unleveled(args, name)
-        if METRICS[name].relevant_by_gain and leveled and threshold is not None and threshold <= 0:
-            # refused by RankingRequest.create too: said here as a usage error
-            parser.error(
-                f"-l {threshold:g}: {name} counts the documents of positive gain as "
-                "relevant (trec_eval's); a level <= 0 makes grades <= 0 relevant with gain 0"
-            )
-    return COMMAND_DEFAULTS.replace(
-        rbp_persistence=persistence,
-        ties=args.ties,
-        gain=args.gain,
-        relevance_threshold=threshold,
-        empty_target_action=args.empty_target_action,
-        ap_denominator=args.ap_denominator,
-    )
+        problem = (
+            None if _unleveled(args, name) else gain_threshold_problem(METRICS[name], threshold)
+        )
+        if problem is not None:  # RankingRequest.create's refusal, as a usage error
+            parser.error(f"-l {threshold:g}: {problem}")
+    return options
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -111,19 +111,17 @@ def _check_differences(differences: Tensor) -> Tensor:
 
 
 def _check_count(name: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"`{name}` must be a positive int, got {value!r}")
-    return value
+    problem = V.positive_int_problem(value)
+    if problem is not None:  # a ValueError whatever is wrong, as this module always said
+        raise V.ArgumentError(name, problem.text)
+    return int(value)  # type: ignore[call-overload]
 
 
 def _check_level(name: str, value: object) -> float:
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, (int, float))
-        or not 0.0 < float(value) < 1.0
-    ):
-        raise ValueError(f"`{name}` must be a number in (0, 1), got {value!r}")
-    return float(value)
+    problem = V.unit_interval_problem(value)
+    if problem is not None:
+        raise V.ArgumentError(name, problem.text)
+    return float(value)  # type: ignore[arg-type]
 
 
 # --------------------------------------------------------------------------- the tests

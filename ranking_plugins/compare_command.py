@@ -19,6 +19,7 @@ from typing import Any, TextIO
 
 from torch import Tensor
 
+from ranking_plugins import _validation as V
 from ranking_plugins.compare import CORRECTIONS, TESTS, ComparisonReport, compare
 from ranking_plugins.trec_files import (
     FileFormatError,
@@ -156,12 +157,13 @@ def run_compare(
             )
     if len(args.runs) < 2:
         parser.error(f"compare needs at least 2 runs, got {len(args.runs)}")
+    # compare()'s rules on these arguments, said with the flags' names
     for flag, value in (("--alpha", args.alpha), ("--confidence", args.confidence)):
-        if not 0.0 < value < 1.0:
-            parser.error(f"{flag} must be in (0, 1), got {value}")
+        if (problem := V.unit_interval_problem(value)) is not None:
+            parser.error(f"{flag} {problem.text}")
     for flag, count in (("--permutations", args.permutations), ("--resamples", args.resamples)):
-        if count < 1:
-            parser.error(f"{flag} must be a positive integer, got {count}")
+        if (problem := V.positive_int_problem(count)) is not None:
+            parser.error(f"{flag} {problem.text}")
     names = run_names(args.runs)
     baseline = None
     if args.baseline is not None:

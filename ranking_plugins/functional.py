@@ -95,11 +95,8 @@ def rank_metrics(
         tail_items: ``(N,)`` bool, the long-tail items, for ``tail_share``.
         item_features: ``(N, d)``, for ``diversity`` (cosine similarity).
         item_categories: ``(N,)`` integer, for ``diversity`` (equal categories).
-        options: the fields of :class:`~ranking_plugins.options.Options`, each with
-            its default there: ``ties`` (``"average"``, ``"first"``, ``"pessimistic"``,
-            ``"optimistic"``), ``relevance_threshold``, ``empty_target_action``,
-            ``gain``, ``ap_denominator``, ``adaptive_k``, ``weighted``,
-            ``target_format`` and ``validate_args``.
+        options: the fields of :class:`~ranking_plugins.options.Options`, by keyword;
+            its docstring lists each with its default and meaning.
 
     Returns:
         ``{"ndcg@10": tensor, ...}`` for @k metrics, bare names (``"auc"``,

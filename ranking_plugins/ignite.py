@@ -98,7 +98,6 @@ from __future__ import annotations
 import dataclasses
 import inspect
 from collections.abc import Callable, Mapping, Sequence
-from numbers import Integral, Real
 from typing import Any, ClassVar
 
 import torch
@@ -121,6 +120,7 @@ except ImportError as error:  # pragma: no cover - exercised only without the ex
         'pip install "ranking-plugins[ignite]" (or pip install pytorch-ignite)'
     ) from error
 
+from ranking_plugins import _validation as V
 from ranking_plugins.embeddings import EmbeddingInput
 from ranking_plugins.kernel.inputs.items import ITEM_KEYWORDS, AdapterItemKeywords, ItemInputs
 from ranking_plugins.kernel.statistics.exposure import Exposure
@@ -257,34 +257,25 @@ _TOP_K_FORMS = (
 )
 
 
-def _check_top_k(top_k: object) -> None:
-    """Ignite's ``ValueError`` and message where Ignite refuses ``top_k`` and so do we.
+#: Ignite's message for each part of the ``top_k`` rule Ignite refuses too (a tuple
+#: or None, which Ignite does not take, stay accepted; a non-int k gets the package's)
+_IGNITE_TOP_K = {
+    "type": "top_k must be either int or a list[int], but given {top_k!r}",
+    "empty": "top_k must have at least one positive value, but given an empty {type_name}",
+    "value": "top_k must be list of positive integers only, but given {top_k!r}",
+}
 
-    Only what this package refuses too: a tuple or None, which Ignite does not
-    take, stay accepted. The kernel checks the rest (non-int ks) with its own
-    messages.
-    """
-    if top_k is None or (isinstance(top_k, Tensor) and top_k.ndim == 0):
+
+def _check_top_k(top_k: object) -> None:
+    """The package's ``top_k`` rule, with Ignite's ``ValueError`` and message first
+    where Ignite refuses the value too."""
+    problem = V.top_k_problem(top_k)
+    if problem is None:
         return
-    if isinstance(top_k, Integral):
-        values: list[object] = [top_k]
-    elif isinstance(top_k, (Sequence, Tensor)) and not isinstance(top_k, str):
-        values = list(top_k)
-        if not values:
-            raise ValueError(
-                "top_k must have at least one positive value, but given an empty "
-                f"{type(top_k).__name__}; {_TOP_K_FORMS}"
-            )
-    else:
-        raise ValueError(
-            f"top_k must be either int or a list[int], but given {top_k!r} "
-            f"({type(top_k).__name__}); {_TOP_K_FORMS}"
-        )
-    if any(isinstance(k, Real) and not isinstance(k, bool) and k <= 0 for k in values):
-        raise ValueError(
-            f"top_k must be list of positive integers only, but given {top_k!r}; "
-            f"every `top_k` must be a positive int ({_TOP_K_FORMS})"
-        )
+    if problem.kind not in _IGNITE_TOP_K:
+        raise problem.error("top_k")
+    ignite = _IGNITE_TOP_K[problem.kind].format(top_k=top_k, type_name=type(top_k).__name__)
+    raise ValueError(f"{ignite}; `top_k` {problem.text} ({_TOP_K_FORMS})")
 
 
 def _check_same_shape(y_pred: object, y: object, target_format: str | None) -> None:

@@ -42,6 +42,7 @@ import torch
 from torch import Tensor
 from typing_extensions import Unpack
 
+from ranking_plugins import _validation as V
 from ranking_plugins.compare import bootstrap_interval
 from ranking_plugins.request import TopK
 
@@ -146,14 +147,13 @@ class RankingMetricsCallback(Callback):
         self.top_k = top_k
         self.stages = tuple(stage_list)
         self.output_transform = output_transform
-        if confidence is not None and (
-            isinstance(confidence, bool)
-            or not isinstance(confidence, (int, float))
-            or not 0 < confidence < 1
-        ):
-            raise ValueError(f"`confidence` must be None or a number in (0, 1), got {confidence!r}")
-        if isinstance(resamples, bool) or not isinstance(resamples, int) or resamples < 1:
-            raise ValueError(f"`resamples` must be a positive int, got {resamples!r}")
+        # compare()'s rules (a ValueError whatever is wrong, as there)
+        level = None if confidence is None else V.unit_interval_problem(confidence)
+        if level is not None:
+            raise V.ArgumentError("confidence", level.or_none().text)
+        count = V.positive_int_problem(resamples)
+        if count is not None:
+            raise V.ArgumentError("resamples", count.text)
         if confidence is not None and options.get("weighted", False):
             raise ValueError(
                 "`confidence` gives the interval of the plain mean over queries; it does "

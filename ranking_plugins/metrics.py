@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from ranking_plugins.kernel import TIES, Cutoff, ListStats, RankedBatch, Unranked
+from ranking_plugins.kernel import Cutoff, ListStats, RankedBatch, Unranked
 from ranking_plugins.kernel.inputs.items import NO_ITEM_INPUTS, ItemInputs
 from ranking_plugins.kernel.statistics.exposure import (
     COUNTS,
@@ -392,8 +392,6 @@ class Metric:
     #: where the metric is read: at each k (``"k"``), at R (``"relevant_count"``,
     #: r_precision) or at the end of the list (``"whole_list"``)
     cutoff: str = "k"
-    #: the tie policies under which its value is exact (others are refused)
-    ties: tuple[str, ...] = TIES
     #: it reads which items are judged (issue 13): whole lists, judged items counted too
     judgments: bool = False
     #: its relevant items are those of positive gain (trec_eval's ndcg_rel, Rndcg): a

@@ -5,7 +5,10 @@ change the numbers. Every entry point builds it: :func:`ranking_plugins.rank_met
 from its keywords, the TorchMetrics and Ignite adapters from theirs (Ignite's
 ``ignore_zero_hits`` and ``gain_function`` translated), the Lightning callback
 through the TorchMetrics adapter, and the ``ranking-plugins`` command from its
-flags. Nothing downstream checks an option again.
+flags (each flag's ``dest`` is the option's name). Each check is a rule of
+:mod:`ranking_plugins._validation`; nothing downstream checks an option again
+(the TorchMetrics adapter asks three of the same rules first, to put
+TorchMetrics' words before the package's).
 
 Adding an option is one :func:`option` field below, plus its key in
 :class:`OptionKeywords` (the keywords' types, for ``**options``), plus a
@@ -15,20 +18,18 @@ from the record where it acts.
 >>> from ranking_plugins.options import Options
 >>> Options(ties="first").ties
 'first'
->>> Options(ties="random")
+>>> Options(ties="random")  # doctest: +ELLIPSIS
 Traceback (most recent call last):
 ...
-ValueError: `ties` must be one of ['average', 'first', 'pessimistic', 'optimistic'], got 'random'
+ranking_plugins._validation.ArgumentError: `ties` must be one of ['average', ...], got 'random'
 """
 
 from __future__ import annotations
 
 import dataclasses
 import difflib
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from numbers import Real
 from typing import Any, TypedDict
 
 from ranking_plugins import _validation as V
@@ -52,30 +53,19 @@ def _choice(*choices: str, optional: bool = False) -> Check:
     return check
 
 
-def _flag(name: str, value: object) -> bool:
-    if not isinstance(value, bool):
-        raise TypeError(f"`{name}` must be a bool, got {value!r}")
-    return value
+def _rule(problem: Callable[[object], V.Problem | None], convert: Callable[[Any], Any]) -> Check:
+    """A field's check from a shared rule of :mod:`ranking_plugins._validation`."""
+
+    def check(name: str, value: object) -> object:
+        V.check(name, problem(value))
+        return value if value is None else convert(value)
+
+    return check
 
 
-def _finite_number_or_none(name: str, value: object) -> float | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, Real):
-        raise TypeError(f"`{name}` must be a number or None, got {value!r}")
-    number = float(value)
-    if not math.isfinite(number):
-        raise ValueError(f"`{name}` must be a finite number or None, got {value!r}")
-    return number
-
-
-def _persistence(name: str, value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, Real):
-        raise TypeError(f"`{name}` must be a number in (0, 1), got {value!r}")
-    number = float(value)
-    if not 0 < number < 1:
-        raise ValueError(f"`{name}` must be in (0, 1) (exclusive), got {value!r}")
-    return number
+_flag = _rule(V.flag_problem, bool)
+_finite_number_or_none = _rule(V.finite_number_problem, float)
+_persistence = _rule(V.unit_interval_problem, float)
 
 
 @dataclass(frozen=True, kw_only=True)

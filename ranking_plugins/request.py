@@ -79,20 +79,11 @@ class RankingRequest:
         items = NO_ITEM_INPUTS if items is None else items
         _check_exposure_metrics(metric_list, ks, items)
         for metric in metric_list:
-            if options.ties not in metric.ties:
+            problem = gain_threshold_problem(metric, options.relevance_threshold)
+            if problem is not None:
                 raise ValueError(
-                    f"`ties={options.ties!r}`: {metric.name} is exact only under ties in "
-                    f"{list(metric.ties)}; its expectation over the orders of a tie group is "
-                    "not a sum of per-place terms"
-                )
-            threshold = options.relevance_threshold
-            if metric.relevant_by_gain and threshold is not None and threshold <= 0:
-                # R would count the relevant items of gain 0 that trec_eval leaves out
-                # (m_ndcg_rel.c, m_Rndcg.c): a wrong number, so refused
-                raise ValueError(
-                    f"`relevance_threshold={threshold!r}`: {metric.name} counts the items "
-                    "of positive gain as relevant (trec_eval's); a threshold <= 0 makes "
-                    "grades <= 0 relevant with gain 0. Use a threshold > 0, or None"
+                    f"`relevance_threshold={options.relevance_threshold!r}`: {problem}. "
+                    "Use a threshold > 0, or None"
                 )
         return cls(metrics=tuple(metric_list), ks=ks, options=options, items=items)
 
@@ -283,6 +274,22 @@ class RankingRequest:
                 "layout (`indexes`) has none (an entry is a position in its query's list); "
                 "pass (Q, N) scores with dense grades or item-index targets"
             )
+
+
+def gain_threshold_problem(metric: Metric, threshold: float | None) -> str | None:
+    """Why ``metric`` cannot be read at relevance ``threshold`` (None where it can).
+
+    A metric whose relevant items are those of positive gain (trec_eval's
+    ndcg_rel, Rndcg) at a threshold <= 0 would count in R the relevant items of
+    gain 0 that trec_eval leaves out (m_ndcg_rel.c, m_Rndcg.c): a wrong number,
+    so refused. The library and the command (``-l``) both ask here.
+    """
+    if metric.relevant_by_gain and threshold is not None and threshold <= 0:
+        return (
+            f"{metric.name} counts the items of positive gain as relevant (trec_eval's); "
+            "a threshold <= 0 makes grades <= 0 relevant with gain 0"
+        )
+    return None
 
 
 def _check_exposure_metrics(

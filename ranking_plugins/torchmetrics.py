@@ -56,7 +56,6 @@ import math
 import threading
 import weakref
 from collections.abc import Callable, Sequence
-from numbers import Integral, Real
 from typing import Any, ClassVar
 
 import torch
@@ -171,9 +170,6 @@ class BaseRankingMetric(Metric):
     Args:
         metrics: metric names from :data:`ranking_plugins.metrics.METRICS`.
         top_k: a cutoff, a sequence of cutoffs, or None (the whole list).
-        empty_target_action: what a query without relevant items counts as:
-            ``"neg"`` (0; 1 for ``fall_out``), ``"pos"`` (1), ``"skip"`` (left
-            out of the mean) or ``"error"``.
         ignore_index: entries whose target equals it are dropped, as in
             ``torchmetrics.retrieval``: never ranked and not counted in R.
         whole_queries: grouped layout only: every batch holds whole queries,
@@ -185,18 +181,11 @@ class BaseRankingMetric(Metric):
             for :meth:`~BaseRankingMetric.compute_per_query` and the paired
             tests of :mod:`ranking_plugins.compare`. Memory grows by 8 bytes per
             query and result key until ``reset``.
-        adaptive_k: precision divides by min(k, number of ranked items).
-        ties: ``"average"`` (default), ``"first"``, ``"pessimistic"`` or
-            ``"optimistic"``.
-        relevance_threshold: grades at or above it are relevant (default: above 0).
-        gain: NDCG gain, ``"linear"`` (g, TorchMetrics' and trec_eval's; the
-            default here) or ``"exponential"`` (2^g - 1).
-        ap_denominator: ``"relevant"`` (R) or ``"min_k_relevant"`` (min(k, R)) for MAP.
-        weighted: weight each query by its number of relevant items.
-        target_format: ``"dense"`` or ``"indices"`` when the shape is ambiguous.
-        validate_args: also run the checks that read tensor values (NaN scores,
-            item ids out of range); with False, ``update`` never synchronises
-            the host with the device.
+        options: the fields of :class:`~ranking_plugins.options.Options`, by
+            keyword (its docstring lists each with its default and meaning),
+            ``gain`` defaulting to ``"linear"`` here (g, TorchMetrics' and
+            trec_eval's). With ``validate_args=False``, ``update`` never
+            synchronises the host with the device.
         item_popularity, tail_items, item_features, item_categories: the item
             inputs of the exposure metrics (``novelty``, ``arp``, ``tail_share``,
             ``diversity``), one entry per catalogue item, given once; they move
@@ -752,14 +741,13 @@ _TOP_K_FORMS = "a positive int, a non-empty sequence of positive ints, or None f
 def _check_arguments(
     top_k: object, empty_target_action: object, ignore_index: object, adaptive_k: object
 ) -> None:
-    """The constructor arguments ``torchmetrics.retrieval`` checks, in its order."""
-    if (
-        not isinstance(empty_target_action, str)
-        or empty_target_action not in V.EMPTY_TARGET_ACTIONS
-    ):
+    """The constructor arguments ``torchmetrics.retrieval`` checks, in its order, each
+    by the package's rule (:mod:`ranking_plugins._validation`) in TorchMetrics' words."""
+    problem = V.choice_problem(empty_target_action, V.EMPTY_TARGET_ACTIONS)
+    if problem is not None:
         raise ValueError(
             f"Argument `empty_target_action` received a wrong value `{empty_target_action}`. "
-            f"`empty_target_action` must be one of {list(V.EMPTY_TARGET_ACTIONS)}"
+            f"`empty_target_action` {problem.text}"
         )
     if ignore_index is not None and (
         isinstance(ignore_index, bool) or not isinstance(ignore_index, int)
@@ -768,34 +756,16 @@ def _check_arguments(
             "Argument `ignore_index` must be an integer or None. "
             f"`ignore_index` must be an int or None, got {ignore_index!r}"
         )
-    if not _top_k_may_be_valid(top_k):
+    problem = V.top_k_problem(top_k)
+    # a non-int k inside a sequence: TorchMetrics takes no sequence, the package's error
+    if problem is not None and problem.kind != "item":
         raise ValueError(
             f"`top_k` has to be a positive integer or None, got {top_k!r}; "
-            f"ranking_plugins takes {_TOP_K_FORMS}"
+            f"`top_k` {problem.text} (ranking_plugins takes {_TOP_K_FORMS})"
         )
-    if not isinstance(adaptive_k, bool):
-        raise ValueError(
-            f"`adaptive_k` has to be a boolean: `adaptive_k` must be a bool, got {adaptive_k!r}"
-        )
-
-
-def _top_k_may_be_valid(top_k: object) -> bool:
-    """False where TorchMetrics and this package both refuse ``top_k``.
-
-    The request checks the rest (a bool or non-integer k inside a sequence)
-    with its own message.
-    """
-    if top_k is None or (isinstance(top_k, Tensor) and top_k.ndim == 0):
-        return True
-    if isinstance(top_k, Integral):
-        values: list[object] = [top_k]
-    elif isinstance(top_k, (Sequence, Tensor)) and not isinstance(top_k, str):
-        values = list(top_k)
-        if not values:
-            return False
-    else:
-        return False
-    return not any(isinstance(k, Real) and not isinstance(k, bool) and k <= 0 for k in values)
+    problem = V.flag_problem(adaptive_k)
+    if problem is not None:
+        raise ValueError(f"`adaptive_k` has to be a boolean: `adaptive_k` {problem.text}")
 
 
 class _EmptyTargetError(EmptyQueryError):
@@ -986,9 +956,6 @@ class _SharedRankings(threading.local):
 
 _shared_copies = _SharedCopies()
 _shared_rankings = _SharedRankings()
-
-
-#: the constructor keywords of the item inputs (issue 14) and their ItemInputs fields
 
 
 def _items_digest(items: ItemInputs) -> str:

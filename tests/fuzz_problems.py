@@ -497,9 +497,6 @@ class Expected:
     must_raise: bool = False  # empty_target_action="error" met an empty query
     may_raise: bool = False  # a gain overflows, or the mask hides everything
     why: str = ""
-    #: the tie policies every metric asked is exact under, when ``ties`` is not one
-    #: of them (then it must raise, naming them)
-    ties_supported: tuple[str, ...] | None = None
 
     @property
     def keys(self) -> list[str]:
@@ -524,10 +521,6 @@ def oracle(
     if threshold is not None and not math.isfinite(threshold):
         # a grade >= nan is never true and >= -inf always is: refused, as the command does
         return Expected(must_raise=True, why=f"relevance_threshold={threshold}")
-    ties = kw.get("ties", "average")
-    exact = [METRICS[name].ties for name in kw["metrics"] if ties not in METRICS[name].ties]
-    if exact:  # a measure not exact under this policy: refused, naming the policies
-        return Expected(must_raise=True, why=f"ties={ties!r}", ties_supported=exact[0])
     by_gain = [name for name in kw["metrics"] if METRICS[name].relevant_by_gain]
     if by_gain and threshold is not None and threshold <= 0:  # relevant: a positive gain
         return Expected(must_raise=True, why=f"{by_gain[0]} with relevance_threshold <= 0")
@@ -718,9 +711,6 @@ def exposure_oracle(
     ties = opts.get("ties", "average")
     if threshold is not None and not math.isfinite(threshold):
         return Expected(must_raise=True, why=f"relevance_threshold={threshold}")
-    exact = [METRICS[name].ties for name in exposure if ties not in METRICS[name].ties]
-    if exact:
-        return Expected(must_raise=True, why=f"ties={ties!r}", ties_supported=exact[0])
     refusal = _exposure_refusal(opts, items)
     if refusal is not None:
         return Expected(must_raise=True, why=refusal)
@@ -826,10 +816,6 @@ def checked(
     try:
         got = call()
     except errors as error:
-        if expected.ties_supported is not None:
-            # the refusal names the policies the measure is exact under
-            named = all(repr(t) in str(error) for t in expected.ties_supported)
-            assert named, f"{what}: {error} does not name {expected.ties_supported}"
         if expected.must_raise or expected.may_raise:
             return
         raise AssertionError(

@@ -163,11 +163,11 @@ def test_runs_over_different_queries_are_an_error_naming_them(
 @pytest.mark.parametrize(
     ("arguments", "message"),
     [
-        (["--alpha", "1.5"], "--alpha must be in (0, 1)"),
-        (["--alpha", "0"], "--alpha must be in (0, 1)"),
+        (["--alpha", "1.5"], "--alpha must be a number in (0, 1)"),
+        (["--alpha", "0"], "--alpha must be a number in (0, 1)"),
         (
             ["--permutations", "0", "--test", "randomization"],
-            "--permutations must be a positive integer",
+            "--permutations must be a positive int",
         ),
         (["--baseline", "z.run"], "--baseline must name one of the runs"),
     ],

@@ -12,7 +12,7 @@ from ranking_plugins.metrics import HOST_UNDER_AVERAGE, METRICS
 NAMES = [
     name
     for name, metric in METRICS.items()
-    if not metric.exposure and len(metric.ties) == 4 and name not in HOST_UNDER_AVERAGE
+    if not metric.exposure and name not in HOST_UNDER_AVERAGE
 ]  # issue 14: own tests; issue 13: those computed on the host under "average" too
 
 

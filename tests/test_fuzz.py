@@ -282,50 +282,6 @@ def test_dense(data: st.DataObject) -> None:
     checked(call, expected, f"functional.{name} ({what})", compare_single)
 
 
-def test_dense_refuses_a_policy_a_measure_is_not_exact_under(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """Every measure is exact under every policy today (``METRICS[name].ties``), so
-    test_dense never meets a refusal; here one measure is exact only under two
-    policies: the oracle expects an error for the others, and rank_metrics raises
-    one that names the policies (``checked`` asserts it)."""
-    import ranking_plugins.metrics as metrics_module
-
-    restricted = dataclasses.replace(metrics_module.METRICS["infap"], ties=("first", "pessimistic"))
-    monkeypatch.setitem(metrics_module.METRICS, "infap", restricted)
-    preds = torch.tensor([[1.0, 1.0, 0.0], [2.0, 0.0, 2.0]])
-    target = torch.tensor([[1, 0, 2], [0, 1, 1]])
-    judged = torch.tensor([[True, False, True], [True, True, True]])
-    for ties in ("average", "first", "pessimistic", "optimistic"):
-        opts = dict(
-            metrics=("ndcg", "infap"),
-            top_k=2,
-            ties=ties,
-            relevance_threshold=None,
-            empty_target_action="neg",
-            gain="exponential",
-            ap_denominator="relevant",
-            adaptive_k=False,
-            weighted=False,
-        )
-        expected = oracle(preds, target, opts, judged=judged)
-        refused = ties not in restricted.ties
-        assert expected.must_raise == refused
-        assert expected.ties_supported == (restricted.ties if refused else None)
-        call = lambda opts=opts: ranking_plugins.rank_metrics(  # noqa: E731
-            preds, target, opts["metrics"], opts["top_k"], judged=judged, **rank_kwargs(opts)
-        )
-        checked(
-            call,
-            expected,
-            f"ties={ties}",
-            lambda got, want=expected.mean: assert_values(got, want, ""),
-        )
-        if refused:
-            with pytest.raises(ValueError, match=r"infap is exact only under ties in"):
-                call()
-
-
 # --------------------------------------------------------------------------- #
 # 2. item ids (Q,) / (Q, T)
 # --------------------------------------------------------------------------- #

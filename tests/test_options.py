@@ -26,7 +26,7 @@ BAD_VALUES: dict[str, tuple[object, type[Exception], str]] = {
     "ap_denominator": ("k", ValueError, "`ap_denominator` must be one of"),
     "adaptive_k": (1, TypeError, "`adaptive_k` must be a bool"),
     "weighted": ("yes", TypeError, "`weighted` must be a bool"),
-    "rbp_persistence": (1.0, ValueError, r"`rbp_persistence` must be in \(0, 1\)"),
+    "rbp_persistence": (1.0, ValueError, r"`rbp_persistence` must be a number in \(0, 1\)"),
     "target_format": ("sparse", ValueError, "`target_format` must be one of"),
     "validate_args": (None, TypeError, "`validate_args` must be a bool"),
 }

@@ -329,7 +329,7 @@ def test_brute_force_item_ids(ties):
 
 @pytest.mark.parametrize("bad", [0, 1, 1.5, -0.2, math.nan])
 def test_rbp_persistence_outside_unit_interval(bad):
-    with pytest.raises(ValueError, match="`rbp_persistence` must be in \\(0, 1\\)"):
+    with pytest.raises(ValueError, match="`rbp_persistence` must be a number in \\(0, 1\\)"):
         rank_metrics(
             torch.rand(2, 3), torch.ones(2, 3), metrics=("rbp",), top_k=2, rbp_persistence=bad
         )
@@ -407,7 +407,7 @@ def test_command_bad_persistence(bad, capsys):
     with pytest.raises(SystemExit) as done:
         main(["evaluate", str(qrels), str(run), "-m", "rbp", "--rbp-persistence", bad])
     assert done.value.code == 2
-    assert "--rbp-persistence must be in (0, 1)" in capsys.readouterr().err
+    assert "--rbp-persistence must be a number in (0, 1)" in capsys.readouterr().err
 
 
 # --------------------------------------------------------------------------- adapters
@@ -930,7 +930,7 @@ def test_command_refuses_ndcg_rel_at_level_0(capsys):
         with pytest.raises(SystemExit) as done:
             main(["evaluate", str(qrels), str(run), "-m", name, "-l", "0"])
         assert done.value.code == 2
-        assert "counts the documents of positive gain" in capsys.readouterr().err
+        assert "counts the items of positive gain" in capsys.readouterr().err
     assert main(["evaluate", str(qrels), str(run), "-m", "ndcg_rel", "-l", "1"]) == 0
 
 

@@ -54,8 +54,6 @@ def check_inputs(
                 f"`mask` must have the shape of `preds` {tuple(preds.shape)}, "
                 f"got {tuple(mask.shape)}"
             )
-    if target_format is not None:
-        V.check_choice("target_format", target_format, V.TARGET_FORMATS)
     V.check_preds_dtype(preds)
     if target.is_complex():
         raise TypeError(f"`target` must hold real grades or integer item ids, got {target.dtype}")
@@ -110,7 +108,7 @@ def check_grades(
         return
     top = (grades.amax() if largest is None else largest().amax()).reshape(())
     if grades.is_floating_point() and bool(top.isnan()):
-        raise ValueError("`target` must not contain NaN grades")
+        raise ValueError(V.NAN_GRADES)
     top_gain = float(rule.gain_of(top.reshape(1))[0])
     if math.isfinite(top_gain * max(list_length, 1)):
         return
@@ -349,11 +347,7 @@ def check_embedding_scores(scores: EmbeddingScores) -> None:
         check_dot_product(scores.query_emb, scores.item_emb)
     if scores.score_fn is not None and not callable(scores.score_fn):
         raise TypeError(f"`score_fn` must be callable, got {type(scores.score_fn).__name__}")
-    chunk_size = scores.chunk_size
-    if isinstance(chunk_size, bool) or not isinstance(chunk_size, Integral):
-        raise TypeError(f"`chunk_size` must be a positive int, got {chunk_size!r}")
-    if chunk_size <= 0:
-        raise ValueError(f"`chunk_size` must be a positive int, got {chunk_size}")
+    V.check("chunk_size", V.positive_int_problem(scores.chunk_size))
     check_exclude(scores.exclude, scores.query_emb.shape[0])
     V.check_same_device(
         query_emb=scores.query_emb, item_emb=scores.item_emb, exclude=scores.exclude
@@ -378,13 +372,13 @@ def check_sharded_scores(scores: ShardedEmbeddingScores, shard_error: type[Value
         check_dot_product(scores.query_emb, scores.item_shard, item_name="item_shard")
     elif not callable(scores.score_fn):
         raise TypeError(f"`score_fn` must be callable, got {type(scores.score_fn).__name__}")
-    for name in ("chunk_size", "item_offset", "catalogue_size"):
+    V.check("chunk_size", V.positive_int_problem(scores.chunk_size))
+    for name in ("item_offset", "catalogue_size"):
         value = getattr(scores, name)
         if isinstance(value, bool) or not isinstance(value, Integral):
             raise TypeError(f"`{name}` must be an int, got {value!r}")
-        if value < (1 if name == "chunk_size" else 0):
-            sign = "positive" if name == "chunk_size" else "non-negative"
-            raise ValueError(f"`{name}` must be a {sign} int, got {value}")
+        if value < 0:
+            raise ValueError(f"`{name}` must be a non-negative int, got {value}")
     check_exclude(scores.exclude, scores.query_emb.shape[0])
     V.check_same_device(
         query_emb=scores.query_emb, item_shard=scores.item_shard, exclude=scores.exclude

@@ -62,10 +62,9 @@ class ItemInputs:
         num_items: int | None = None,
     ) -> ItemInputs:
         """Check each given input (naming it in the error) and that they agree on N."""
-        if num_items is not None and (
-            isinstance(num_items, bool) or not isinstance(num_items, int) or num_items < 1
-        ):
-            raise ValueError(f"`num_items` must be a positive int or None, got {num_items!r}")
+        problem = None if num_items is None else V.positive_int_problem(num_items)
+        if problem is not None:
+            raise V.ArgumentError("num_items", problem.or_none().text)
         popularity = tail = features = categories = None
         if item_popularity is not None:
             V.check_tensor("item_popularity", item_popularity)

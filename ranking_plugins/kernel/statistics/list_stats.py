@@ -86,9 +86,9 @@ class ListStats(ABC):
 
         The largest precision at or below the ranked relevant item that brings
         the hits to max(1, round(level · R)) (0 when the list never gets
-        there). Exact only when every tie group holds interchangeable items
-        (the ``first``, ``pessimistic`` and ``optimistic`` policies): the
-        metric refuses ``average``.
+        there). Under ``average``, a row with a tie group of relevant and
+        other items gets its expectation over the group's orders on the host
+        (:func:`~ranking_plugins.kernel.statistics.tie_orders.interpolated_precision_of_mixed_groups`).
         """
 
     @abstractmethod
