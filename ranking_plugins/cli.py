@@ -53,7 +53,6 @@ from ranking_plugins.kernel import TIES
 from ranking_plugins.kernel.statistics.closed_forms import recall_level_cut
 from ranking_plugins.metrics import (
     METRICS,
-    RECALL_LEVELS,
     EmptyQueryError,
     Evaluation,
     PerQuery,
@@ -659,8 +658,8 @@ def run_evaluate(
                 leveled += _EMPTY_LIST_COUNTS  # not printed: read by _empty_list_nans
             passes = [
                 (leveled, options, None),
-                ([w for w in unleveled if w[0] != "rndcg"], unleveled_options, None),
-                ([w for w in unleveled if w[0] == "rndcg"], unleveled_options, level),
+                ([w for w in unleveled if not _counts_at_level(w[0])], unleveled_options, None),
+                ([w for w in unleveled if _counts_at_level(w[0])], unleveled_options, level),
             ]
             results: Results | None = None
             for measures, measure_options, relevant_at in (p for p in passes if p[0]):
@@ -679,7 +678,7 @@ def run_evaluate(
             assert results is not None  # wanted is never empty
             results = replace(results, keys=result_keys(wanted))
             if _empty_lists_read(args, wanted):
-                _empty_list_nans(results)
+                _empty_list_nans(results, wanted)
             strings = None
             if relstring_size is not None and args.format == "trec_eval" and args.per_query:
                 run = read_records(args.run, "run", args.run_format, stderr)
@@ -774,10 +773,11 @@ _EMPTY_LIST_COUNTS = [("num_ret", None), ("num_rel", None)]
 
 def _recall_levels(name: str) -> tuple[float, ...]:
     """The recall levels a measure of interpolated precision reads (none for the others)."""
-    if name == "11pt_avg":
-        return RECALL_LEVELS
-    prefix = "iprec_at_recall_"
-    return (float(name.removeprefix(prefix)),) if name.startswith(prefix) else ()
+    return METRICS[GEOMETRIC_MEANS.get(name, name)].recall_levels
+
+
+def _counts_at_level(name: str) -> bool:
+    return METRICS[GEOMETRIC_MEANS.get(name, name)].trec_eval_counts_at_level
 
 
 def _empty_lists_read(args: argparse.Namespace, wanted: Sequence[tuple[str, int | None]]) -> bool:
@@ -787,15 +787,15 @@ def _empty_lists_read(args: argparse.Namespace, wanted: Sequence[tuple[str, int 
     return args.format == "trec_eval" and args.judged_only and reads
 
 
-def _empty_list_nans(results: Results) -> None:
+def _empty_list_nans(results: Results, wanted: Sequence[tuple[str, int | None]]) -> None:
     """trec_eval's interpolated precision of a query left with no ranked document is
     0 / 0, nan, at the recall levels whose cutoff is 0 hits, and so is 11pt_avg, their
     mean (m_iprec_at_recall.c, m_11pt_avg.c: precision num_rel_ret / num_ret at the
     levels no relevant document reaches); the mean over the queries is nan too."""
     empty = results.per_query["num_ret"] == 0
     relevant = results.per_query["num_rel"].unsqueeze(1)
-    for key in results.keys:
-        levels = _recall_levels(key)
+    for (name, _), key in zip(wanted, results.keys, strict=True):
+        levels = _recall_levels(name)
         if not levels:
             continue
         at = torch.tensor(levels, dtype=torch.float64)

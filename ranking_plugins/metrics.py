@@ -403,6 +403,13 @@ class Metric:
     #: trec_eval reads the grades themselves and leaves it alone under -l (its relevance
     #: level): in trec_eval's layout the command evaluates it without the threshold
     trec_eval_graded: bool = False
+    #: trec_eval counts its relevant documents at -l although its gains ignore the level:
+    #: in trec_eval's layout a query with no grade at the level has no relevant document
+    #: (m_Rndcg.c's num_rel)
+    trec_eval_counts_at_level: bool = False
+    #: the recall levels whose interpolated precision it reads (trec_eval prints nan where
+    #: a level's cutoff is 0 hits of an empty list: m_iprec_at_recall.c, m_11pt_avg.c)
+    recall_levels: tuple[float, ...] = ()
     #: value of an empty query under empty_target_action="neg" (its worst value)
     empty_neg: float = 0.0
     lower_bound: float = 0.0
@@ -486,6 +493,7 @@ METRICS: dict[str, Metric] = {
                 value=_iprec_at(index),
                 cutoff="whole_list",
                 host_under_average=True,
+                recall_levels=(RECALL_LEVELS[index],),
             )
             for index, name in enumerate(RECALL_LEVEL_METRICS)
         ),
@@ -504,6 +512,7 @@ METRICS: dict[str, Metric] = {
             value=_eleven_point,
             cutoff="whole_list",
             host_under_average=True,
+            recall_levels=RECALL_LEVELS,
         ),
         # -- judged measures (issue 13)
         Metric(
@@ -561,6 +570,7 @@ METRICS: dict[str, Metric] = {
             cutoff="whole_list",
             relevant_by_gain=True,
             trec_eval_graded=True,
+            trec_eval_counts_at_level=True,
         ),
         Metric(
             name="coverage", higher_is_better=True, value=None, catalogue=_coverage, exposure=True

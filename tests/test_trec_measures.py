@@ -1060,6 +1060,12 @@ def test_judged_only_query_left_with_no_ranked_document(tmp_path, capsys):
     assert [got[(name, "q3")] for name in levels] == ["nan"] * 11  # R = 0: every cut is 0
     assert [got[(name, "q2")] for name in levels] == ["1.0000"] * 11
     assert {got[(name, "all")] for name in [*levels, "11pt_avg"]} == {"nan"}
+    # beside measures at a cutoff and geometric means, which stay numbers
+    beside = _command_lines(
+        tmp_path, capsys, qrels, run, "-J", "-m", "11pt_avg", "-m", "P.5", "-m", "gm_map"
+    )
+    assert beside[("11pt_avg", "all")] == "nan"
+    assert beside[("P_5", "all")] != "nan" and beside[("gm_map", "all")] != "nan"
     # the package's own formats keep its value for an empty list, 0
     files = [str(tmp_path / "qrels"), str(tmp_path / "run")]
     assert main(["evaluate", *files, "--format", "json", "-J", "-m", "11pt_avg"]) == 0
