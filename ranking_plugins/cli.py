@@ -818,7 +818,8 @@ def evaluate_run(
     :func:`add_evaluation_arguments` say; and its last part.
 
     ``relevant_at``: a query without a judged grade at or above it has no relevant
-    document (trec_eval's Rndcg under ``-l``, whose gains ignore the level).
+    document (trec_eval's Rndcg under ``-l``, whose gains ignore the level), and one
+    with such a grade but none above 0 (``-l`` <= 0) is nan, trec_eval's 0 / 0.
     """
     join: dict[str, Any] = {
         "trec_eval_order": args.ties == "first",
@@ -833,9 +834,17 @@ def evaluate_run(
 
     def evaluated(run: Records | Iterable[Records]) -> Results:
         parts: Iterable[Collection] = _keep_last(collections(qrels, run, **join), last)
+        undefined: list[str] = []
         if relevant_at is not None:
-            parts = (_relevant_at(part, relevant_at) for part in parts)
-        return evaluate(parts, wanted, options, args.qrels, args.judged_only)
+            parts = (_relevant_at(part, relevant_at, undefined) for part in parts)
+        results = evaluate(parts, wanted, options, args.qrels, args.judged_only)
+        if undefined:
+            nan_qids = set(undefined)
+            rows = torch.tensor([qid in nan_qids for qid in results.qids])
+            for key in results.keys:
+                results.per_query[key] = torch.where(rows, math.nan, results.per_query[key])
+                results.mean[key] = math.nan
+        return results
 
     try:
         with contextlib.closing(read_batches(run_path, "run", args.run_format, stderr)) as batches:
@@ -845,10 +854,18 @@ def evaluate_run(
     return results, last[-1]
 
 
-def _relevant_at(part: Collection, level: float) -> Collection:
+def _relevant_at(part: Collection, level: float, undefined: list[str]) -> Collection:
     """``part`` with no relevant document in the queries without a judged grade at or
-    above ``level`` (their positive grades set to 0; padding and unjudged are -inf)."""
-    below = ~(part.target >= level).any(dim=1, keepdim=True)
+    above ``level`` (their positive grades set to 0; padding and unjudged are -inf).
+
+    The queries with such a grade but none above 0 join ``undefined``: m_Rndcg.c counts
+    their relevant documents (num_rel > 0), but with no positive gain it averages no
+    ndcg, 0 / 0.
+    """
+    reaches = (part.target >= level).any(dim=1)
+    no_gain = (reaches & ~(part.target > 0).any(dim=1)).tolist()
+    undefined.extend(qid for qid, flag in zip(part.qids, no_gain, strict=True) if flag)
+    below = ~reaches.unsqueeze(1)
     return replace(part, target=torch.where(below, part.target.clamp(max=0), part.target))
 
 

@@ -1020,6 +1020,24 @@ def test_rndcg_at_a_level_no_grade_reaches(tmp_path, capsys):
     assert {key: got[key] for key in expected} == expected
 
 
+def test_rndcg_at_a_level_at_or_below_0_without_a_positive_grade_is_nan(tmp_path, capsys):
+    """m_Rndcg.c at -l <= 0: a query whose judged grades reach the level (num_rel > 0) but
+    none is above 0 averages no ndcg, 0 / 0: nan, and so is the mean (the command printed
+    0). pytrec_eval refuses -l 0 and reads -l -1 as counting nothing, so the C source is
+    the oracle; a query with a positive grade keeps its value."""
+    qrels = "q1 0 d1 0\nq1 0 d2 0\nq2 0 d1 1\nq2 0 d2 0\nq3 0 d1 -1\n"
+    run = "q1 Q0 d1 1 1 r\nq1 Q0 d2 2 2 r\nq2 Q0 d1 1 2 r\nq2 Q0 d3 2 1 r\nq3 Q0 d1 1 1 r\n"
+    at_0 = _command_lines(tmp_path, capsys, qrels, run, "-l", "0", "-m", "Rndcg", "-m", "ndcg")
+    at_1 = _command_lines(tmp_path, capsys, qrels, run, "-l", "1", "-m", "Rndcg")
+    assert at_0[("Rndcg", "q1")] == at_0[("Rndcg", "all")] == "nan"
+    assert at_0[("Rndcg", "q2")] == at_1[("Rndcg", "q2")] == "1.0000"
+    assert at_0[("Rndcg", "q3")] == "0.0000"  # -1 < 0: num_rel is 0 at -l 0
+    assert at_0[("ndcg", "all")] != "nan"
+    at_minus_1 = _command_lines(tmp_path, capsys, qrels, run, "-l", "-1", "-m", "Rndcg")
+    assert at_minus_1[("Rndcg", "q3")] == "nan"  # grade -1 counts at -l -1, no gain
+    assert at_1[("Rndcg", "q1")] == "0.0000"  # no grade at -l 1: num_rel 0, trec_eval's 0
+
+
 def test_scores_equal_as_float32_tie_where_the_command_reproduces_trec_eval(tmp_path, capsys):
     """trec_eval holds a score as a C float: 0.30000001 and 0.3 tie, and the document id
     orders them (d2 first), so recip_rank is 0.5 (issue 24: 1.0). The command reads the
