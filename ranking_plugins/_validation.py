@@ -33,8 +33,12 @@ TARGET_FORMATS = ("dense", "indices")
 class ArgumentError(ValueError):
     """A refused argument value: ``argument`` names it, ``problem`` says what is wrong.
 
-    The command catches it to say the same with its flag's name (a usage error).
+    A ``ValueError``, public as ``ranking_plugins.ArgumentError``. The command
+    catches it to say the same with its flag's name (a usage error).
     """
+
+    # the name users see in tracebacks and catch: the public one, not this module's
+    __module__ = "ranking_plugins"
 
     def __init__(self, argument: str, problem: str) -> None:
         super().__init__(f"`{argument}` {problem}")

@@ -49,8 +49,7 @@ from torch import Tensor
 
 from ranking_plugins import _validation as V
 from ranking_plugins.compare_command import add_compare_parser, run_compare
-from ranking_plugins.kernel import TIES
-from ranking_plugins.kernel.statistics.closed_forms import recall_level_cut
+from ranking_plugins.kernel import TIES, recall_level_cut
 from ranking_plugins.metrics import (
     METRICS,
     EmptyQueryError,

@@ -33,8 +33,13 @@ An item table sharded across processes (one shard per process of a
 :doc:`/sharded`.
 """
 
-from ranking_plugins.kernel.inputs.embeddings import EmbeddingScores, ScoreFn, dot_scores
-from ranking_plugins.kernel.inputs.sharded import ShardedEmbeddingScores, ShardError
+from ranking_plugins.kernel import (
+    EmbeddingScores,
+    ScoreFn,
+    ShardedEmbeddingScores,
+    ShardError,
+    dot_scores,
+)
 
 #: scores described by embeddings, whole or sharded: what ``preds`` may be besides a tensor
 EmbeddingInput = EmbeddingScores | ShardedEmbeddingScores

@@ -19,7 +19,7 @@ from typing_extensions import Unpack
 
 from ranking_plugins import _validation as V
 from ranking_plugins.embeddings import EmbeddingInput
-from ranking_plugins.kernel.inputs.items import ItemInputs, ItemKeywords
+from ranking_plugins.kernel import ItemInputs, ItemKeywords
 from ranking_plugins.metrics import get_metrics
 from ranking_plugins.options import OptionKeywords, Options
 from ranking_plugins.request import RankingRequest, TopK

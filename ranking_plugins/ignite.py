@@ -122,8 +122,7 @@ except ImportError as error:  # pragma: no cover - exercised only without the ex
 
 from ranking_plugins import _validation as V
 from ranking_plugins.embeddings import EmbeddingInput
-from ranking_plugins.kernel.inputs.items import ITEM_KEYWORDS, AdapterItemKeywords, ItemInputs
-from ranking_plugins.kernel.statistics.exposure import Exposure
+from ranking_plugins.kernel import ITEM_KEYWORDS, AdapterItemKeywords, Exposure, ItemInputs
 from ranking_plugins.metrics import result_columns
 from ranking_plugins.options import OPTION_NAMES, Options, unknown_keywords
 from ranking_plugins.request import RankingRequest, TopK

@@ -19,13 +19,17 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from ranking_plugins.kernel import Cutoff, ListStats, RankedBatch, Unranked
-from ranking_plugins.kernel.inputs.items import NO_ITEM_INPUTS, ItemInputs
-from ranking_plugins.kernel.statistics.exposure import (
+from ranking_plugins.kernel import (
     COUNTS,
     LOG_ABSENT,
+    NO_ITEM_INPUTS,
+    Cutoff,
     Exposure,
+    ItemInputs,
+    ListStats,
+    RankedBatch,
     TopItems,
+    Unranked,
     personalisation,
 )
 from ranking_plugins.options import Options

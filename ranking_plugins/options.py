@@ -21,7 +21,7 @@ from the record where it acts.
 >>> Options(ties="random")  # doctest: +ELLIPSIS
 Traceback (most recent call last):
 ...
-ranking_plugins._validation.ArgumentError: `ties` must be one of ['average', ...], got 'random'
+ranking_plugins.ArgumentError: `ties` must be one of ['average', ...], got 'random'
 """
 
 from __future__ import annotations

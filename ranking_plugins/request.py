@@ -25,9 +25,15 @@ from typing_extensions import Unpack
 
 from ranking_plugins import _validation as V
 from ranking_plugins.embeddings import EmbeddingInput, EmbeddingScores, ShardedEmbeddingScores
-from ranking_plugins.kernel import RankedBatch, host_reads_are_free, rank_inputs
-from ranking_plugins.kernel.inputs.items import ITEM_INPUTS, NO_ITEM_INPUTS, ItemInputs
-from ranking_plugins.kernel.statistics.exposure import Exposure
+from ranking_plugins.kernel import (
+    ITEM_INPUTS,
+    NO_ITEM_INPUTS,
+    Exposure,
+    ItemInputs,
+    RankedBatch,
+    host_reads_are_free,
+    rank_inputs,
+)
 from ranking_plugins.metrics import (
     Evaluation,
     Metric,

@@ -64,15 +64,17 @@ from typing_extensions import Unpack
 
 from ranking_plugins import _validation as V
 from ranking_plugins.embeddings import EmbeddingInput
-from ranking_plugins.kernel import check_grouped, check_inputs, host_reads_are_free
-from ranking_plugins.kernel.inputs.checks import check_judged
-from ranking_plugins.kernel.inputs.items import (
+from ranking_plugins.kernel import (
     ITEM_FIELDS,
     ITEM_KEYWORDS,
     AdapterItemKeywords,
+    Exposure,
     ItemInputs,
+    check_grouped,
+    check_inputs,
+    check_judged,
+    host_reads_are_free,
 )
-from ranking_plugins.kernel.statistics.exposure import Exposure
 from ranking_plugins.metrics import (
     METRICS,
     EmptyQueryError,

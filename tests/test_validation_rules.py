@@ -277,3 +277,22 @@ def test_nan_grades_are_one_message_on_every_path() -> None:
         lambda: torchmetrics_adapter.NDCG(top_k=2)(PREDS, grades),
     ):
         assert verdict(make) == V.NAN_GRADES
+
+
+def test_argument_error_is_public_and_names_the_argument() -> None:
+    import traceback
+
+    import ranking_plugins
+
+    assert "ArgumentError" in ranking_plugins.__all__
+    assert ranking_plugins.ArgumentError is V.ArgumentError
+    with pytest.raises(ranking_plugins.ArgumentError) as info:
+        rank_metrics(PREDS, TARGET, metrics=("rbp",), top_k=3, rbp_persistence=1.0)
+    assert isinstance(info.value, ValueError)
+    assert info.value.argument == "rbp_persistence"
+    assert info.value.problem == "must be a number in (0, 1), got 1.0"
+    assert str(info.value) == "`rbp_persistence` must be a number in (0, 1), got 1.0"
+    # a traceback names the public class, not the private module it is defined in
+    assert traceback.format_exception_only(info.value)[-1].startswith(
+        "ranking_plugins.ArgumentError: `rbp_persistence`"
+    )

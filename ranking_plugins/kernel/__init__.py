@@ -21,6 +21,11 @@ It reads top to bottom like SPEC.md, one sub-package per stage:
 (:class:`RankedBatch`); :mod:`~ranking_plugins.kernel.ranked_batch` ranks a
 batch part by part. Metric formulas on top of these statistics live in
 :mod:`ranking_plugins.metrics`.
+
+The package's other modules import the kernel's names from here (this
+module's ``__all__``), not from its submodules: among them the item inputs of
+the exposure metrics (:class:`ItemInputs`) and the statistics those metrics
+read (:class:`Exposure`, :class:`TopItems`).
 """
 
 from __future__ import annotations
@@ -45,9 +50,23 @@ from ranking_plugins.kernel.inputs import (
     check_inputs,
     normalize_input,
 )
-from ranking_plugins.kernel.inputs.checks import check_embedding_ids
-from ranking_plugins.kernel.inputs.embeddings import EmbeddingScores, embedding_stats
-from ranking_plugins.kernel.inputs.sharded import ShardedEmbeddingScores, sharded_stats
+from ranking_plugins.kernel.inputs.checks import check_embedding_ids, check_judged
+from ranking_plugins.kernel.inputs.embeddings import (
+    EmbeddingScores,
+    ScoreFn,
+    dot_scores,
+    embedding_stats,
+)
+from ranking_plugins.kernel.inputs.items import (
+    ITEM_FIELDS,
+    ITEM_INPUTS,
+    ITEM_KEYWORDS,
+    NO_ITEM_INPUTS,
+    AdapterItemKeywords,
+    ItemInputs,
+    ItemKeywords,
+)
+from ranking_plugins.kernel.inputs.sharded import ShardedEmbeddingScores, ShardError, sharded_stats
 from ranking_plugins.kernel.ranked_batch import (
     RankedBatch,
     Unranked,
@@ -58,6 +77,14 @@ from ranking_plugins.kernel.ranked_batch import (
 from ranking_plugins.kernel.ranking import TIES, RankCounter, RankedList, count_ranks, rank
 from ranking_plugins.kernel.ranking.embedding_top import embedding_top_list
 from ranking_plugins.kernel.statistics import CountStats, Cutoff, ListStats, RankStats
+from ranking_plugins.kernel.statistics.closed_forms import recall_level_cut
+from ranking_plugins.kernel.statistics.exposure import (
+    COUNTS,
+    LOG_ABSENT,
+    Exposure,
+    TopItems,
+    personalisation,
+)
 
 
 def rank_inputs(
@@ -154,14 +181,24 @@ def rank_inputs(
 
 
 __all__ = [
+    "COUNTS",
+    "ITEM_FIELDS",
+    "ITEM_INPUTS",
+    "ITEM_KEYWORDS",
+    "LOG_ABSENT",
+    "NO_ITEM_INPUTS",
     "TIES",
+    "AdapterItemKeywords",
     "Batch",
     "CountStats",
     "Cutoff",
     "DenseGrades",
     "EmbeddingScores",
+    "Exposure",
     "GainRule",
     "ItemIds",
+    "ItemInputs",
+    "ItemKeywords",
     "ListStats",
     "Part",
     "RankCounter",
@@ -170,21 +207,28 @@ __all__ = [
     "RankedList",
     "RankingInput",
     "Relevance",
+    "ScoreFn",
+    "ShardError",
     "ShardedEmbeddingScores",
+    "TopItems",
     "Unranked",
     "check_embedding_inputs",
     "check_grades",
     "check_grouped",
     "check_inputs",
+    "check_judged",
     "count_ranks",
     "count_true",
+    "dot_scores",
     "embedding_stats",
     "host_reads_are_free",
     "normalize_input",
+    "personalisation",
     "rank",
     "rank_batch",
     "rank_inputs",
     "rank_stats",
     "ranking_method",
+    "recall_level_cut",
     "sharded_stats",
 ]

@@ -1,8 +1,9 @@
 """The input checks of every layout, kept apart from the layouts' conversions.
 
-The tensor layouts (dense grades, item ids, grouped), ``judged``, and the
+The tensor layouts (dense grades, item ids, grouped), ``judged``, the
 scores given as embeddings (:class:`~ranking_plugins.EmbeddingScores`,
-:class:`~ranking_plugins.ShardedEmbeddingScores`). Checks that read no tensor
+:class:`~ranking_plugins.ShardedEmbeddingScores`) and the item inputs of the
+exposure metrics (:func:`check_item_inputs`). Checks that read no tensor
 value always run; those that read values (:func:`check_grades`, the range of
 item ids in :func:`item_ids_in_catalogue`) run only with ``validate_args=True``.
 
@@ -383,3 +384,82 @@ def check_sharded_scores(scores: ShardedEmbeddingScores, shard_error: type[Value
     V.check_same_device(
         query_emb=scores.query_emb, item_shard=scores.item_shard, exclude=scores.exclude
     )
+
+
+# -- the item inputs of the exposure metrics ------------------------------------
+
+
+def check_item_inputs(
+    item_popularity: Tensor | None,
+    tail_items: Tensor | None,
+    item_features: Tensor | None,
+    item_categories: Tensor | None,
+    num_items: int | None,
+) -> tuple[Tensor | None, Tensor | None, Tensor | None, Tensor | None]:
+    """The item inputs of the exposure metrics, for ``ItemInputs.create``.
+
+    Each given input (naming it in the error), and that they agree on N.
+    Returns the inputs detached, the popularity as float64 (None: not given).
+    """
+    problem = None if num_items is None else V.positive_int_problem(num_items)
+    if problem is not None:
+        raise V.ArgumentError("num_items", problem.or_none().text)
+    popularity = tail = features = categories = None
+    if item_popularity is not None:
+        V.check_tensor("item_popularity", item_popularity)
+        if item_popularity.ndim != 1 or item_popularity.dtype == torch.bool:
+            raise ValueError(
+                "`item_popularity` must be a 1-D tensor of numbers (N,), one per item, "
+                f"got shape {tuple(item_popularity.shape)} and dtype {item_popularity.dtype}"
+            )
+        popularity = item_popularity.detach().to(torch.float64)
+        if not bool(torch.isfinite(popularity).all()) or bool((popularity < 0).any()):
+            raise ValueError(
+                "`item_popularity` must be finite and non-negative (an interaction "
+                "count or share per item)"
+            )
+    if tail_items is not None:
+        V.check_tensor("tail_items", tail_items)
+        if tail_items.ndim != 1 or tail_items.dtype != torch.bool:
+            raise ValueError(
+                "`tail_items` must be a 1-D bool tensor (N,), True for the long-tail "
+                f"items, got shape {tuple(tail_items.shape)} and dtype {tail_items.dtype} "
+                "(from popularity: `tail_items=item_popularity <= threshold`)"
+            )
+        tail = tail_items.detach()
+    if item_features is not None:
+        V.check_tensor("item_features", item_features)
+        if item_features.ndim != 2 or not item_features.is_floating_point():
+            raise ValueError(
+                "`item_features` must be a 2-D floating-point tensor (N, d), one row "
+                f"per item, got shape {tuple(item_features.shape)} and dtype "
+                f"{item_features.dtype}"
+            )
+        features = item_features.detach()  # made float64 once, as unit vectors
+        if not bool(torch.isfinite(features).all()):
+            raise ValueError("`item_features` must be finite")
+    if item_categories is not None:
+        V.check_tensor("item_categories", item_categories)
+        if item_categories.ndim != 1 or not V.is_integer_dtype(item_categories.dtype):
+            raise ValueError(
+                "`item_categories` must be a 1-D integer tensor (N,), one category "
+                f"per item, got shape {tuple(item_categories.shape)} and dtype "
+                f"{item_categories.dtype}"
+            )
+        categories = item_categories.detach()
+    given = {
+        name: t.shape[0]
+        for name, t in (
+            ("item_popularity", popularity),
+            ("tail_items", tail),
+            ("item_features", features),
+            ("item_categories", categories),
+        )
+        if t is not None
+    }
+    if num_items is not None:
+        given["num_items"] = num_items
+    if len(set(given.values())) > 1:
+        sizes = ", ".join(f"`{name}` has {n}" for name, n in given.items())
+        raise ValueError(f"the item inputs must describe the same N items: {sizes}")
+    return popularity, tail, features, categories

@@ -16,7 +16,7 @@ from typing import TypedDict
 import torch
 from torch import Tensor
 
-from ranking_plugins import _validation as V
+from ranking_plugins.kernel.inputs.checks import check_item_inputs
 
 #: the keyword of each item input, as every entry point spells it
 ITEM_INPUTS = ("item_popularity", "tail_items", "item_features", "item_categories")
@@ -61,67 +61,14 @@ class ItemInputs:
         item_categories: Tensor | None = None,
         num_items: int | None = None,
     ) -> ItemInputs:
-        """Check each given input (naming it in the error) and that they agree on N."""
-        problem = None if num_items is None else V.positive_int_problem(num_items)
-        if problem is not None:
-            raise V.ArgumentError("num_items", problem.or_none().text)
-        popularity = tail = features = categories = None
-        if item_popularity is not None:
-            V.check_tensor("item_popularity", item_popularity)
-            if item_popularity.ndim != 1 or item_popularity.dtype == torch.bool:
-                raise ValueError(
-                    "`item_popularity` must be a 1-D tensor of numbers (N,), one per item, "
-                    f"got shape {tuple(item_popularity.shape)} and dtype {item_popularity.dtype}"
-                )
-            popularity = item_popularity.detach().to(torch.float64)
-            if not bool(torch.isfinite(popularity).all()) or bool((popularity < 0).any()):
-                raise ValueError(
-                    "`item_popularity` must be finite and non-negative (an interaction "
-                    "count or share per item)"
-                )
-        if tail_items is not None:
-            V.check_tensor("tail_items", tail_items)
-            if tail_items.ndim != 1 or tail_items.dtype != torch.bool:
-                raise ValueError(
-                    "`tail_items` must be a 1-D bool tensor (N,), True for the long-tail "
-                    f"items, got shape {tuple(tail_items.shape)} and dtype {tail_items.dtype} "
-                    "(from popularity: `tail_items=item_popularity <= threshold`)"
-                )
-            tail = tail_items.detach()
-        if item_features is not None:
-            V.check_tensor("item_features", item_features)
-            if item_features.ndim != 2 or not item_features.is_floating_point():
-                raise ValueError(
-                    "`item_features` must be a 2-D floating-point tensor (N, d), one row "
-                    f"per item, got shape {tuple(item_features.shape)} and dtype "
-                    f"{item_features.dtype}"
-                )
-            features = item_features.detach()  # made float64 once, as unit vectors
-            if not bool(torch.isfinite(features).all()):
-                raise ValueError("`item_features` must be finite")
-        if item_categories is not None:
-            V.check_tensor("item_categories", item_categories)
-            if item_categories.ndim != 1 or not V.is_integer_dtype(item_categories.dtype):
-                raise ValueError(
-                    "`item_categories` must be a 1-D integer tensor (N,), one category "
-                    f"per item, got shape {tuple(item_categories.shape)} and dtype "
-                    f"{item_categories.dtype}"
-                )
+        """Check each given input and that they agree on N (:func:`check_item_inputs`)."""
+        popularity, tail, features, categories = check_item_inputs(
+            item_popularity, tail_items, item_features, item_categories, num_items
+        )
+        if categories is not None:
             # ids are labels (any int64, negative too): relabelled 0..C-1 here, so that
             # the one-hot rows of `unit_vectors` are C <= N wide, not as wide as the largest id
-            categories = torch.unique(
-                item_categories.detach().to(torch.int64), return_inverse=True
-            )[1]
-        given = {
-            name: t.shape[0]
-            for name, t in zip(ITEM_INPUTS, (popularity, tail, features, categories), strict=True)
-            if t is not None
-        }
-        if num_items is not None:
-            given["num_items"] = num_items
-        if len(set(given.values())) > 1:
-            sizes = ", ".join(f"`{name}` has {n}" for name, n in given.items())
-            raise ValueError(f"the item inputs must describe the same N items: {sizes}")
+            categories = torch.unique(categories.to(torch.int64), return_inverse=True)[1]
         return cls(popularity, tail, features, categories, num_items)
 
     @property
