@@ -45,6 +45,10 @@ class ArgumentError(ValueError):
         self.argument = argument
         self.problem = problem
 
+    def __reduce__(self) -> tuple[type[ArgumentError], tuple[str, str]]:
+        # two arguments, not the message: a pickled error (a worker's) is rebuilt whole
+        return type(self), (self.argument, self.problem)
+
 
 @dataclass(frozen=True)
 class Problem:

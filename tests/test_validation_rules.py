@@ -7,6 +7,7 @@ gives, and says its problem, in its own framework's words around it.
 from __future__ import annotations
 
 import math
+import pickle
 from collections.abc import Callable
 from typing import Any
 
@@ -295,4 +296,15 @@ def test_argument_error_is_public_and_names_the_argument() -> None:
     # a traceback names the public class, not the private module it is defined in
     assert traceback.format_exception_only(info.value)[-1].startswith(
         "ranking_plugins.ArgumentError: `rbp_persistence`"
+    )
+
+
+def test_argument_error_survives_pickling() -> None:
+    """A worker's refusal reaches its parent whole (multiprocessing pickles it)."""
+    error = pickle.loads(pickle.dumps(V.ArgumentError("top_k", "must be ...")))
+    assert isinstance(error, V.ArgumentError)
+    assert (error.argument, error.problem, str(error)) == (
+        "top_k",
+        "must be ...",
+        "`top_k` must be ...",
     )
