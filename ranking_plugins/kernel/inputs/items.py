@@ -170,6 +170,12 @@ class ItemInputs:
         return torch.log2(self.popularity.sum()) - torch.log2(self.popularity)
 
     @cached_property
+    def num_categories(self) -> int:
+        """C: the categories are labelled 0..C-1 (read once, on the host)."""
+        assert self.categories is not None
+        return int(self.categories.max()) + 1 if self.categories.numel() else 1
+
+    @cached_property
     def unit_vectors(self) -> Tensor:
         """(N + 1, d) float64 rows whose dot products are the cosine similarity of two items.
 

@@ -357,35 +357,43 @@ class TopItems:
         """(R,) each: pairs(B) and cross(A, B) of the cut groups' whole rows.
 
         B is all the group's members, A the places before the group (the group
-        that holds the last place). Counted per (row, category) present: as
-        many entries as members and places, never a row per category.
+        that holds the last place): Σ_c m_c (m_c - 1) / 2 and Σ_c a_c m_c, from
+        the counts m_c of members and a_c of places of each category c.
         """
         cut = self.list.cut_group
         assert cut is not None and self.items.categories is not None
         categories = self.items.categories
-        num_categories = max(categories.shape[0], 1)  # the labels are below N
-        rows, columns = cut.members.nonzero(as_tuple=True)
-        member_items = (
-            columns
-            if cut.member_items is None
-            else cut.member_items[rows, columns].clamp(max=categories.shape[0] - 1)
-        )
-        member_key = rows * num_categories + categories[member_items]
-        before = (
-            torch.arange(self.length, device=ranked.device)
-            < self.start[cut.rows, -1:].to(torch.int64)
-        ) & ranked[cut.rows]
-        place_rows, places = before.nonzero(as_tuple=True)
-        place_key = place_rows * num_categories + listed[cut.rows][place_rows, places]
-        keys, which = torch.unique(torch.cat([member_key, place_key]), return_inverse=True)
-        in_b = torch.bincount(which[: member_key.shape[0]], minlength=keys.shape[0])
-        in_a = torch.bincount(which[member_key.shape[0] :], minlength=keys.shape[0])
-        key_rows = keys // num_categories
-        count = rows.new_zeros(cut.rows.shape[0])
-        # Σ_c m_c (m_c - 1) / 2 over the members' categories, Σ_c a_c m_c
-        pairs = count.index_add(0, key_rows, in_b * (in_b - 1) // 2)
-        cross = count.index_add(0, key_rows, in_a * in_b)
-        return pairs, cross
+        members = cut.members.to(torch.int64)  # (R, N), or (R, candidates)
+        if cut.member_items is None:  # the columns are the catalogue
+            member_labels = categories.expand_as(members)
+        else:  # (padding is no member: any label)
+            member_labels = categories[cut.member_items.clamp(max=categories.shape[0] - 1)]
+        start = self.start[cut.rows, -1:].to(torch.int64)
+        places = (torch.arange(self.length, device=ranked.device) < start) & ranked[cut.rows]
+        place_labels = listed[cut.rows]  # (a place without an item is counted 0 times)
+        num_rows, num_categories = members.shape[0], self.items.num_categories
+        if num_rows * num_categories <= members.numel():
+            # an (R, C) table no larger than the members': counted without a sort
+            # (sorting the members of large groups was ten times slower)
+            table = members.new_zeros(2, num_rows, num_categories)
+            in_b = table[0].scatter_add_(1, member_labels, members)
+            in_a = table[1].scatter_add_(1, place_labels, places.to(torch.int64))
+        else:  # more categories than candidates: count the runs of each row's sorted labels
+            labels, order = torch.cat([member_labels, place_labels], dim=1).sort(dim=1)
+            run = torch.ones_like(labels)
+            run[:, 0] = 0
+            torch.ne(labels[:, 1:], labels[:, :-1], out=run[:, 1:])
+            run = run.cumsum_(1)
+            zeros = torch.zeros_like(place_labels)
+            in_b = torch.zeros_like(labels).scatter_add_(
+                1, run, torch.cat([members, zeros], dim=1).gather(1, order)
+            )
+            in_a = torch.zeros_like(labels).scatter_add_(
+                1,
+                run,
+                torch.cat([torch.zeros_like(members), places.to(torch.int64)], 1).gather(1, order),
+            )
+        return (in_b * (in_b - 1) // 2).sum(1), (in_a * in_b).sum(1)
 
 
 def personalisation(exposure: Exposure, ks: Tensor) -> Tensor:
