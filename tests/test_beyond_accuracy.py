@@ -511,3 +511,35 @@ def test_category_memory_grows_with_the_items_not_the_categories(ties: str, embe
         preds, target, ["diversity"], ks, ties=ties, item_categories=categories - 2**40
     )
     torch.testing.assert_close(got, shifted, rtol=0, atol=0, equal_nan=True)
+
+
+@pytest.mark.parametrize("ties", TIES)
+@pytest.mark.parametrize("embedded", [False, True])
+@pytest.mark.parametrize("num_categories", [3, 60])
+def test_categories_give_exactly_the_values_of_their_one_hot_features(
+    ties: str, embedded: bool, num_categories: int
+) -> None:
+    """Issue 24 row 6: the pairs of equal category are counted, not summed as one-hot
+    vectors; the counts are the vector sums' integers, so the values are the same floats
+    as one-hot features' (cosine 1 when equal, else 0), tie groups cut at k included."""
+    q, n = 5, 60
+    g = torch.Generator().manual_seed(6)
+    categories = torch.randint(0, num_categories, (n,), generator=g)
+    one_hot = torch.nn.functional.one_hot(categories).double()
+    target = torch.randint(0, 2, (q, n), generator=g)
+    preds: torch.Tensor | EmbeddingScores = torch.randint(0, 4, (q, n), generator=g).double()
+    mask = torch.rand(q, n, generator=g) < 0.9
+    if embedded:  # groups of ~5 tied items: with 60 categories, fewer candidates than categories
+        preds = EmbeddingScores(
+            torch.randint(1, 4, (q, 2), generator=g).double(),
+            torch.randint(0, 4, (n, 2), generator=g).double(),
+        )
+        target, mask = torch.randint(0, n, (q, 3), generator=g), None
+    ks = [1, 2, 7, 20]  # the list ends at 20: groups there go on past it
+    got = rank_metrics(
+        preds, target, ["diversity"], ks, mask=mask, ties=ties, item_categories=categories
+    )
+    expected = rank_metrics(
+        preds, target, ["diversity"], ks, mask=mask, ties=ties, item_features=one_hot
+    )
+    torch.testing.assert_close(got, expected, rtol=0, atol=0, equal_nan=True)

@@ -299,7 +299,7 @@ class TopItems:
         group. Summed over the first p places, ``earlier`` gives the pairs of
         those places; over the places of B, ``in_group`` gives pairs(B) and the
         rest cross(A, B) (B's earlier places outside B are in A). Integers, as
-        the one-hot vector sums were: the same float64 values.
+        sums of one-hot vectors would be: the same float64 values.
         """
         assert self.list.items is not None and self.items.categories is not None
         ranked = self.list.ranked
