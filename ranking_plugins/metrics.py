@@ -346,7 +346,7 @@ def _diversity(c: Cutoff, options: Options) -> MetricValue:
     items = _top_items(c)
     size = items.list_size
     pairs = size * (size - 1) / 2
-    similarity = items.pair_similarity_sum(items.items.unit_vectors, items.items.unit_norms)
+    similarity = items.pair_similarity_sum()
     return 1 - _ratio(similarity, pairs), size >= 2
 
 

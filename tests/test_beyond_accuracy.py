@@ -16,7 +16,7 @@ import pytest
 import torch
 from reference import CATALOGUE_EXPOSURE, PER_QUERY_EXPOSURE, TIES, reference_exposure
 
-from ranking_plugins import rank_metrics
+from ranking_plugins import EmbeddingScores, rank_metrics
 from ranking_plugins.functional import coverage, diversity, gini, personalisation
 from ranking_plugins.kernel import host_reads
 
@@ -466,4 +466,80 @@ def test_category_memory_grows_with_the_items_not_the_largest_id() -> None:
 
     items = ItemInputs.create(item_categories=torch.tensor([5_000_000, 5_000_000, 1]))
     assert items.categories is not None and items.categories.tolist() == [1, 1, 0]
-    assert tuple(items.unit_vectors.shape) == (4, 2)  # N + 1 rows (padding), 2 categories
+
+
+class _LargestTensor(torch.overrides.TorchFunctionMode):
+    """Records the most elements of any tensor a torch function returns."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.largest = 0
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        result = func(*args, **(kwargs or {}))
+        for value in result if isinstance(result, tuple | list) else (result,):
+            if isinstance(value, torch.Tensor):
+                self.largest = max(self.largest, value.numel())
+        return result
+
+
+@pytest.mark.parametrize("ties", TIES)
+@pytest.mark.parametrize("embedded", [False, True])
+def test_category_memory_grows_with_the_items_not_the_categories(ties: str, embedded: bool) -> None:
+    """Issue 24 row 6: with nearly every item in a category of its own, diversity built an
+    (N + 1, C) one-hot table and a (Q, L, C) prefix of it: N x N (+1.5 GB at 10,000 items).
+    Now no tensor grows with N x C: the largest is a few times the (Q, N) scores. Scores
+    with few values, so "average" cuts tie groups whose members come from the whole row."""
+    q, n = 4, 3000
+    g = torch.Generator().manual_seed(24)
+    categories = torch.randperm(n, generator=g)  # every item in its own category
+    categories[: n // 10] = 7  # and a crowd in one, so that some pairs are equal
+    target = torch.randint(0, 2, (q, n), generator=g)
+    preds: torch.Tensor | EmbeddingScores = torch.randint(0, 3, (q, n), generator=g).double()
+    if embedded:
+        preds = EmbeddingScores(
+            torch.randint(-1, 2, (q, 2), generator=g).double(),
+            torch.randint(-1, 2, (n, 2), generator=g).double(),
+        )
+        target = torch.randint(0, n, (q, 3), generator=g)
+    ks = [1, 10, 50]
+    with _LargestTensor() as seen:
+        got = rank_metrics(preds, target, ["diversity"], ks, ties=ties, item_categories=categories)
+    assert seen.largest <= 4 * q * n, f"a tensor of {seen.largest} elements (N x C: {n * n})"
+    # ids are labels: other ids for the same categories give the same values
+    shifted = rank_metrics(
+        preds, target, ["diversity"], ks, ties=ties, item_categories=categories - 2**40
+    )
+    torch.testing.assert_close(got, shifted, rtol=0, atol=0, equal_nan=True)
+
+
+@pytest.mark.parametrize("ties", TIES)
+@pytest.mark.parametrize("embedded", [False, True])
+@pytest.mark.parametrize("num_categories", [3, 60])
+def test_categories_give_exactly_the_values_of_their_one_hot_features(
+    ties: str, embedded: bool, num_categories: int
+) -> None:
+    """Issue 24 row 6: the pairs of equal category are counted, not summed as one-hot
+    vectors; the counts are the vector sums' integers, so the values are the same floats
+    as one-hot features' (cosine 1 when equal, else 0), tie groups cut at k included."""
+    q, n = 5, 60
+    g = torch.Generator().manual_seed(6)
+    categories = torch.randint(0, num_categories, (n,), generator=g)
+    one_hot = torch.nn.functional.one_hot(categories).double()
+    target = torch.randint(0, 2, (q, n), generator=g)
+    preds: torch.Tensor | EmbeddingScores = torch.randint(0, 4, (q, n), generator=g).double()
+    mask = torch.rand(q, n, generator=g) < 0.9
+    if embedded:  # groups of ~5 tied items: with 60 categories, fewer candidates than categories
+        preds = EmbeddingScores(
+            torch.randint(1, 4, (q, 2), generator=g).double(),
+            torch.randint(0, 4, (n, 2), generator=g).double(),
+        )
+        target, mask = torch.randint(0, n, (q, 3), generator=g), None
+    ks = [1, 2, 7, 20]  # the list ends at 20: groups there go on past it
+    got = rank_metrics(
+        preds, target, ["diversity"], ks, mask=mask, ties=ties, item_categories=categories
+    )
+    expected = rank_metrics(
+        preds, target, ["diversity"], ks, mask=mask, ties=ties, item_features=one_hot
+    )
+    torch.testing.assert_close(got, expected, rtol=0, atol=0, equal_nan=True)

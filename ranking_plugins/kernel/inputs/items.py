@@ -117,30 +117,34 @@ class ItemInputs:
         return torch.log2(self.popularity.sum()) - torch.log2(self.popularity)
 
     @cached_property
-    def unit_vectors(self) -> Tensor:
-        """(N + 1, d) float64 rows whose dot products are the similarity of two items.
-
-        Features: each row scaled to norm 1 (cosine similarity; a zero row stays
-        zero, similar to nothing). Categories: one-hot rows (1 when equal). The
-        last row is zero: what a place without an item (padding) reads.
-        """
-        if self.features is not None:
-            rows = self.features.shape[0]
-            vectors = torch.zeros(
-                rows + 1, self.features.shape[1], dtype=torch.float64, device=self.features.device
-            )
-            vectors[:rows] = self.features
-            # each row divided by its largest |entry| first: the squares of 1e200 (or of
-            # 5e-324) leave float64, and such a row's norm of inf (or 0) made it a zero row
-            largest = vectors[:rows].abs().amax(dim=1, keepdim=True)
-            vectors[:rows] /= torch.where(largest > 0, largest, 1.0)
-            norm = torch.linalg.vector_norm(vectors[:rows], dim=1, keepdim=True)
-            vectors[:rows] /= torch.where(norm > 0, norm, 1.0)
-            return vectors
+    def num_categories(self) -> int:
+        """C: the categories are labelled 0..C-1 (read once, on the host)."""
         assert self.categories is not None
-        num_categories = int(self.categories.max()) + 1 if self.categories.numel() else 1
-        one_hot = torch.nn.functional.one_hot(self.categories, num_categories).to(torch.float64)
-        return torch.cat([one_hot, one_hot.new_zeros(1, num_categories)])
+        return int(self.categories.max()) + 1 if self.categories.numel() else 1
+
+    @cached_property
+    def unit_vectors(self) -> Tensor:
+        """(N + 1, d) float64 rows whose dot products are the cosine similarity of two items.
+
+        Each row of the features scaled to norm 1 (a zero row stays zero,
+        similar to nothing). The last row is zero: what a place without an item
+        (padding) reads. Categories have none: their pairs are counted, not
+        summed as one-hot rows (N x C, nearly N x N when most items have a
+        category of their own).
+        """
+        assert self.features is not None
+        rows = self.features.shape[0]
+        vectors = torch.zeros(
+            rows + 1, self.features.shape[1], dtype=torch.float64, device=self.features.device
+        )
+        vectors[:rows] = self.features
+        # each row divided by its largest |entry| first: the squares of 1e200 (or of
+        # 5e-324) leave float64, and such a row's norm of inf (or 0) made it a zero row
+        largest = vectors[:rows].abs().amax(dim=1, keepdim=True)
+        vectors[:rows] /= torch.where(largest > 0, largest, 1.0)
+        norm = torch.linalg.vector_norm(vectors[:rows], dim=1, keepdim=True)
+        vectors[:rows] /= torch.where(norm > 0, norm, 1.0)
+        return vectors
 
     @cached_property
     def unit_norms(self) -> Tensor:

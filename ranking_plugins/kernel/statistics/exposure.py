@@ -209,28 +209,57 @@ class TopItems:
             total = total.index_add(0, cut.rows, cut_share * self._cut_sum(weight)[:, None])
         return total
 
-    def pair_similarity_sum(self, vectors: Tensor, norms: Tensor) -> Tensor:
-        """(Q, K): E[Σ over pairs {i, j} in the top k of vectors_i · vectors_j].
+    def pair_similarity_sum(self) -> Tensor:
+        """(Q, K): E[Σ over pairs {i, j} in the top k of the similarity of i and j].
 
-        ``vectors`` (N + 1, d), the last row zero (read by places without an
-        item), and their squared ``norms`` (N + 1,). For a set X with vector
-        sum S and Σ|v|² = n the pairs sum to (|S|² - n) / 2. The top k is A (the
-        groups wholly inside) and s of the t members of the group B at the
-        cutoff, so the expectation is
-        pairs(A) + (s / t) S_A · S_B + s (s - 1) / (t (t - 1)) pairs(B).
+        The top k is A (the groups wholly inside) and s of the t members of the
+        group B at the cutoff, so the expectation is
+        pairs(A) + (s / t) cross(A, B) + s (s - 1) / (t (t - 1)) pairs(B),
+        cross(A, B) the sum over the pairs of one item of A and one of B.
+        Features: pairs of unit vectors (cosine), by vector sums. Categories:
+        pairs of equal category, counted from the listed places (no one-hot
+        table: a catalogue where nearly every item has its own category made
+        it N x N).
         """
         assert self.list.items is not None
-        padding = vectors.shape[0] - 1
-        index = torch.where(self.list.ranked, self.list.items, padding)
-        prefix = vectors[index].cumsum_(1)  # (Q, L, d): the sum of the first j + 1 places
-        norm_prefix = norms[index].cumsum_(1)
-        q, length, d = prefix.shape
-        ks = self.ks.expand(q, -1)
+        length = self.length
+        ks = self.ks.expand(self.list.ranked.shape[0], -1)
         last = (ks.clamp(max=length) - 1).to(torch.int64)  # the place before the cutoff
         start = self.start.gather(1, last)
         size = self.size.gather(1, last)
         group_start = start.to(torch.int64)
         group_end = (start + size).clamp(max=length).to(torch.int64)
+        # a group at the cutoff that goes on past the list (the cut group): its members
+        # come from the whole row
+        beyond = (start + size > length) if self.list.cut_group is not None else None
+        if self.items.features is not None:
+            terms = self._vector_pairs(group_start, group_end, beyond)
+        else:
+            terms = self._category_pairs(group_start, group_end, beyond)
+        if not self.list.shared_ties:  # the order decides: the top k is the first k places
+            return terms[0]
+        pairs_a, cross, pairs_b = terms
+        slots = torch.minimum((ks - start).clamp(min=0), size)
+        one = slots / size.clamp(min=1)
+        both = torch.where(size > 1, slots * (slots - 1) / (size * (size - 1)).clamp(min=1), 0.0)
+        return pairs_a + one * cross + both * pairs_b
+
+    def _vector_pairs(
+        self, group_start: Tensor, group_end: Tensor, beyond: Tensor | None
+    ) -> tuple[Tensor, ...]:
+        """pairs(A), cross(A, B), pairs(B) (Q, K) of :attr:`ItemInputs.unit_vectors`.
+
+        For a set X with vector sum S and Σ|v|² = n the pairs sum to
+        (|S|² - n) / 2, and cross(A, B) = S_A · S_B. Without shared ties: only
+        the pairs of the first ``group_end`` places.
+        """
+        assert self.list.items is not None
+        vectors, norms = self.items.unit_vectors, self.items.unit_norms
+        padding = vectors.shape[0] - 1
+        index = torch.where(self.list.ranked, self.list.items, padding)
+        prefix = vectors[index].cumsum_(1)  # (Q, L, d): the sum of the first j + 1 places
+        norm_prefix = norms[index].cumsum_(1)
+        d = prefix.shape[2]
 
         def at(places: Tensor) -> tuple[Tensor, Tensor]:
             """Sums over the first ``places`` places (Q, K): prefix row places - 1, or 0."""
@@ -242,25 +271,129 @@ class TopItems:
             )
 
         sum_end, norm_end = at(group_end)
-        if not self.list.shared_ties:  # the order decides: the top k is the first k places
-            return ((sum_end * sum_end).sum(-1) - norm_end) / 2
+        if not self.list.shared_ties:
+            return (((sum_end * sum_end).sum(-1) - norm_end) / 2,)
         sum_a, norm_a = at(group_start)
         sum_b, norm_b = sum_end - sum_a, norm_end - norm_a
         cut = self.list.cut_group
-        if cut is not None:  # the cut group's members, from the whole row
-            beyond = (start + size > length)[cut.rows].unsqueeze(-1)
+        if cut is not None:
+            assert beyond is not None
+            in_cut = beyond[cut.rows].unsqueeze(-1)
             row_sum = self._cut_sum(vectors[:-1]).unsqueeze(1)  # (R, 1, d)
             row_norm = self._cut_sum(norms[:-1]).unsqueeze(1)
-            sum_b = sum_b.index_put((cut.rows,), torch.where(beyond, row_sum, sum_b[cut.rows]))
+            sum_b = sum_b.index_put((cut.rows,), torch.where(in_cut, row_sum, sum_b[cut.rows]))
             norm_b = norm_b.index_put(
-                (cut.rows,), torch.where(beyond.squeeze(-1), row_norm, norm_b[cut.rows])
+                (cut.rows,), torch.where(in_cut.squeeze(-1), row_norm, norm_b[cut.rows])
             )
-        slots = torch.minimum((ks - start).clamp(min=0), size)
-        one = slots / size.clamp(min=1)
-        both = torch.where(size > 1, slots * (slots - 1) / (size * (size - 1)).clamp(min=1), 0.0)
         pairs_a = ((sum_a * sum_a).sum(-1) - norm_a) / 2
         pairs_b = ((sum_b * sum_b).sum(-1) - norm_b) / 2
-        return pairs_a + one * (sum_a * sum_b).sum(-1) + both * pairs_b
+        return pairs_a, (sum_a * sum_b).sum(-1), pairs_b
+
+    def _category_pairs(
+        self, group_start: Tensor, group_end: Tensor, beyond: Tensor | None
+    ) -> tuple[Tensor, ...]:
+        """pairs(A), cross(A, B), pairs(B) (Q, K): the pairs of equal category.
+
+        Each listed item pairs with the earlier places of its row of its
+        category: ``earlier`` of them in all, ``in_group`` of them in its own tie
+        group. Summed over the first p places, ``earlier`` gives the pairs of
+        those places; over the places of B, ``in_group`` gives pairs(B) and the
+        rest cross(A, B) (B's earlier places outside B are in A). Integers, as
+        sums of one-hot vectors would be: the same float64 values.
+        """
+        assert self.list.items is not None and self.items.categories is not None
+        ranked = self.list.ranked
+        q, length = ranked.shape
+        position = torch.arange(length, device=ranked.device).expand(q, length)
+        categories = self.items.categories
+        if categories.shape[0] == 0:  # an empty catalogue: every place is padding
+            categories = categories.new_zeros(1)
+        listed = categories[self.list.items.clamp(max=categories.shape[0] - 1)]
+        # a place without an item pairs with nothing: a label of its own (ids are >= 0)
+        label = torch.where(ranked, listed, -1 - position)
+        # a stable sort keeps each category's places in list order, so the earlier
+        # places of a category are its places before it in the sorted row
+        label, order = label.sort(dim=1, stable=True)
+        new_label = torch.ones_like(ranked)
+        torch.ne(label[:, 1:], label[:, :-1], out=new_label[:, 1:])
+
+        def earlier(new_run: Tensor) -> Tensor:
+            """(Q, L) per place of the list: the places before it in its run of the sort."""
+            first = torch.where(new_run, position, 0).cummax(dim=1).values
+            return torch.empty_like(order).scatter_(1, order, position - first)
+
+        earlier_same = earlier(new_label).cumsum_(1)
+
+        def at(prefix: Tensor, places: Tensor) -> Tensor:
+            """The sum of ``prefix`` over the first ``places`` places (Q, K)."""
+            row = (places - 1).clamp(min=0)
+            return torch.where(places > 0, prefix.gather(1, row), 0)
+
+        if not self.list.shared_ties:
+            return (at(earlier_same, group_end).to(torch.float64),)
+        # a tie group is a run of places: inside a category's sorted places, those
+        # of one group are neighbours
+        group = self.start.gather(1, order)
+        new_group = new_label.clone()
+        new_group[:, 1:] |= group[:, 1:] != group[:, :-1]
+        in_group = earlier(new_group).cumsum_(1)
+        pairs_a = at(earlier_same, group_start)
+        pairs_b = at(in_group, group_end) - at(in_group, group_start)
+        cross = at(earlier_same, group_end) - pairs_a - pairs_b
+        cut = self.list.cut_group
+        if cut is not None:
+            assert beyond is not None
+            in_cut = beyond[cut.rows]
+            row_pairs, row_cross = self._cut_category_pairs(listed, ranked)
+            pairs_b = pairs_b.index_put(
+                (cut.rows,), torch.where(in_cut, row_pairs.unsqueeze(1), pairs_b[cut.rows])
+            )
+            cross = cross.index_put(
+                (cut.rows,), torch.where(in_cut, row_cross.unsqueeze(1), cross[cut.rows])
+            )
+        return tuple(t.to(torch.float64) for t in (pairs_a, cross, pairs_b))
+
+    def _cut_category_pairs(self, listed: Tensor, ranked: Tensor) -> tuple[Tensor, Tensor]:
+        """(R,) each: pairs(B) and cross(A, B) of the cut groups' whole rows.
+
+        B is all the group's members, A the places before the group (the group
+        that holds the last place): Σ_c m_c (m_c - 1) / 2 and Σ_c a_c m_c, from
+        the counts m_c of members and a_c of places of each category c.
+        """
+        cut = self.list.cut_group
+        assert cut is not None and self.items.categories is not None
+        categories = self.items.categories
+        members = cut.members.to(torch.int64)  # (R, N), or (R, candidates)
+        if cut.member_items is None:  # the columns are the catalogue
+            member_labels = categories.expand_as(members)
+        else:  # (padding is no member: any label)
+            member_labels = categories[cut.member_items.clamp(max=categories.shape[0] - 1)]
+        start = self.start[cut.rows, -1:].to(torch.int64)
+        places = (torch.arange(self.length, device=ranked.device) < start) & ranked[cut.rows]
+        place_labels = listed[cut.rows]  # (a place without an item is counted 0 times)
+        num_rows, num_categories = members.shape[0], self.items.num_categories
+        if num_rows * num_categories <= members.numel():
+            # an (R, C) table no larger than the members': counted without a sort
+            # (sorting the members of large groups was ten times slower)
+            table = members.new_zeros(2, num_rows, num_categories)
+            in_b = table[0].scatter_add_(1, member_labels, members)
+            in_a = table[1].scatter_add_(1, place_labels, places.to(torch.int64))
+        else:  # more categories than candidates: count the runs of each row's sorted labels
+            labels, order = torch.cat([member_labels, place_labels], dim=1).sort(dim=1)
+            run = torch.ones_like(labels)
+            run[:, 0] = 0
+            torch.ne(labels[:, 1:], labels[:, :-1], out=run[:, 1:])
+            run = run.cumsum_(1)
+            zeros = torch.zeros_like(place_labels)
+            in_b = torch.zeros_like(labels).scatter_add_(
+                1, run, torch.cat([members, zeros], dim=1).gather(1, order)
+            )
+            in_a = torch.zeros_like(labels).scatter_add_(
+                1,
+                run,
+                torch.cat([torch.zeros_like(members), places.to(torch.int64)], 1).gather(1, order),
+            )
+        return (in_b * (in_b - 1) // 2).sum(1), (in_a * in_b).sum(1)
 
 
 def personalisation(exposure: Exposure, ks: Tensor) -> Tensor:
