@@ -66,8 +66,8 @@ class ItemInputs:
             item_popularity, tail_items, item_features, item_categories, num_items
         )
         if categories is not None:
-            # ids are labels (any int64, negative too): relabelled 0..C-1 here, so that
-            # the one-hot rows of `unit_vectors` are C <= N wide, not as wide as the largest id
+            # ids are labels (any int64, negative too): relabelled 0..C-1 here, so that a
+            # count table per category is C <= N wide, not as wide as the largest id
             categories = torch.unique(categories.to(torch.int64), return_inverse=True)[1]
         return cls(popularity, tail, features, categories, num_items)
 
