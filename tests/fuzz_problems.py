@@ -570,6 +570,8 @@ POPULARITY_POOL = [0.5, 1.0, 1.0, 2.0, 3.0, 7.0, 20.0, 1e-300, 1e300]
 FEATURE_POOL = [-2.0, -1.0, 0.0, 0.0, 0.5, 1.0, 2.0, 3.0]
 #: features whose squares overflow or underflow float64 (the cosine is still exact)
 WIDE_FEATURES = [1e200, -1e200, 1e-200, 5e-324]
+#: category ids far apart (labels, not indices): huge, up to int64's ends, and negative
+CATEGORY_LABELS = [0, 1, 1000, 2**40, 2**62, 2**63 - 1, -1, -(2**40), -(2**63)]
 #: past this many joint orders of the queries, the reference's coverage and
 #: personalisation factorise over the queries (see ``reference_exposure``)
 MAX_JOINT = 2000
@@ -665,7 +667,19 @@ def item_draws(draw: st.DrawFn, n: int, metrics: Sequence[str]) -> ItemDraw:
     if similarity in ("categories", "both") and wanted("item_categories"):
         items.categories = draw(st.lists(st.integers(0, 3), min_size=n, max_size=n))
         items.categories_dtype = draw(st.sampled_from([torch.int64, torch.int32, torch.uint8]))
+        if draw(st.integers(0, 3)) == 0:  # ids are labels: any int64 (issue 24)
+            labels = draw(
+                st.lists(st.sampled_from(CATEGORY_LABELS), min_size=4, max_size=4, unique=True)
+            )
+            items.categories = [labels[c] for c in items.categories]
+            items.categories_dtype = torch.int64
     return items
+
+
+def known_open_rows_5_6(items: ItemDraw) -> bool:
+    """issue 24 rows 5-6 (fixed on another branch): diversity's category ids past a
+    small range (huge: an allocator error or gigabytes; negative: refused)."""
+    return items.categories is not None and any(c < 0 or c > 1000 for c in items.categories)
 
 
 def _exposure_refusal(opts: Mapping[str, Any], items: ItemDraw) -> str | None:
