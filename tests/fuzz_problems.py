@@ -676,12 +676,6 @@ def item_draws(draw: st.DrawFn, n: int, metrics: Sequence[str]) -> ItemDraw:
     return items
 
 
-def known_open_rows_5_6(items: ItemDraw) -> bool:
-    """issue 24 rows 5-6 (fixed on another branch): diversity's category ids past a
-    small range (huge: an allocator error or gigabytes; negative: refused)."""
-    return items.categories is not None and any(c < 0 or c > 1000 for c in items.categories)
-
-
 def _exposure_refusal(opts: Mapping[str, Any], items: ItemDraw) -> str | None:
     """Why the request is refused before any ranking (a ValueError), or None."""
     for name in opts["metrics"]:

@@ -57,7 +57,6 @@ from fuzz_problems import (
     item_draws,
     item_id_target,
     judged_flags,
-    known_open_rows_5_6,
     listed_grades,
     options,
     oracle,
@@ -801,9 +800,6 @@ def test_exposure(data: st.DataObject) -> None:
     if threshold is not None and not math.isfinite(threshold):  # (refused) rarely
         opts["relevance_threshold"] = threshold if data.draw(st.integers(0, 4)) == 2 else None
     items = data.draw(item_draws(n, metrics), label="items")
-    if known_open_rows_5_6(items):
-        event("exposure: skipped (known open rows 5-6: category ids)")
-        return
     item_kw = items.keywords()
     if layout == "grouped":
         expected = Expected(must_raise=True, why="the grouped layout has no catalogue items")
@@ -999,9 +995,6 @@ def test_exposure_long_lists(data: st.DataObject) -> None:
                 st.lists(st.sampled_from(CATEGORY_LABELS), min_size=5, max_size=5, unique=True)
             )
             items.categories = [labels[c] for c in items.categories]
-    if known_open_rows_5_6(items):
-        event("exposure long lists: skipped (known open rows 5-6: category ids)")
-        return
     opts = data.draw(options([0, 1, 2, 3]), label="options")
     opts["metrics"] = EXPOSURE_MEASURES
     opts["top_k"] = data.draw(
@@ -1618,40 +1611,10 @@ def _ranked(query: TrecQuery, judged_only: bool) -> list[str]:
     return [d for d, _ in query.run if not judged_only or query.qrels.get(d, -1) >= 0]
 
 
-def _known_open_row_1(query: TrecQuery, level: int, judged_only: bool) -> bool:
-    """issue 24 row 1 (fixed on another branch): Rndcg of a list exactly R + 1 long."""
-    n = len(_ranked(query, judged_only))
-    counts = {sum(g >= at for g in query.qrels.values()) for at in (1, level)}
-    return any(n == r + 1 for r in counts)
-
-
-def _known_open_row_2(query: TrecQuery, level: int, leveled: bool) -> bool:
-    """issue 24 row 2 (fixed on another branch): Rndcg with -l, no grade at the level."""
-    return leveled and not any(g >= level for g in query.qrels.values())
-
-
-def _known_open_row_3(query: TrecQuery) -> bool:
-    """issue 24 row 3 (fixed on another branch): scores that tie only in float32."""
-    return _float32_tie(query)
-
-
-def _known_open_row_4(query: TrecQuery, judged_only: bool) -> bool:
-    """issue 24 row 4 (fixed on another branch): -J empties the list; iprec/11pt are nan."""
-    return judged_only and not _ranked(query, True)
-
-
 def _skipped(measure: str, query: TrecQuery, level: int, mode: str) -> str | None:
     """Why (measure, query) is left out of the comparison, or None."""
-    judged_only, leveled = mode == "-J", mode == "-l"
-    if _known_open_row_3(query):
-        return "known open row 3"
-    if measure == "Rndcg" and _known_open_row_1(query, level, judged_only):
-        return "known open row 1"
-    if measure == "Rndcg" and _known_open_row_2(query, level, leveled):
-        return "known open row 2"
+    judged_only = mode == "-J"
     interpolated = measure.startswith("iprec_at_recall_") or measure == "11pt_avg"
-    if interpolated and _known_open_row_4(query, judged_only):
-        return "known open row 4"
     if interpolated and not (judged_only and not _ranked(query, True)):
         # pytrec_eval bundles trec_eval 9.0.x: its recall cut is int(x·R + 0.9), trec_eval
         # 10's (and the package's) lround(x·R); compared where the two cuts agree
@@ -1891,17 +1854,6 @@ def test_lightning_callback(data: st.DataObject) -> None:
 COMPARE_KEYS = ("ndcg@10", "fall_out@10", "mrr", "mean_rank")
 
 
-def _known_open_row_7(queries: int) -> bool:
-    """issue 24 row 7 (fixed on another branch): compare with zero queries."""
-    return queries == 0
-
-
-def _known_open_row_8(action: str, nan_keys: set[str]) -> bool:
-    """issue 24 row 8 (fixed on another branch): "neg" fills a NaN with 0, not the
-    metric's worst value (its ``empty_neg``)."""
-    return action == "neg" and any(_empty_neg(key) != 0.0 for key in nan_keys)
-
-
 def _empty_neg(key: str) -> float:
     """The value "neg" gives an empty query: the kernel's, its metric's worst."""
     name = key.partition("@")[0]
@@ -1958,13 +1910,9 @@ def test_compare_degenerate(data: st.DataObject) -> None:
         any(math.isnan(values[name][key][i]) for name in names for key in keys)
         for i in range(queries)
     ]
-    nan_keys = {key for name in names for key in keys if any(map(math.isnan, values[name][key]))}
     event(f"compare: {queries} queries, {action}, {'NaN' if any(empty) else 'no NaN'}")
     if identical:
         event("compare: identical systems")
-    if _known_open_row_7(queries) or _known_open_row_8(action, nan_keys):
-        event("compare: skipped (known open row 7 or 8)")
-        return
     what = describe(values=values, action=action, test=test, baseline=baseline)
 
     def run() -> Any:
@@ -1980,6 +1928,10 @@ def test_compare_degenerate(data: st.DataObject) -> None:
         )
 
     kept = [i for i in range(queries) if not (empty[i] and action == "skip")]
+    if queries < 2:  # refused before any value is read
+        with pytest.raises(ValueError, match=r"at least 2 queries"):
+            run()
+        return
     if action == "error" and any(empty):
         with pytest.raises(ValueError, match=repr(qids[empty.index(True)]) if with_ids else None):
             run()
