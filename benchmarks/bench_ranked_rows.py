@@ -21,7 +21,7 @@ import time
 import torch
 from torch import Tensor
 
-from ranking_plugins.cli import COMMAND_DEFAULTS
+from ranking_plugins.runs.evaluation import COMMAND_DEFAULTS
 from ranking_plugins.request import RankingRequest
 
 
