@@ -242,60 +242,24 @@ def _part(
 ) -> Collection:
     """The dense rows of ``queries`` (codes in the qrels), whose ``sizes`` lines follow
     each other in ``run`` from line ``first``."""
-    import numpy as np
-
-    query, size = torch.tensor(queries, dtype=torch.int64), torch.tensor(sizes, dtype=torch.int64)
-    rows, count, big = len(queries), judgments.counts[query], torch.iinfo(torch.int64).max
+    query = torch.tensor(queries, dtype=torch.int64)
+    rows = _Rows(torch.tensor(sizes, dtype=torch.int64))
+    count = judgments.counts[query]
     line_row, line_place = _places(count)  # each judgment's row and place among the row's
     lines = judgments.by_query[judgments.starts[query][line_row] + line_place]
-    grades, total, pc = judgments.qrels.values[lines], int(size.sum()), arrow().compute
-    docnos = run.docnos.slice(first, total)
+    grades = judgments.qrels.values[lines]
+    run = run.lines(first, first + rows.total)  # the part's lines
     judged_docnos = judgments.qrels.docnos.take(lines.numpy())
-    # the run lines as rows (their columns, then padding): a view when all are as long
-    longest = max([1, *sizes])
-    at = None if bool((size == longest).all()) else _places(size)
-
-    def dense(values: Tensor, fill: float) -> Tensor:
-        if at is None:
-            return values.view(rows, longest)
-        padded = torch.full((rows * longest,), fill, dtype=values.dtype)
-        return padded.index_put_((at[0] * longest + at[1],), values).view(rows, longest)
-
-    # each row's documents sorted (numpy's sort is the faster): a repeated one is adjacent,
-    # a judged one found by bisection; the padding sorts last (no key is the largest int64)
-    real = torch.arange(longest) < size.unsqueeze(1)
-    for exact in (False, True):  # a hash first, pyarrow's codes if two ids meet on one
-        judged_keys, run_keys, unique = _document_keys(judged_docnos, docnos, exact)
-        keys = dense(run_keys, big)
-        slot = torch.from_numpy(np.argsort(keys.numpy(), axis=1))
-        keys = keys.gather(1, slot)
-        asked = torch.full((rows, max([1, *count.tolist()])), big)
-        asked[line_row, line_place] = judged_keys
-        place = torch.searchsorted(keys, asked)[line_row, line_place]
-        found = place < size[line_row]
-        place = place.clamp(max=longest - 1)
-        found &= keys[line_row, place] == judged_keys
-        hit_row = line_row[found]
-        hit = (torch.cumsum(size, 0) - size)[hit_row] + slot[hit_row, place[found]]
-        repeated = bool(((keys[:, 1:] == keys[:, :-1]) & real[:, 1:]).any())
-        if unique and repeated:
-            diagnose(run.path, run.kind, run.format)
-            raise FileFormatError(run.path, None, "a query lists a document twice")
-        if unique:
-            break
-        # a hash: each judgment found must be the same id (no two ids met on one key)
-        same = pc.equal(judged_docnos.filter(found.numpy()), docnos.take(hit.numpy()))
-        if not repeated and pc.all(same).as_py() is not False:
-            break
-    line_target = torch.full((total,), -math.inf, dtype=torch.float64)
+    found, hit = _find_judged(rows, run, judged_docnos, line_row, line_place, count)
+    line_target = torch.full((rows.total,), -math.inf, dtype=torch.float64)
     line_target[hit] = grades[found]
-    line_judged = torch.zeros(total, dtype=torch.bool)
+    line_judged = torch.zeros(rows.total, dtype=torch.bool)
     line_judged[hit] = True
     matrices = [
-        dense(run.values[first : first + total], 0.0),
-        dense(line_target, -math.inf),
-        dense(torch.ones(total, dtype=torch.bool), 0),
-        dense(line_judged, 0),
+        rows.dense(run.values, 0.0),
+        rows.dense(line_target, -math.inf),
+        rows.dense(torch.ones(rows.total, dtype=torch.bool), 0),
+        rows.dense(line_judged, 0),
     ]
     # judged documents not retrieved, in columns after the run's: masked items, when
     # they can count in R or the ideal DCG (grade > 0, or at or above the threshold)
@@ -303,20 +267,107 @@ def _part(
     if relevance_threshold is not None:
         useful |= grades >= relevance_threshold
     added = ~found & useful
-    added_count = torch.bincount(line_row[added], minlength=rows)
-    width = max([0, *added_count.tolist()])
-    if width:
-        extra = line_row[added] * width + _places(added_count)[1]
-        target = torch.full((rows * width,), -math.inf, dtype=torch.float64)
-        target[extra] = grades[added]
-        judged = torch.zeros(rows * width, dtype=torch.bool)
-        judged[extra] = True
-        more = (torch.zeros(rows, width, dtype=torch.float64), target.view(rows, width),
-                torch.zeros(rows, width, dtype=torch.bool), judged.view(rows, width))  # fmt: skip
+    more = _added_columns(grades[added], line_row[added], len(queries))
+    if more is not None:
         matrices = [torch.cat(pair, dim=1) for pair in zip(matrices, more, strict=True)]
     preds, target, mask, judged = matrices
     qids = [query_name(judgments.names[q]) for q in queries]
     return Collection(qids, preds, target, mask, judged)
+
+
+class _Rows:
+    """Consecutive run lines laid out as rows, ``size[r]`` lines in row ``r`` then padding."""
+
+    def __init__(self, size: Tensor) -> None:
+        self.size, self.total = size, int(size.sum())
+        self.longest = max([1, *size.tolist()])
+        # each line's (row, place), None when every row is as long (the rows are a view)
+        self.at = None if bool((size == self.longest).all()) else _places(size)
+
+    def dense(self, values: Tensor, fill: float) -> Tensor:
+        """(rows, longest) of each line's value, ``fill`` in the padding."""
+        rows = len(self.size)
+        if self.at is None:
+            return values.view(rows, self.longest)
+        padded = torch.full((rows * self.longest,), fill, dtype=values.dtype)
+        where = self.at[0] * self.longest + self.at[1]
+        return padded.index_put_((where,), values).view(rows, self.longest)
+
+
+def _find_judged(
+    rows: _Rows, run: Records, judged: Any, line_row: Tensor, line_place: Tensor, count: Tensor
+) -> tuple[Tensor, Tensor]:
+    """Which judgments the run retrieves (``found``, one per judgment) and at which of the
+    part's lines (``hit``, one per judgment found).
+
+    The ids are keys by :func:`_document_keys`: a hash first; pyarrow's codes when two
+    ids meet on one hash key (a repeated key then is a repeated document, an error).
+    """
+    found, hit, unique, repeated = _matches(rows, run, judged, line_row, line_place, count, False)
+    if not unique:
+        # a hash: each judgment found must be the same id (no two ids met on one key)
+        pc = arrow().compute
+        same = pc.equal(judged.filter(found.numpy()), run.docnos.take(hit.numpy()))
+        if repeated or pc.all(same).as_py() is False:
+            found, hit, unique, repeated = _matches(
+                rows, run, judged, line_row, line_place, count, True
+            )
+    if repeated and unique:
+        diagnose(run.path, run.kind, run.format)
+        raise FileFormatError(run.path, None, "a query lists a document twice")
+    return found, hit
+
+
+def _matches(
+    rows: _Rows,
+    run: Records,
+    judged: Any,
+    line_row: Tensor,
+    line_place: Tensor,
+    count: Tensor,
+    exact: bool,
+) -> tuple[Tensor, Tensor, bool, bool]:
+    """``found`` and ``hit`` of :func:`_find_judged` by keys; whether the keys are unique
+    to their ids, and whether a row repeats one.
+
+    Each row's keys are sorted (numpy's sort is the faster): a repeated one is
+    adjacent, a judged one found by bisection; the padding sorts last (no key is
+    the largest int64).
+    """
+    import numpy as np
+
+    big, size = torch.iinfo(torch.int64).max, rows.size
+    judged_keys, run_keys, unique = _document_keys(judged, run.docnos, exact)
+    keys = rows.dense(run_keys, big)
+    slot = torch.from_numpy(np.argsort(keys.numpy(), axis=1))
+    keys = keys.gather(1, slot)
+    asked = torch.full((len(size), max([1, *count.tolist()])), big)
+    asked[line_row, line_place] = judged_keys
+    place = torch.searchsorted(keys, asked)[line_row, line_place]
+    found = place < size[line_row]
+    place = place.clamp(max=rows.longest - 1)
+    found &= keys[line_row, place] == judged_keys
+    hit_row = line_row[found]
+    hit = (torch.cumsum(size, 0) - size)[hit_row] + slot[hit_row, place[found]]
+    real = torch.arange(rows.longest) < size.unsqueeze(1)
+    repeated = bool(((keys[:, 1:] == keys[:, :-1]) & real[:, 1:]).any())
+    return found, hit, unique, repeated
+
+
+def _added_columns(grades: Tensor, row: Tensor, rows: int) -> tuple[Tensor, ...] | None:
+    """The columns of judged documents not retrieved (their ``grades``, in ``row``), as
+    (preds, target, mask, judged) matrices; None when there is none."""
+    added_count = torch.bincount(row, minlength=rows)
+    width = max([0, *added_count.tolist()])
+    if not width:
+        return None
+    extra = row * width + _places(added_count)[1]
+    target = torch.full((rows * width,), -math.inf, dtype=torch.float64)
+    target[extra] = grades
+    judged = torch.zeros(rows * width, dtype=torch.bool)
+    judged[extra] = True
+    return (torch.zeros(rows, width, dtype=torch.float64), target.view(rows, width),
+            torch.zeros(rows, width, dtype=torch.bool), judged.view(rows, width))  # fmt: skip
 
 
 def _places(counts: Tensor) -> tuple[Tensor, Tensor]:
