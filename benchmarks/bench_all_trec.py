@@ -3,7 +3,7 @@
 The files are those of ``benchmarks/suite.py`` workload 6 (2,000 queries x
 1,000 documents, 50 judgments per query, grades 0..2). Both sides read the
 files and compute the trec_eval measures the package computes
-(:data:`ranking_plugins.trec_eval_names.TREC_EVAL_MEASURES` at trec_eval's
+(:data:`ranking_plugins.runs.names.TREC_EVAL_MEASURES` at trec_eval's
 default cutoffs); pytrec_eval is asked for the same measure names, less the
 three its trec_eval lacks (rbp, rbp_resid, unj). The
 command runs in-process with ``--format trec_eval -q`` (trec_eval's tie
@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from suite import write_trec_files
 
 from ranking_plugins.cli import main
-from ranking_plugins.trec_eval_names import TREC_EVAL_MEASURES
+from ranking_plugins.runs.names import TREC_EVAL_MEASURES
 
 FULL = {"queries": 2000, "docs": 1000, "judged": 50, "corpus": 1_000_000}
 QUICK = {"queries": 50, "docs": 100, "judged": 10, "corpus": 10_000}

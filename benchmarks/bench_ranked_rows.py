@@ -21,8 +21,8 @@ import time
 import torch
 from torch import Tensor
 
-from ranking_plugins.cli import COMMAND_DEFAULTS
 from ranking_plugins.request import RankingRequest
+from ranking_plugins.runs.evaluation import COMMAND_DEFAULTS
 
 
 def make_rows(queries: int, docs: int, judged: int, seed: int) -> tuple[Tensor, Tensor, Tensor]:

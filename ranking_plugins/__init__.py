@@ -1,8 +1,24 @@
 """Exact, fast ranking metrics for PyTorch."""
 
-from ranking_plugins._validation import ArgumentError
-from ranking_plugins.embeddings import EmbeddingScores, ShardedEmbeddingScores, ShardError
-from ranking_plugins.functional import rank_metrics
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ranking_plugins._validation import ArgumentError
+    from ranking_plugins.embeddings import EmbeddingScores, ShardedEmbeddingScores, ShardError
+    from ranking_plugins.functional import rank_metrics
+
+#: each public name, by the module that defines it: imported on first use (PEP 562), so
+#: that ``python -m ranking_plugins --help`` and the command's usage errors need no torch
+_HOMES = {
+    "ArgumentError": "ranking_plugins._validation",
+    "EmbeddingScores": "ranking_plugins.embeddings",
+    "ShardError": "ranking_plugins.embeddings",
+    "ShardedEmbeddingScores": "ranking_plugins.embeddings",
+    "rank_metrics": "ranking_plugins.functional",
+}
 
 __all__ = [
     "ArgumentError",
@@ -12,3 +28,22 @@ __all__ = [
     "rank_metrics",
 ]
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> Any:
+    """A public name, or a submodule (``ranking_plugins.metrics``), imported when first asked."""
+    home = _HOMES.get(name)
+    if home is not None:
+        value = getattr(importlib.import_module(home), name)
+        globals()[name] = value  # asked once
+        return value
+    try:
+        return importlib.import_module(f"{__name__}.{name}")
+    except ModuleNotFoundError as error:
+        if error.name != f"{__name__}.{name}":
+            raise
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

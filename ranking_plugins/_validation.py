@@ -23,10 +23,12 @@ from numbers import Integral, Real
 import torch
 from torch import Tensor
 
-EMPTY_TARGET_ACTIONS = ("neg", "pos", "skip", "error")
+# the options' values, kept where the command's parser reads them without torch
+from ranking_plugins.choices import AP_DENOMINATORS as AP_DENOMINATORS
+from ranking_plugins.choices import EMPTY_TARGET_ACTIONS as EMPTY_TARGET_ACTIONS
+from ranking_plugins.choices import GAINS as GAINS
+
 REDUCTIONS = ("mean", "none")
-GAINS = ("exponential", "linear")
-AP_DENOMINATORS = ("relevant", "min_k_relevant")
 TARGET_FORMATS = ("dense", "indices")
 
 

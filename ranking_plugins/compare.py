@@ -47,6 +47,7 @@ import torch
 from torch import Tensor
 
 from ranking_plugins import _validation as V
+from ranking_plugins.choices import CORRECTIONS, TESTS
 from ranking_plugins.metrics import key_metric
 
 __all__ = [
@@ -65,9 +66,6 @@ __all__ = [
     "t_interval",
     "wilcoxon_test",
 ]
-
-TESTS = ("t", "wilcoxon", "randomization", "bootstrap")
-CORRECTIONS = ("holm", "bonferroni", "none")
 
 #: one block of sign flips or resamples holds at most this many entries (float64)
 BLOCK_ENTRIES = 1 << 24

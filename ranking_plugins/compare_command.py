@@ -6,26 +6,34 @@
         [--baseline RUN_A] [--correction holm] [--alpha 0.05] [--format table|json|csv|latex]
 
 Each run is evaluated as ``ranking-plugins evaluate --per-query`` does
-(:func:`ranking_plugins.cli.evaluate`), then :func:`ranking_plugins.compare.compare`
-tests every comparison, query by query. The queries are matched by id; a
-query one run has and another lacks is an error naming it.
+(:func:`ranking_plugins.runs.evaluation.evaluate_file`), then
+:func:`ranking_plugins.compare.compare` tests every comparison, query by
+query. The queries are matched by id; a query one run has and another lacks
+is an error naming it. As in :mod:`ranking_plugins.cli`, torch is imported
+once the arguments are parsed.
 """
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-from torch import Tensor
-
-from ranking_plugins import _validation as V
-from ranking_plugins.compare import CORRECTIONS, TESTS, ComparisonReport, compare
-from ranking_plugins.trec_files import (
-    FileFormatError,
-    MissingExtraError,
-    read_records,
+from ranking_plugins.choices import CORRECTIONS, TESTS
+from ranking_plugins.command import (
+    PROG,
+    add_evaluation_arguments,
+    evaluation_settings,
+    note_left_out_queries,
+    parse_metric_flags,
+    write_output,
 )
+from ranking_plugins.runs.notes import listing
+
+if TYPE_CHECKING:
+    from torch import Tensor
+
+    from ranking_plugins.compare import ComparisonReport
 
 #: what ``compare`` tests when no ``-m`` is given
 DEFAULT_COMPARE_METRICS = ("ndcg@10",)
@@ -56,8 +64,6 @@ example:
 
 def add_compare_parser(commands: Any) -> argparse.ArgumentParser:
     """Register the ``compare`` subcommand on ``build_parser``'s subparsers."""
-    from ranking_plugins.cli import add_evaluation_arguments
-
     parser: argparse.ArgumentParser = commands.add_parser(
         "compare",
         help="paired significance tests between two or more runs",
@@ -132,22 +138,15 @@ def run_compare(
     parser: argparse.ArgumentParser, args: argparse.Namespace, stdout: TextIO, stderr: TextIO
 ) -> int:
     """``compare`` with parsed arguments, writing to the given streams; returns the exit status."""
-    from ranking_plugins.cli import (
-        PROG,
-        UsageError,
-        evaluate_run,
-        evaluation_options,
-        note_left_out_queries,
-        parse_metrics,
-        torch_threads,
-    )
-    from ranking_plugins.trec_eval_names import GEOMETRIC_MEANS
+    # the library (and torch) once the arguments are parsed: --help and usage errors go without
+    from ranking_plugins import _validation as V
+    from ranking_plugins.compare import compare
+    from ranking_plugins.runs.evaluation import evaluate_file, torch_threads
+    from ranking_plugins.runs.names import GEOMETRIC_MEANS
+    from ranking_plugins.runs.reading import FileFormatError, MissingExtraError, read_records
 
     parser = getattr(args, "command_parser", parser)
-    try:
-        wanted = parse_metrics(args.metric or list(DEFAULT_COMPARE_METRICS))
-    except UsageError as error:
-        parser.error(f"-m/--metric: {error}")
+    wanted = parse_metric_flags(parser, args.metric or list(DEFAULT_COMPARE_METRICS))
     for name, _ in wanted:
         if name in GEOMETRIC_MEANS:  # issue 13: a summary, it has no per-query values
             parser.error(
@@ -171,14 +170,14 @@ def run_compare(
         if len(matches) != 1:
             parser.error(f"--baseline must name one of the runs {names}, got {args.baseline!r}")
         baseline = matches[0]
-    options = evaluation_options(parser, args, wanted)
+    settings = evaluation_settings(parser, args, wanted)
     systems: dict[str, dict[str, Tensor]] = {}
     query_ids: dict[str, list[str]] = {}
     try:
         with torch_threads(1):
             qrels = read_records(args.qrels, "qrels", args.qrels_format, stderr)
             for name, path in zip(names, args.runs, strict=True):
-                results, last = evaluate_run(args, qrels, path, wanted, options, stderr)
+                results, last = evaluate_file(qrels, path, wanted, settings, stderr)
                 note_left_out_queries(last, args, stderr, f"run {name}")
                 if not results.qids:
                     nothing = "no query is both in the run and in the qrels"
@@ -212,18 +211,9 @@ def run_compare(
         stderr.write(
             f"{PROG}: note: {len(report.dropped_queries)} queries without a value "
             f"(--empty-target-action skip) were left out of every run: "
-            f"{', '.join(report.dropped_queries[:10])}\n"
+            f"{listing(report.dropped_queries)}\n"
         )
-    text = format_report(report, args.format)
-    if args.output is None:
-        stdout.write(text)
-        return 0
-    try:
-        Path(args.output).write_text(text, encoding="utf-8")
-    except OSError as error:
-        stderr.write(f"{PROG}: error: {args.output}: cannot write: {error.strerror or error}\n")
-        return 1
-    return 0
+    return write_output(format_report(report, args.format), args.output, stdout, stderr)
 
 
 def format_report(report: ComparisonReport, output_format: str) -> str:

@@ -39,15 +39,15 @@ from trec_files import (
 )
 
 from ranking_plugins import rank_metrics
-from ranking_plugins import trec_files as readers
 from ranking_plugins.cli import (
     DEFAULT_METRICS,
     build_parser,
     main,
-    parse_metrics,
     run_evaluate,
     sample_path,
 )
+from ranking_plugins.runs import joining, reading
+from ranking_plugins.runs.names import parse_metrics
 
 TOL_EXACT = 1e-9  # against pytrec_eval's doubles
 
@@ -276,7 +276,7 @@ def test_tsv_jsonl_and_gzip_give_the_same_numbers(
     common = ["--ties", ties, "--per-query", "--format", "json", *COMPARED]
     reference = run_cli("evaluate", qrels, run, *common).json()
     if chunk is not None:  # many chunks: the TSV header, gzip and JSON lines across them
-        monkeypatch.setattr(readers, "CHUNK_BYTES", chunk)
+        monkeypatch.setattr(reading, "CHUNK_BYTES", chunk)
     files = write_formats(qrels, run, tmp_path)
     for name, (q, r) in files.items():
         assert run_cli("evaluate", q, r, *common).json() == reference, name
@@ -306,8 +306,8 @@ def test_whitespace_variants_and_chunk_boundaries(
             for i, t in enumerate(lines)
         ),
     }
-    for chunk in (readers.CHUNK_BYTES, 97):
-        monkeypatch.setattr(readers, "CHUNK_BYTES", chunk)
+    for chunk in (reading.CHUNK_BYTES, 97):
+        monkeypatch.setattr(reading, "CHUNK_BYTES", chunk)
         for name, text in variants.items():
             path = tmp_path / "run.trec"
             path.write_text(text)
@@ -468,7 +468,7 @@ def test_file_errors_name_file_line_and_problem(tmp_path: Path, case: str) -> No
 def test_error_past_the_first_chunk_has_the_right_line(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(readers, "CHUNK_BYTES", 64)
+    monkeypatch.setattr(reading, "CHUNK_BYTES", 64)
     lines = [f"q1 Q0 d{i} {i} {100 - i}.5 r\n" for i in range(1, 60)]
     lines[40] = "q1 Q0 d41 41 oops r\n"
     qrels = bad_run(tmp_path, GOOD_QRELS, "good.qrels")
@@ -756,8 +756,8 @@ def test_progress_on_a_terminal_only(tmp_path: Path, monkeypatch: pytest.MonkeyP
 
     qrels, run = write_big_run(tmp_path, 100_000, queries=100)
     # a small file standing for a large one: a bar from 1 MiB, updated every 64 KiB
-    monkeypatch.setattr(readers, "PROGRESS_MIN_BYTES", 1 << 20)
-    monkeypatch.setattr(readers, "CHUNK_BYTES", 1 << 16)
+    monkeypatch.setattr(reading, "PROGRESS_MIN_BYTES", 1 << 20)
+    monkeypatch.setattr(reading, "CHUNK_BYTES", 1 << 16)
     parser = build_parser()
     args = parser.parse_args(["evaluate", str(qrels), str(run), "-m", "mrr"])
 
@@ -787,7 +787,7 @@ def test_progress_on_a_terminal_only(tmp_path: Path, monkeypatch: pytest.MonkeyP
         assert pipe_reader.read() == ""
     assert status == 0
 
-    monkeypatch.setattr(readers, "PROGRESS_MIN_BYTES", run.stat().st_size + 1)
+    monkeypatch.setattr(reading, "PROGRESS_MIN_BYTES", run.stat().st_size + 1)
     status, shown = on_terminal()
     assert status == 0 and shown == "", "no bar for a small file"
 
@@ -1020,13 +1020,13 @@ def test_parts_of_whole_queries_give_the_numbers_of_the_whole_run(
         assert got == pytest.approx(values.tolist(), abs=1e-12), key
     # blocks of 1 KiB, parts of 100 slots (20: each query longer than a part, alone in
     # one): a query's lines span blocks, and parts are many
-    monkeypatch.setattr(readers, "CHUNK_BYTES", 1024)
-    monkeypatch.setattr(readers, "PART_LINES", part_slots)
-    batches = list(readers.read_batches(str(run), "run"))
+    monkeypatch.setattr(reading, "CHUNK_BYTES", 1024)
+    monkeypatch.setattr(joining, "PART_LINES", part_slots)
+    batches = list(reading.read_batches(str(run), "run"))
     assert len(batches) > 5
     parts = list(
-        readers.collections(
-            readers.read_records(str(qrels), "qrels"), batches, unjudged="skip",
+        joining.collections(
+            reading.read_records(str(qrels), "qrels"), batches, unjudged="skip",
             unretrieved="count", trec_eval_order=ties == "first",
         )
     )  # fmt: skip
@@ -1052,15 +1052,15 @@ def test_a_query_of_many_blocks_is_joined_once_with_the_whole_runs_numbers(
     lines = lines[:165] + long + lines[165:]  # q5's 30 lines, then 600 more
     run.write_text("".join(lines))
     qrels.write_text(qrels.read_text() + "".join(f"q5 0 e{j} 2\n" for j in range(0, 600, 7)))
-    judged = readers.read_records(str(qrels), "qrels")
+    judged = reading.read_records(str(qrels), "qrels")
     join = {"unjudged": "skip", "trec_eval_order": True}
-    whole = list(readers.collections(judged, readers.read_records(str(run), "run"), **join))
-    monkeypatch.setattr(readers, "CHUNK_BYTES", 1024)
-    monkeypatch.setattr(readers, "PART_LINES", 100)
+    whole = list(joining.collections(judged, reading.read_records(str(run), "run"), **join))
+    monkeypatch.setattr(reading, "CHUNK_BYTES", 1024)
+    monkeypatch.setattr(joining, "PART_LINES", 100)
     went_on: list[bool] = []
-    goes_on = readers._goes_on
-    monkeypatch.setattr(readers, "_goes_on", lambda *a: went_on.append(goes_on(*a)) or went_on[-1])
-    parts = list(readers.collections(judged, readers.read_batches(str(run), "run"), **join))
+    goes_on = joining._goes_on
+    monkeypatch.setattr(joining, "_goes_on", lambda *a: went_on.append(goes_on(*a)) or went_on[-1])
+    parts = list(joining.collections(judged, reading.read_batches(str(run), "run"), **join))
     assert sum(went_on) >= 10  # the blocks inside q5 were held, not joined
     rows = {
         qid: (part.preds[r][part.mask[r]].tolist(), part.target[r][part.mask[r]].tolist(),
@@ -1084,8 +1084,8 @@ def test_a_repeated_document_in_a_later_part_names_its_line(
     qrels, run, lines = _parts_collection(tmp_path)
     lines.insert(900, lines[895])  # in q30's lines, 5 lines apart
     run.write_text("".join(lines).replace(" d", f" {prefix}d"))
-    monkeypatch.setattr(readers, "CHUNK_BYTES", 1024)
-    monkeypatch.setattr(readers, "PART_LINES", 100)
+    monkeypatch.setattr(reading, "CHUNK_BYTES", 1024)
+    monkeypatch.setattr(joining, "PART_LINES", 100)
     threads = threading.active_count()
     outcome = run_cli("evaluate", qrels, run, "--unjudged-queries", "skip")
     assert outcome.status == 1 and threading.active_count() == threads
@@ -1107,18 +1107,18 @@ def test_two_ids_of_one_hash_are_told_apart() -> None:
     ids = [
         w.to_bytes(8, "little") + v.to_bytes(8, "little") for w, v in zip(first, [second, other])
     ]
-    keys = [readers._document_keys(pa.array([i], pa.binary()), pa.array([], pa.binary()), False)
+    keys = [joining._document_keys(pa.array([i], pa.binary()), pa.array([], pa.binary()), False)
             for i in ids]  # fmt: skip
     assert keys[0][0].tolist() == keys[1][0].tolist() and not keys[0][2]  # one hash, not unique
 
-    def records(kind: str, docnos: list[bytes], values: list[float]) -> readers.Records:
+    def records(kind: str, docnos: list[bytes], values: list[float]) -> reading.Records:
         qids = pa.array([b"q"] * len(docnos), pa.binary())
-        return readers.Records(kind, kind, "trec", qids, pa.array(docnos, pa.binary()),
+        return reading.Records(kind, kind, "trec", qids, pa.array(docnos, pa.binary()),
                                torch.tensor(values, dtype=torch.float64))  # fmt: skip
 
     qrels = records("qrels", [ids[1], b"x" * 12], [2.0, 1.0])
     run = records("run", [b"y" * 12, ids[0], ids[1]], [3.0, 2.0, 1.0])
-    (part,) = [p for p in readers.collections(qrels, run) if p.qids]
+    (part,) = [p for p in joining.collections(qrels, run) if p.qids]
     assert part.target[0].tolist() == [-math.inf, -math.inf, 2.0, 1.0]  # ids[1] judged 2
     assert part.judged[0].tolist() == [False, False, True, True]
     assert part.mask[0].tolist() == [True, True, True, False]
@@ -1142,8 +1142,8 @@ def test_without_the_cli_extra_the_command_names_it(
     assert outcome.status == 1 and outcome.out == ""
     assert "ranking-plugins: error:" in outcome.err
     assert "pyarrow" in outcome.err and 'pip install "ranking-plugins[cli]"' in outcome.err
-    with pytest.raises(readers.MissingExtraError, match=r"ranking-plugins\[cli\]"):
-        readers.read_records(str(sample_path("sample.run")), "run")
+    with pytest.raises(reading.MissingExtraError, match=r"ranking-plugins\[cli\]"):
+        reading.read_records(str(sample_path("sample.run")), "run")
     run = sample_path("sample.run")
     outcome = run_cli("compare", sample_path("sample.qrels"), run, run)
     assert outcome.status == 1 and outcome.out == ""
@@ -1168,6 +1168,36 @@ def test_import_ranking_plugins_imports_no_reader() -> None:
     assert pyarrow_loaded == "False"
 
 
+def test_help_and_usage_errors_import_no_torch() -> None:
+    """``--help``, ``evaluate --help``'s usage line and argparse's errors come without torch
+    (``ranking_plugins`` imports its names on first use); evaluating imports it."""
+    code = (
+        "import contextlib, io, sys\n"
+        "from ranking_plugins.cli import main\n"
+        "for argv in (['--help'], ['evaluate'], ['evaluate', 'q', 'r', '--ties', 'x'],\n"
+        "             ['compare', 'q', 'r', 's', '--test', 'x'], ['nothing']):\n"
+        "    out = io.StringIO()\n"
+        "    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):\n"
+        "        try:\n"
+        "            main(argv)\n"
+        "        except SystemExit as exit:\n"
+        "            code = exit.code\n"
+        "    print(argv[0], code, 'torch' in sys.modules, len(out.getvalue()) > 0)\n"
+        "import ranking_plugins\n"
+        "print(ranking_plugins.rank_metrics.__name__, 'torch' in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True, timeout=300)  # fmt: skip
+    assert done.stdout.splitlines() == [
+        "--help 0 False True",
+        "evaluate 2 False True",
+        "evaluate 2 False True",
+        "compare 2 False True",
+        "nothing 2 False True",
+        "rank_metrics True",
+    ], done.stdout + done.stderr
+
+
 def test_document_ids_packed_into_integers_or_not_give_the_same_numbers(tmp_path: Path) -> None:
     """Ids of at most 8 bytes are joined as one integer, up to 32 as several, longer as codes."""
     qrels, run, _ = _parts_collection(tmp_path)
@@ -1184,16 +1214,16 @@ def test_document_ids_packed_into_integers_or_not_give_the_same_numbers(tmp_path
 def test_packed_ids_are_one_to_one_or_refused() -> None:
     pa = pytest.importorskip("pyarrow")
     ids = pa.array([b"a", b"ab", b"abcdefgh", b"b", b"a", b"abcdefghi"], pa.binary())
-    words = readers._packed(ids, 2)
+    words = joining._packed(ids, 2)
     assert words is not None and words.shape == (6, 2)
-    assert (readers._packed(ids.slice(1), 2) == words[1:]).all()  # an offset into the buffers
+    assert (joining._packed(ids.slice(1), 2) == words[1:]).all()  # an offset into the buffers
     rows = [tuple(row) for row in words.tolist()]
     assert len(set(rows)) == 5 and rows[0] == rows[4]  # equal ids, equal integers
-    assert readers._packed(ids, 1) is None  # 9 bytes do not fit one word
-    assert readers._packed(pa.array([b"a\0", b"a"], pa.binary()), 1) is None  # would meet b"a"
+    assert joining._packed(ids, 1) is None  # 9 bytes do not fit one word
+    assert joining._packed(pa.array([b"a\0", b"a"], pa.binary()), 1) is None  # would meet b"a"
     # one word: the keys are the bytes, unique; the largest int64 (the padding of the
     # sorted rows) and ids longer than 32 bytes take pyarrow's codes, unique too
     none = pa.array([], pa.binary())
     for docnos in ([b"\xff" * 7 + b"\x7f", b"a"], [b"x" * 33, b"a"], [b"a", b"b"]):
-        judged, retrieved, unique = readers._document_keys(pa.array(docnos), none, False)
+        judged, retrieved, unique = joining._document_keys(pa.array(docnos), none, False)
         assert unique and len(set(judged.tolist())) == 2 and retrieved.numel() == 0

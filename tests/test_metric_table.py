@@ -29,8 +29,8 @@ from ranking_plugins.kernel.inputs.items import ItemInputs
 from ranking_plugins.lightning import RankingMetricsCallback
 from ranking_plugins.options import Options
 from ranking_plugins.request import RankingRequest
+from ranking_plugins.runs.names import TREC_EVAL_MEASURES, trec_eval_name
 from ranking_plugins.torchmetrics import RankingMetrics as TorchMetricsRankingMetrics
-from ranking_plugins.trec_eval_names import TREC_EVAL_MEASURES, trec_eval_name
 
 KS = [1, 3, 5]
 

@@ -41,7 +41,7 @@ from trec_files import (
 from ranking_plugins import rank_metrics
 from ranking_plugins.cli import main, sample_path
 from ranking_plugins.options import Options
-from ranking_plugins.trec_eval_names import TREC_EVAL_MEASURES
+from ranking_plugins.runs.names import TREC_EVAL_MEASURES
 
 #: trec_eval measure (or family with cutoffs) -> (metric, takes a cutoff)
 TREC_NAMES = {

@@ -15,10 +15,10 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+# kept where the command's parser reads it without torch
+from ranking_plugins.choices import TIES as TIES
 from ranking_plugins.kernel.flags import count_true
 from ranking_plugins.kernel.host_reads import host_reads_are_free
-
-TIES = ("average", "first", "pessimistic", "optimistic")
 
 
 @dataclass(frozen=True)

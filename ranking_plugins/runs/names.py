@@ -1,6 +1,8 @@
-"""trec_eval's measure names and its output layout, for the ``ranking-plugins`` command.
+"""Metric names: the package's, trec_eval's and ir_measures', as ``(metric, k)`` pairs.
 
-``-m`` takes trec_eval's spellings as trec_eval does: a measure (``set_P``,
+:func:`parse_metrics` reads what ``-m`` takes: ``name``, ``name@k``,
+``name@k1,k2``, other tools' names (:data:`ALIASES`, ``P_10``) and trec_eval's
+spellings as trec_eval does: a measure (``set_P``,
 ``binG``), a family at its default cutoffs (``P``, ``relative_P``), a family
 with cutoffs (``P.5,10``, ``ndcg_cut.10``) or ``all_trec`` (every measure
 of :data:`TREC_EVAL_MEASURES` that the package computes, at trec_eval's
@@ -8,6 +10,10 @@ default cutoffs). :func:`format_trec_eval` prints trec_eval's own layout
 (``measure<TAB>query<TAB>value``, 4 decimals, counts as integers, the
 ``all`` lines last, counts summed there) so that the two outputs can be diffed.
 
+>>> parse_metrics(["ndcg@10", "mrr", "precision@5,10", "P_20"])
+[('ndcg', 10), ('mrr', None), ('precision', 5), ('precision', 10), ('precision', 20)]
+>>> parse_metrics(["P.5,10", "set_P", "binG"])
+[('precision', 5), ('precision', 10), ('precision', None), ('bin_g', None)]
 >>> trec_eval_measures("P.5,10")
 [('precision', 5), ('precision', 10)]
 >>> trec_eval_measures("set_P")
@@ -19,9 +25,11 @@ default cutoffs). :func:`format_trec_eval` prints trec_eval's own layout
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from ranking_plugins import _validation as V
 from ranking_plugins.metrics import METRICS, R_MULTIPLE_METRICS, RECALL_LEVEL_METRICS, result_key
 
 #: trec_eval's default cutoffs of the families that take one
@@ -88,6 +96,98 @@ ALL_TREC = "all_trec"
 IPREC = "iprec_at_recall"
 RPREC_MULT = "Rprec_mult"
 LEVEL_FAMILIES = (IPREC, RPREC_MULT)
+
+#: Other tools' names for the package's metrics, trec_eval's (``P_10``,
+#: ``recip_rank``, ``ndcg_cut_10``, ...) and ir_measures' (``P@10``, ``RR``,
+#: ``nDCG@10``, ...). ``map_cut`` and ``ndcg_cut`` alone are trec_eval's, at its
+#: default cutoffs (:func:`trec_eval_measures`).
+ALIASES = {
+    "P": "precision",
+    "R": "recall",
+    "success": "hit_rate",
+    "Success": "hit_rate",
+    "recip_rank": "mrr",
+    "RR": "mrr",
+    "AP": "map",
+    "map_cut": "map",
+    "nDCG": "ndcg",
+    "ndcg_cut": "ndcg",
+    "Rprec": "r_precision",
+    "relative_P": "relative_precision",
+    "binG": "bin_g",
+}
+_TREC_EVAL_NAME = re.compile(r"^(P|recall|success|map_cut|ndcg_cut|relative_P)_(\d+)$")
+
+
+def parse_metrics(values: Sequence[str]) -> list[tuple[str, int | None]]:
+    """``-m`` values to ``(metric, k)`` pairs, in the order asked, without repeats.
+
+    ``name`` (whole list), ``name@k`` or ``name@k1,k2``; several may share one
+    value, separated by commas (``ndcg@10,mrr``). ``k`` is None for the whole
+    list. trec_eval and ir_measures names are accepted (see :data:`ALIASES`).
+    """
+    wanted: list[tuple[str, int | None]] = []
+    last: str | None = None  # metric a bare ``,k`` continues
+    for value in values:
+        for token in value.split(","):
+            token = token.strip()
+            if not token:
+                raise ValueError(f"empty metric name in {value!r}")
+            pairs: list[tuple[str, int | None]]
+            if token.isdigit() and last is not None:
+                pairs = [(last, _cutoff(token, last))]
+            else:
+                pairs = _one_metric(token)
+                last = pairs[0][0] if pairs[0][1] is not None else None
+            for pair in pairs:
+                if pair not in wanted:
+                    wanted.append(pair)
+    return wanted
+
+
+def _one_metric(token: str) -> list[tuple[str, int | None]]:
+    name = token.partition(".")[0]
+    trec_eval_only = name in TREC_EVAL_MEASURES or name in (ALL_TREC, *LEVEL_FAMILIES)
+    if "." in token or (trec_eval_only and name not in METRICS):
+        # trec_eval's spelling: ``P.5``, ``set_P``, ``P`` (its default cutoffs), ``all_trec``
+        pairs = trec_eval_measures(token)
+        if pairs is not None:
+            return pairs
+    found = _TREC_EVAL_NAME.match(token)
+    if found:
+        name, ks = found.group(1), [found.group(2)]
+    elif "@" in token:
+        name, _, k = token.partition("@")
+        ks = [k]
+    else:
+        name, ks = token, []
+    metric = _metric_name(name, token)
+    if ks and not METRICS[metric].at_k:
+        raise ValueError(f"{metric!r} takes no cutoff @k (got {token!r})")
+    if not ks:
+        return [(metric, None)]
+    return [(metric, _cutoff(k, token)) for k in ks]
+
+
+def _metric_name(name: str, token: str) -> str:
+    if name in METRICS:
+        return name
+    if name in ALIASES:
+        return ALIASES[name]
+    if name.lower() in METRICS:
+        return name.lower()
+    raise ValueError(
+        f"unknown metric {name!r} (in {token!r}); the metrics are {', '.join(METRICS)} "
+        "(as name, name@k or name@k1,k2; trec_eval names such as P_10 and "
+        "ndcg_cut_10 also work)"
+    )
+
+
+def _cutoff(text: str, token: str) -> int:
+    # top_k's rule (a positive int), on the digits of the token
+    if not text.isdigit() or V.top_k_problem(int(text)) is not None:
+        raise ValueError(f"the cutoff in {token!r} must be a positive integer, got {text!r}")
+    return int(text)
 
 
 def trec_eval_measures(token: str) -> list[tuple[str, int | None]] | None:
@@ -181,6 +281,7 @@ def format_trec_eval(
 
 
 __all__ = [
+    "ALIASES",
     "ALL_TREC",
     "DEFAULT_CUTOFFS",
     "GEOMETRIC_MEANS",
@@ -188,6 +289,7 @@ __all__ = [
     "TrecEvalMeasure",
     "format_trec_eval",
     "is_count",
+    "parse_metrics",
     "trec_eval_measures",
     "trec_eval_name",
 ]

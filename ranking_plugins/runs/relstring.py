@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from ranking_plugins.trec_files import Records, as_trec_eval_scores
+from ranking_plugins.runs.joining import as_trec_eval_scores
+from ranking_plugins.runs.reading import Records
 
 #: trec_eval's name, and its default length
 RELSTRING = "relstring"

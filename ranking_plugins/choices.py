@@ -1,0 +1,32 @@
+"""The values the package's options take, in a module that imports nothing.
+
+Each tuple is written here once and imported by the module whose rule it is
+(the kernel's tie policies, the validation of the options, the file readers,
+the paired tests), so that the ``ranking-plugins`` command's parser, its
+``--help`` and its usage errors come without importing torch.
+"""
+
+#: what equal scores mean (the kernel's tie policies)
+TIES = ("average", "first", "pessimistic", "optimistic")
+#: what a query without relevant documents does
+EMPTY_TARGET_ACTIONS = ("neg", "pos", "skip", "error")
+#: nDCG's gain of a grade
+GAINS = ("exponential", "linear")
+#: what map@k divides by
+AP_DENOMINATORS = ("relevant", "min_k_relevant")
+#: the formats of a qrels or run file (``auto``: from its name, else its first line)
+FILE_FORMATS = ("auto", "trec", "tsv", "jsonl")
+#: the paired significance tests of :func:`ranking_plugins.compare.compare`
+TESTS = ("t", "wilcoxon", "randomization", "bootstrap")
+#: its corrections for multiple comparisons
+CORRECTIONS = ("holm", "bonferroni", "none")
+
+__all__ = [
+    "AP_DENOMINATORS",
+    "CORRECTIONS",
+    "EMPTY_TARGET_ACTIONS",
+    "FILE_FORMATS",
+    "GAINS",
+    "TESTS",
+    "TIES",
+]
