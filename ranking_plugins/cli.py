@@ -207,9 +207,9 @@ def _cutoff(text: str, token: str) -> int:
 # --------------------------------------------------------------------------- evaluation
 
 
-#: the command's defaults where they differ from the package's: trec_eval's linear
-#: gain and its RBP persistence
-COMMAND_DEFAULTS = Options(gain="linear", rbp_persistence=0.9)
+#: the command's defaults where they differ from the package's: trec_eval's RBP
+#: persistence (the gain is the package's, trec_eval's linear one)
+COMMAND_DEFAULTS = Options(rbp_persistence=0.9)
 
 
 @dataclass(frozen=True)
