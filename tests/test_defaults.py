@@ -99,7 +99,8 @@ def _graded(seed: int, queries: int = 12, items: int = 9) -> tuple[torch.Tensor,
 
 
 def test_ignite_adapter_keeps_ignites_exponential_default() -> None:
-    ignite_rec_sys = pytest.importorskip("ignite.metrics.rec_sys")
+    from ignite.metrics import rec_sys as ignite_rec_sys
+
     from ranking_plugins import ignite as ignite_adapter
 
     preds, target = _graded(0)
@@ -117,7 +118,8 @@ def test_ignite_adapter_keeps_ignites_exponential_default() -> None:
 
 
 def test_torchmetrics_adapter_keeps_torchmetrics_linear_default() -> None:
-    retrieval = pytest.importorskip("torchmetrics.retrieval")
+    from torchmetrics import retrieval
+
     from ranking_plugins import torchmetrics as torchmetrics_adapter
 
     preds, target = _graded(1)
@@ -134,14 +136,14 @@ def test_torchmetrics_adapter_keeps_torchmetrics_linear_default() -> None:
 
 
 def test_lightning_callback_follows_the_package_default(tmp_path: Path) -> None:
-    pl = pytest.importorskip("lightning.pytorch")
+    import lightning.pytorch as pl
     from torch.utils.data import DataLoader, TensorDataset
 
     from ranking_plugins.lightning import RankingMetricsCallback
 
     preds, target = _graded(2)
 
-    class Graded(pl.LightningModule):  # type: ignore[misc, name-defined]
+    class Graded(pl.LightningModule):
         """Returns the fixed scores and grades of the rows it is given."""
 
         def __init__(self) -> None:
