@@ -191,7 +191,8 @@ class IgniteOptions(PackageOptions, total=False):
 
     ``relevance_threshold``: grades at or above it are relevant (default None:
     above 0, as Ignite's HitRate; :class:`NDCG` defaults to 1.0, as Ignite's NDCG).
-    ``gain_function``: ``"exp_rank"`` (2^g - 1, default) or ``"linear_rank"`` (g).
+    ``gain_function``: ``"exp_rank"`` (2^g - 1, Ignite's default, kept here where
+    the package's is linear) or ``"linear_rank"`` (g).
     """
 
     relevance_threshold: float | None
@@ -766,8 +767,10 @@ class NDCG(BaseRankingMetric):
 
     ``top_k`` is required and ``relevance_threshold`` defaults to 1.0, as in
     Ignite's ``NDCG``: grades below the threshold earn no gain.
-    ``gain_function`` is ``"exp_rank"`` (2^g - 1) or ``"linear_rank"`` (g). A
-    query whose ideal DCG is 0 has no relevant item (``ignore_zero_hits``).
+    ``gain_function`` is ``"exp_rank"`` (2^g - 1, Ignite's default, which this class
+    keeps; the package's other entry points default to the linear gain) or
+    ``"linear_rank"`` (g). A query whose ideal DCG is 0 has no relevant item
+    (``ignore_zero_hits``).
 
     >>> import torch
     >>> from ignite.engine import Engine

@@ -91,8 +91,9 @@ class Options:
         _choice(*V.EMPTY_TARGET_ACTIONS),
     )
     gain: str = option(
-        "exponential",
-        "NDCG's gain of grade g: ``exponential`` (2^g - 1) or ``linear`` (g)",
+        "linear",
+        "the gain of grade g (NDCG, DCG, RBP, G): ``linear`` (g; trec_eval's, ranx's, "
+        "TorchMetrics' and scikit-learn's) or ``exponential`` (2^g - 1)",
         _choice(*V.GAINS),
     )
     ap_denominator: str = option(

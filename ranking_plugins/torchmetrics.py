@@ -154,7 +154,7 @@ _FLAT_STATES: dict[str, torch.dtype] = {
 #: they read of the flag); an entry updated without ``judged`` is judged
 _JUDGED_STATE = "flat_judged"
 
-#: where TorchMetrics' default differs from the package's
+#: TorchMetrics' defaults, kept here whatever the package's (its gain is linear too)
 TORCHMETRICS_DEFAULTS: dict[str, Any] = {"gain": "linear"}
 
 _UINT64 = getattr(torch, "uint64", None)  # torch >= 2.3

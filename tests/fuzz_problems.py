@@ -434,7 +434,7 @@ def _err_for_order(order, grades, k, relevance_threshold, gain):  # type: ignore
 
 def _reference_query(scores, grades, ranked, specs, **kw):  # type: ignore[no-untyped-def]
     thr = kw.get("relevance_threshold")
-    gain = kw.get("gain", "exponential")
+    gain = kw.get("gain", "linear")
     pooled = kw.get("pooled")
     if pooled is not None:  # an unjudged item is never relevant
         grades = [g if p else -INF for g, p in zip(grades, pooled, strict=True)]
@@ -533,7 +533,7 @@ def oracle(
         # G's costs of 1 per place are lost past 2^53: refused there (rank_stats.g_sum)
         for _, grades, _, _ in reference.split_queries(ref_preds, target, **args):
             relevant = [g for g in grades if reference.is_relevant(g, threshold)]
-            gains = [_exp_gain(max(g, 0.0)) if kw.get("gain", "exponential") == "exponential"
+            gains = [_exp_gain(max(g, 0.0)) if kw.get("gain", "linear") == "exponential"
                      else max(g, 0.0) for g in relevant if g < 1024]  # fmt: skip
             if len(gains) < len(relevant) or sum(gains) + len(grades) >= 2.0**52:
                 out.may_raise, out.why = True, "G of gains past 2^53"
@@ -543,7 +543,7 @@ def oracle(
             ref_preds, target, **args | {"judged": None}
         ):
             relevant = [g for g in grades if reference.is_relevant(g, threshold)]
-            if gain_scale(relevant, kw.get("gain", "exponential"))[1]:
+            if gain_scale(relevant, kw.get("gain", "linear"))[1]:
                 out.may_raise, out.why = True, "the gain of an unjudged item overflows float64"
     with _patched_reference():
         try:
@@ -731,7 +731,7 @@ def exposure_oracle(
     rows, weights = [], []
     for scores, grades, ranked, flags in queries:
         relevant = [float(g) for g in grades if reference.is_relevant(float(g), threshold)]
-        if gain_scale(relevant, opts.get("gain", "exponential"))[1]:
+        if gain_scale(relevant, opts.get("gain", "linear"))[1]:
             # the gains are read (they order a group): refused where they overflow
             out.may_raise, out.why = True, "a relevant gain (or a sum of them) overflows float64"
         if flags is not None:  # an unjudged item is never relevant
@@ -748,7 +748,7 @@ def exposure_oracle(
                 ties=ties,
                 items=items.reference(),
                 relevance_threshold=threshold,
-                gain=opts.get("gain", "exponential"),
+                gain=opts.get("gain", "linear"),
                 max_joint=MAX_JOINT,
             )
     none: dict[str, torch.Tensor] = {}

@@ -229,7 +229,7 @@ def reference_query(
     *,
     ties: str,
     relevance_threshold: float | None = None,
-    gain: str = "exponential",
+    gain: str = "linear",
     ap_denominator: str = "relevant",
     adaptive_k: bool = False,
     persistence: float = 0.8,
@@ -301,7 +301,7 @@ def reference_metric(
     *,
     ties: str,
     relevance_threshold: float | None = None,
-    gain: str = "exponential",
+    gain: str = "linear",
     ap_denominator: str = "relevant",
     adaptive_k: bool = False,
 ) -> float | None:
@@ -416,7 +416,7 @@ def reference_rank_metrics(
     relevance_threshold=None,
     empty_target_action="neg",
     reduction="mean",
-    gain="exponential",
+    gain="linear",
     ap_denominator="relevant",
     adaptive_k=False,
     weighted=False,
@@ -820,7 +820,7 @@ def reference_trec_measure(
     *,
     ties: str,
     relevance_threshold: float | None = None,
-    gain: str = "exponential",
+    gain: str = "linear",
     persistence: float = 0.8,
 ) -> float | None:
     """One query's value of an issue-13 measure: the mean over the orders ``ties`` stands for."""

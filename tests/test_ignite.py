@@ -296,7 +296,7 @@ def test_every_class_equals_rank_metrics(metric: str, ignore_zero_hits: bool) ->
     # the class's Ignite defaults, spelt as the package's options
     options: dict[str, Any] = {"empty_target_action": "skip" if ignore_zero_hits else "neg"}
     if metric == "ndcg":
-        options["relevance_threshold"] = 1.0
+        options.update(relevance_threshold=1.0, gain="exponential")
     if metric == "map":
         options["ap_denominator"] = "min_k_relevant"
     preds, target = concat(batches)
@@ -329,10 +329,10 @@ def test_package_options_reach_the_kernel(options: dict[str, Any]) -> None:
     ours = run(rp.RankingMetrics(names, [2, 5, 20], **options), batches, name="all")
     preds, target = concat(batches)
     kernel_options = dict(options)
-    if "gain_function" in kernel_options:
-        kernel_options["gain"] = {"exp_rank": "exponential", "linear_rank": "linear"}[
-            kernel_options.pop("gain_function")
-        ]
+    # Ignite's gain_function, its default exp_rank included
+    kernel_options["gain"] = {"exp_rank": "exponential", "linear_rank": "linear"}[
+        kernel_options.pop("gain_function", "exp_rank")
+    ]
     kernel_options.setdefault("empty_target_action", "skip")
     expected = rank_metrics(preds, target, names, [2, 5, 20], **kernel_options)
     assert ours == pytest.approx({k: float(v) for k, v in expected.items()}, rel=1e-12)
@@ -409,8 +409,9 @@ def test_reset_forgets_everything() -> None:
         m.compute()
     m.update(batches[0])
     expected = rank_metrics(
-        *batches[0], "ndcg", [1, 5], relevance_threshold=1.0, empty_target_action="skip"
-    )
+        *batches[0], "ndcg", [1, 5], relevance_threshold=1.0, empty_target_action="skip",
+        gain="exponential",
+    )  # fmt: skip
     assert m.compute() == pytest.approx(as_list(expected), rel=1e-12)
 
 
@@ -530,7 +531,7 @@ def test_prefix_keys_keeps_both_values_under_the_attach_name() -> None:
     rp.RankingMetrics(["mrr"], [3], metrics_result_mode="named").attach(engine, "named")
     metrics = engine.run(batches).metrics
     preds, target, mask = (torch.cat([b[k] for b in batches]) for k in ("y_pred", "y", "mask"))
-    options: dict[str, Any] = {"empty_target_action": "skip"}
+    options: dict[str, Any] = {"empty_target_action": "skip", "gain": "exponential"}
     plain = rank_metrics(preds, target, ["mrr", "ndcg"], [3], **options)
     hidden = rank_metrics(preds, target, ["mrr", "ndcg"], [3], mask=mask, **options)
     assert set(metrics) == {"mrr@3", "ndcg@3", "masked/mrr@3", "masked/ndcg@3", "named"}
@@ -647,7 +648,9 @@ def test_metrics_on_one_engine_rank_each_batch_once(monkeypatch: pytest.MonkeyPa
     preds, target = concat(batches)
     for name in metrics:
         options = {"ap_denominator": "min_k_relevant"} if name == "map" else {}
-        expected = rank_metrics(preds, target, name, top_k, empty_target_action="skip", **options)
+        expected = rank_metrics(
+            preds, target, name, top_k, empty_target_action="skip", gain="exponential", **options
+        )
         assert got[name] == pytest.approx(as_list(expected), rel=1e-12)
 
 
@@ -678,6 +681,7 @@ def test_mask_in_a_three_tuple_and_a_dict() -> None:
         mask=torch.cat(masks),
         relevance_threshold=1.0,
         empty_target_action="skip",
+        gain="exponential",
     )
     assert run(rp.NDCG([2, 4]), triples) == pytest.approx(as_list(expected), rel=1e-12)
     assert run(rp.NDCG([2, 4]), dicts) == pytest.approx(as_list(expected), rel=1e-12)

@@ -133,20 +133,21 @@ def test_sum_of_gains_that_overflows_is_an_error() -> None:
     preds = torch.tensor([[4.0, 3.0, 2.0, 1.0]])
     target = torch.tensor([[0.0, 1023.0, 1023.0, 1023.0]])
     with pytest.raises(ValueError, match="overflows float64"):
-        ndcg(preds, target, top_k=4)
+        ndcg(preds, target, top_k=4, gain="exponential")
 
 
 def test_largest_finite_gains_are_exact() -> None:
     preds = torch.tensor([[2.0, 1.0]])
     target = torch.tensor([[0.0, 1023.0]])
-    assert ndcg(preds, target, top_k=2).item() == pytest.approx(1 / math.log2(3), rel=1e-15)
+    value = ndcg(preds, target, top_k=2, gain="exponential").item()
+    assert value == pytest.approx(1 / math.log2(3), rel=1e-15)
 
 
 def test_a_nan_per_query_value_is_never_averaged_as_zero() -> None:
     """Item 8: without validation the overflow cannot be reported; the mean is NaN, not 0."""
     preds = torch.tensor([[2.0, 1.0], [2.0, 1.0]])
     target = torch.tensor([[2000.0, 0.0], [1.0, 0.0]])
-    mean = ndcg(preds, target, top_k=2, validate_args=False)
+    mean = ndcg(preds, target, top_k=2, gain="exponential", validate_args=False)
     assert mean.isnan()
 
 
@@ -154,7 +155,7 @@ def test_tiny_grade_earns_a_gain_under_the_exponential_gain() -> None:
     """Item 8: 2**1e-20 - 1 cancels to 0 (ndcg@2 0 while hit_rate@2 1); expm1 does not."""
     preds = torch.tensor([[2.0, 1.0]])
     target = torch.tensor([[0.0, 1e-20]], dtype=torch.float64)
-    result = rank_metrics(preds, target, ["ndcg", "hit_rate"], 2)
+    result = rank_metrics(preds, target, ["ndcg", "hit_rate"], 2, gain="exponential")
     assert result["hit_rate@2"].item() == 1.0
     assert result["ndcg@2"].item() == pytest.approx(1 / math.log2(3), rel=1e-12)
 

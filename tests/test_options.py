@@ -96,15 +96,17 @@ def test_an_unknown_keyword_is_refused_with_a_guess() -> None:
 
 
 def test_framework_defaults_are_translations_of_the_one_record() -> None:
-    """TorchMetrics' NDCG gain is linear, Ignite's exponential, the command's linear:
-    each is the record with one field changed, and the numbers follow it."""
+    """The package's NDCG gain is linear, as are TorchMetrics' and the command's; Ignite's
+    is exponential: each is the record with at most one field changed, and the numbers
+    follow it."""
     preds = torch.tensor([[0.9, 0.5, 0.1]])
     target = torch.tensor([[1, 3, 0]])
-    linear = rank_metrics(preds, target, "ndcg", 3, gain="linear")["ndcg@3"]
-    exponential = rank_metrics(preds, target, "ndcg", 3)["ndcg@3"]
+    linear = rank_metrics(preds, target, "ndcg", 3)["ndcg@3"]
+    exponential = rank_metrics(preds, target, "ndcg", 3, gain="exponential")["ndcg@3"]
     assert not torch.equal(linear, exponential)
+    assert Options().gain == "linear"
     tm = torchmetrics_adapter.NDCG(top_k=3)
-    assert tm.request.options == Options(gain="linear")
+    assert tm.request.options == Options()
     tm.update(preds, target)
     torch.testing.assert_close(tm.compute(), linear)
     ig = ignite_adapter.NDCG(3, relevance_threshold=None, ignore_zero_hits=False)

@@ -907,7 +907,7 @@ def test_g_refuses_gains_past_2_to_the_53(ties, grade):
     raised ValueError("math domain error") from the host)."""
     target = torch.tensor([[0, 0, 0, 0, grade]])
     with pytest.raises(ValueError, match="`g`: a query's gains sum to 2"):
-        rank_metrics(torch.zeros(1, 5), target, ["g"], None, ties=ties)
+        rank_metrics(torch.zeros(1, 5), target, ["g"], None, ties=ties, gain="exponential")
     # linear gains of the same grades are small: G = (2^g... read as g) / log2(2 + 4)
     got = rank_metrics(torch.zeros(1, 5), target, ["g"], None, ties="first", gain="linear")
     assert float(got["g"]) == pytest.approx(1 / math.log2(6), rel=1e-12)
@@ -918,7 +918,11 @@ def test_mean_dcg_of_values_near_the_float64_limit():
     """dcg is not a ratio: two queries of dcg 2^1023 have the mean 2^1023, but the sum the
     mean is taken from overflows to inf (found by the differential fuzzer)."""
     got = rank_metrics(
-        torch.tensor([[1.0, 0.0], [1.0, 0.0]]), torch.tensor([[1023, 0], [1023, 0]]), ["dcg"], 1
+        torch.tensor([[1.0, 0.0], [1.0, 0.0]]),
+        torch.tensor([[1023, 0], [1023, 0]]),
+        ["dcg"],
+        1,
+        gain="exponential",
     )["dcg@1"]
     assert float(got) == pytest.approx(2.0**1023 - 1, rel=1e-12)
 

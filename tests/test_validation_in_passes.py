@@ -180,4 +180,4 @@ def test_grades_nan_and_overflow_still_refused() -> None:
     big = torch.zeros(Q, N, dtype=torch.int16)
     big[1, 1] = 2000
     with pytest.raises(ValueError, match="overflows float64"):
-        rank_metrics(scores(), big, "ndcg", 5)
+        rank_metrics(scores(), big, "ndcg", 5, gain="exponential")

@@ -35,9 +35,8 @@ from ranking_plugins.runs.names import GEOMETRIC_MEANS
 from ranking_plugins.runs.reading import FileFormatError, Records, read_batches, read_records
 from ranking_plugins.totals import Totals, geometric_mean
 
-#: the command's defaults where they differ from the package's: trec_eval's linear
-#: gain and its RBP persistence
-COMMAND_DEFAULTS = Options(gain="linear", rbp_persistence=0.9)
+#: the command's defaults where they differ from the package's: its RBP persistence
+COMMAND_DEFAULTS = Options(rbp_persistence=0.9)
 
 
 @dataclass(frozen=True)
