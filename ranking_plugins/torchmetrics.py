@@ -583,8 +583,63 @@ class BaseRankingMetric(Metric):
 
     # ---------------------------------------------------------------- compute
 
+    def _check_compute_group(self) -> None:
+        """Refuse the values a ``MetricCollection`` compute group cannot give.
+
+        In a group, TorchMetrics updates only the first metric and sets its
+        states, by name, on the others (``compute_groups=[[...]]`` forms groups
+        of any metrics). The grouped layout's entries are states of one name in
+        every metric of this module, kept as given: a metric of the group reads
+        them as its own, so its values stay right. What else the first metric
+        keeps (the sums of dense, item-index and whole-query batches, its
+        per-query values, its exposure) is named by what it computes, so it
+        arrives here under a name this metric does not read (a *foreign*
+        state). Foreign states holding batches while this metric's own hold
+        none: those batches reached only the first metric (``forward``, which
+        TorchMetrics calls on every metric of a group, fills both).
+        """
+        foreign = {
+            name: value
+            for name, value in vars(self).items()
+            if name not in self._defaults and name.startswith(_NAMED_STATES)
+        }
+        if not foreign:
+            return
+        own = {
+            name: getattr(self, name) for name in self._defaults if name.startswith(_NAMED_STATES)
+        }
+        problem = None
+        if _holds_batches(foreign) and not _holds_batches(own):
+            problem = (
+                "the first metric keeps only the sums of its own values for dense, item-index "
+                "or `whole_queries` batches"
+            )
+        elif _JUDGED_STATE in foreign and not bool(dim_zero_cat(foreign[_JUDGED_STATE]).all()):
+            problem = (
+                "the first metric kept judged flags, which this metric would have applied to "
+                "the grades it keeps"
+            )
+        elif self._keeps_judged and _state_size(getattr(self, _JUDGED_STATE)) != _state_size(
+            self.flat_mask
+        ):
+            problem = "this metric reads judged flags that the first metric did not keep"
+        if problem is None:
+            return
+        named = ", ".join(f"`{name}`" for name in sorted(foreign))
+        raise ValueError(
+            f"`compute_groups`: {type(self).__name__} ({', '.join(self.keys)}) is in a "
+            "MetricCollection compute group whose first metric computes other values (its "
+            f"states {named} were set on this metric). TorchMetrics updates only the first "
+            f"metric of a group, and {problem}, not this metric's. Let TorchMetrics form the "
+            "groups, `MetricCollection(metrics)` (compute_groups=True, the default; the "
+            "metrics of a collection still rank each batch once), or group only metrics with "
+            "the same values and options; with `indexes` (entries kept until compute) any "
+            "metrics of this module may share a group"
+        )
+
     def _all_totals(self) -> Totals:
         """Dense sums plus the grouped queries, ranked here in one kernel call."""
+        self._check_compute_group()
         totals = self.totals
         evaluation = self._grouped_evaluation()
         if evaluation is None:
@@ -668,6 +723,7 @@ class BaseRankingMetric(Metric):
             should_sync=self._to_sync,
             should_unsync=self._should_unsync,
         ):
+            self._check_compute_group()
             keys = self._query_keys  # the catalogue-level metrics have no per-query value
             kept = dim_zero_cat(getattr(self, self._per_query_name)).reshape(-1, len(keys))
             evaluation = self._grouped_evaluation()
@@ -862,6 +918,25 @@ def _unjudged_grades(
     if ignore_index is not None:
         unjudged &= target != ignore_index
     return torch.where(unjudged, grade, target.to(torch.float64))
+
+
+#: the states named by what a metric computes (a digest), and the judged flags, which
+#: only some metrics keep: a MetricCollection group may set another metric's on this one
+_NAMED_STATES = ("sums_", "exposure_", "per_query_", _JUDGED_STATE)
+
+
+def _holds_batches(states: dict[str, Any]) -> bool:
+    """Whether sums (not zero) or per-query values (not empty) hold any batch."""
+    return any(
+        bool(value.any()) if name.startswith(("sums_", "exposure_")) else _state_size(value) > 0
+        for name, value in states.items()
+        if name != _JUDGED_STATE
+    )
+
+
+def _state_size(state: Tensor | list[Tensor]) -> int:
+    """The entries of a state, a tensor or a "cat" list (one after a sync)."""
+    return state.numel() if isinstance(state, Tensor) else sum(t.numel() for t in state)
 
 
 def _same(a: Tensor, b: Tensor) -> bool:
