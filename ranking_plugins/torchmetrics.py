@@ -53,7 +53,9 @@ import dataclasses
 import functools
 import hashlib
 import math
+import sys
 import threading
+import types
 import weakref
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
@@ -734,6 +736,7 @@ class BaseRankingMetric(Metric):
     def _format(self, values: Tensor) -> Tensor | dict[str, Tensor]:
         if len(self.keys) == 1 and not self._always_dict:
             return values[0]
+        _refuse_lightning_log(self)
         return dict(zip(self.keys, values.unbind(0), strict=True))
 
     # ------------------------------------------------------------------- plot
@@ -785,6 +788,37 @@ class BaseRankingMetric(Metric):
 #: the base's earlier name, one letter from :class:`RankingMetrics`; kept so that
 #: code importing it keeps working
 RankingMetric = BaseRankingMetric
+
+
+def _refuse_lightning_log(metric: BaseRankingMetric) -> None:
+    """A clear error where Lightning's ``self.log(name, metric)`` computes a metric of several keys.
+
+    Lightning logs one number per name: a metric logged by ``self.log`` (and
+    by ``self.log_dict(collection)``, which logs each metric of a
+    ``MetricCollection``) must compute a tensor, and Lightning's own error,
+    at the epoch's end, says so without the way out. Its logged metric calls
+    ``compute`` from a few frames up, holding this metric as its ``value``.
+    """
+    frame: types.FrameType | None = sys._getframe(2)
+    for _ in range(8):
+        if frame is None:
+            return
+        owner = frame.f_locals.get("self")
+        if type(owner).__name__ == "_ResultMetric" and getattr(owner, "value", None) is metric:
+            break
+        frame = frame.f_back
+    else:
+        return
+    name = getattr(getattr(owner, "meta", None), "name", "?")
+    keys = ", ".join(repr(key) for key in metric.keys)
+    raise ValueError(
+        f"Lightning logs one number per name, and {type(metric).__name__} logged as {name!r} "
+        f"computes {len(metric.keys)} ({keys}): `self.log(name, metric)` and "
+        "`self.log_dict(collection)` take metrics of one key. Log its values at the epoch's end "
+        "instead, `self.log_dict(metrics.compute())` then `metrics.reset()` (a "
+        "MetricCollection's compute() gives every key of its metrics), use one k per metric "
+        "object, or log them all with ranking_plugins.lightning.RankingMetricsCallback"
+    )
 
 
 # ------------------------------------------------- TorchMetrics' errors, its words first
