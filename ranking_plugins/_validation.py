@@ -27,6 +27,7 @@ EMPTY_TARGET_ACTIONS = ("neg", "pos", "skip", "error")
 REDUCTIONS = ("mean", "none")
 GAINS = ("exponential", "linear")
 AP_DENOMINATORS = ("relevant", "min_k_relevant")
+FALL_OUT_EMPTY = ("no_relevant", "no_nonrelevant")
 TARGET_FORMATS = ("dense", "indices")
 
 

@@ -156,8 +156,9 @@ _FLAT_STATES: dict[str, torch.dtype] = {
 #: they read of the flag); an entry updated without ``judged`` is judged
 _JUDGED_STATE = "flat_judged"
 
-#: where TorchMetrics' default differs from the package's
-TORCHMETRICS_DEFAULTS: dict[str, Any] = {"gain": "linear"}
+#: where TorchMetrics' default differs from the package's (RetrievalFallOut computes the
+#: fall-out of a query without relevant items, and calls one without non-relevant items empty)
+TORCHMETRICS_DEFAULTS: dict[str, Any] = {"gain": "linear", "fall_out_empty": "no_nonrelevant"}
 
 _UINT64 = getattr(torch, "uint64", None)  # torch >= 2.3
 
@@ -861,16 +862,18 @@ def _check_arguments(
 
 
 class _EmptyTargetError(EmptyQueryError):
-    """``empty_target_action="error"`` met a query without a relevant item.
+    """``empty_target_action="error"`` met an empty query (no relevant item; for
+    fall-out, by default here, no non-relevant one).
 
     TorchMetrics' message, then the kernel's (which names the query and the
-    metric); ``metric`` and ``query`` are the kernel error's.
+    metric); ``metric``, ``query`` and ``lacks`` are the kernel error's.
     """
 
     def __init__(self, error: EmptyQueryError) -> None:
-        self.metric, self.query = error.metric, error.query
+        self.metric, self.query, self.lacks = error.metric, error.query, error.lacks
+        target = "negative" if error.lacks == "non-relevant item" else "positive"
         ValueError.__init__(
-            self, f"`compute` method was provided with a query with no positive target. {error}"
+            self, f"`compute` method was provided with a query with no {target} target. {error}"
         )
 
 
@@ -1322,9 +1325,12 @@ class F1(_SingleMetric, metric="f1"):
 class FallOut(_SingleMetric, metric="fall_out"):
     """Fall-out@k: non-relevant items in the top k over the non-relevant ones; lower is better.
 
-    A query without relevant items counts as 1 under ``"neg"`` (its worst
-    value). ``RetrievalFallOut`` instead calls a query without *non-relevant*
-    items empty and defaults to ``"pos"``.
+    As ``RetrievalFallOut``, a query without relevant items counts its fall-out
+    (it needs only non-relevant items), and a query without *non-relevant*
+    items is the empty one, counted as 1 (its worst value) under the default
+    ``"neg"``, as RetrievalFallOut's default ``"pos"`` does (its ``"neg"``
+    counts 0). ``fall_out_empty="no_relevant"`` makes a query without relevant
+    items the empty one, as every other metric and the rest of the package.
 
     >>> import torch
     >>> from ranking_plugins.torchmetrics import FallOut
