@@ -26,6 +26,7 @@ from torch import Tensor
 # the options' values, kept where the command's parser reads them without torch
 from ranking_plugins.choices import AP_DENOMINATORS as AP_DENOMINATORS
 from ranking_plugins.choices import EMPTY_TARGET_ACTIONS as EMPTY_TARGET_ACTIONS
+from ranking_plugins.choices import FALL_OUT_EMPTY as FALL_OUT_EMPTY
 from ranking_plugins.choices import GAINS as GAINS
 
 REDUCTIONS = ("mean", "none")

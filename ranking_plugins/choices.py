@@ -12,6 +12,9 @@ TIES = ("average", "first", "pessimistic", "optimistic")
 EMPTY_TARGET_ACTIONS = ("neg", "pos", "skip", "error")
 #: nDCG's gain of a grade
 GAINS = ("exponential", "linear")
+#: which query fall-out calls empty: one without relevant items (the package's) or,
+#: as TorchMetrics, one without non-relevant items
+FALL_OUT_EMPTY = ("no_relevant", "no_nonrelevant")
 #: what map@k divides by
 AP_DENOMINATORS = ("relevant", "min_k_relevant")
 #: the formats of a qrels or run file (``auto``: from its name, else its first line)
@@ -25,6 +28,7 @@ __all__ = [
     "AP_DENOMINATORS",
     "CORRECTIONS",
     "EMPTY_TARGET_ACTIONS",
+    "FALL_OUT_EMPTY",
     "FILE_FORMATS",
     "GAINS",
     "TESTS",

@@ -180,6 +180,7 @@ class PackageOptions(AdapterItemKeywords, total=False):
     adaptive_k: bool
     weighted: bool
     rbp_persistence: float
+    fall_out_empty: str
     target_format: str | None
     validate_args: bool
     #: also keep every query's values, for :meth:`BaseRankingMetric.compute_per_query`

@@ -90,7 +90,16 @@ def _ndcg(c: Cutoff, options: Options) -> MetricValue:
 
 def _fall_out(c: Cutoff, options: Options) -> MetricValue:
     nonrelevant = c.stats.nonrelevant_ranked.unsqueeze(1)
-    return _ratio(c.retrieved - c.hits, nonrelevant), _has_relevant(c)
+    value = _ratio(c.retrieved - c.hits, nonrelevant)
+    if _fall_out_empty_lacks(options) == "non-relevant item":
+        return value, (nonrelevant > 0).expand_as(c.k)
+    return value, _has_relevant(c)
+
+
+def _fall_out_empty_lacks(options: Options) -> str:
+    """What fall-out's empty query lacks: fall-out needs only non-relevant items, and
+    TorchMetrics computes it without relevant ones (``fall_out_empty``)."""
+    return "non-relevant item" if options.fall_out_empty == "no_nonrelevant" else "relevant item"
 
 
 def _r_precision(c: Cutoff, options: Options) -> MetricValue:
@@ -416,6 +425,9 @@ class Metric:
     recall_levels: tuple[float, ...] = ()
     #: value of an empty query under empty_target_action="neg" (its worst value)
     empty_neg: float = 0.0
+    #: what its empty query lacks under the options (None: a relevant item), for the
+    #: error of ``empty_target_action="error"``
+    empty_lacks: Callable[[Options], str] | None = None
     lower_bound: float = 0.0
     upper_bound: float | None = 1.0
 
@@ -439,7 +451,13 @@ METRICS: dict[str, Metric] = {
         Metric(name="f1", higher_is_better=True, value=_f1),
         Metric(name="map", higher_is_better=True, value=_map),
         Metric(name="ndcg", higher_is_better=True, value=_ndcg, trec_eval_graded=True),
-        Metric(name="fall_out", higher_is_better=False, value=_fall_out, empty_neg=1.0),
+        Metric(
+            name="fall_out",
+            higher_is_better=False,
+            value=_fall_out,
+            empty_neg=1.0,
+            empty_lacks=_fall_out_empty_lacks,
+        ),
         Metric(
             name="r_precision",
             higher_is_better=True,
@@ -758,9 +776,7 @@ def read_metrics(
             continue
         for _, key in result_columns(metric, ks):
             value, defined = values.get(key, (_empty(ranked), _empty(ranked).bool()))
-            value, counted = _apply_empty_action(
-                metric, value, defined, options.empty_target_action
-            )
+            value, counted = _apply_empty_action(metric, value, defined, options)
             results[key] = PerQuery(value, counted)
     return Evaluation(results, relevant_count, exposure)
 
@@ -845,26 +861,31 @@ class EmptyQueryError(ValueError):
     other names (the command: by query id) reads it and says so itself.
     """
 
-    def __init__(self, metric: str, query: int, name: str | None = None) -> None:
+    def __init__(
+        self, metric: str, query: int, name: str | None = None, lacks: str = "relevant item"
+    ) -> None:
         self.metric = metric
         self.query = query
+        self.lacks = lacks
         shown = repr(name) if name is not None else str(query)
         super().__init__(
-            f"`empty_target_action='error'`: query {shown} has no relevant item "
+            f"`empty_target_action='error'`: query {shown} has no {lacks} "
             f"(or none ranked), so {metric} is undefined for it"
         )
 
 
 def _apply_empty_action(
-    metric: Metric, value: Tensor, defined: Tensor, action: str
+    metric: Metric, value: Tensor, defined: Tensor, options: Options
 ) -> tuple[Tensor, Tensor]:
+    action = options.empty_target_action
     if metric.exposure:
         # no relevance involved: a query counts unless its top k is too short
         # for the metric (no item; one item for diversity), and then is left out
         return torch.where(defined, value, torch.nan), defined
     if action == "error":
         if not bool(defined.all()):
-            raise EmptyQueryError(metric.name, int((~defined).nonzero()[0, 0]))
+            lacks = "relevant item" if metric.empty_lacks is None else metric.empty_lacks(options)
+            raise EmptyQueryError(metric.name, int((~defined).nonzero()[0, 0]), lacks=lacks)
         return value, defined
     if action == "skip":
         return torch.where(defined, value, torch.nan), defined

@@ -112,6 +112,13 @@ class Options:
         "trec_eval's and the command's 0.9)",
         _persistence,
     )
+    fall_out_empty: str = option(
+        "no_relevant",
+        "which query fall-out calls empty: one without relevant items (``no_relevant``, as "
+        "every metric) or without non-relevant ones (``no_nonrelevant``, TorchMetrics' "
+        "RetrievalFallOut, which computes the fall-out of a query without relevant items)",
+        _choice(*V.FALL_OUT_EMPTY),
+    )
     target_format: str | None = option(
         None,
         "``dense`` or ``indices`` when the target's shape is ambiguous; None: read from the shapes",
@@ -157,6 +164,7 @@ class OptionKeywords(TypedDict, total=False):
     adaptive_k: bool
     weighted: bool
     rbp_persistence: float
+    fall_out_empty: str
     target_format: str | None
     validate_args: bool
 

@@ -53,7 +53,9 @@ import dataclasses
 import functools
 import hashlib
 import math
+import sys
 import threading
+import types
 import weakref
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
@@ -154,8 +156,10 @@ _FLAT_STATES: dict[str, torch.dtype] = {
 #: they read of the flag); an entry updated without ``judged`` is judged
 _JUDGED_STATE = "flat_judged"
 
-#: TorchMetrics' defaults, kept here whatever the package's (its gain is linear too)
-TORCHMETRICS_DEFAULTS: dict[str, Any] = {"gain": "linear"}
+#: TorchMetrics' defaults, kept here whatever the package's (its gain is linear too;
+#: RetrievalFallOut computes the fall-out of a query without relevant items, and calls
+#: one without non-relevant items empty)
+TORCHMETRICS_DEFAULTS: dict[str, Any] = {"gain": "linear", "fall_out_empty": "no_nonrelevant"}
 
 _UINT64 = getattr(torch, "uint64", None)  # torch >= 2.3
 
@@ -583,8 +587,63 @@ class BaseRankingMetric(Metric):
 
     # ---------------------------------------------------------------- compute
 
+    def _check_compute_group(self) -> None:
+        """Refuse the values a ``MetricCollection`` compute group cannot give.
+
+        In a group, TorchMetrics updates only the first metric and sets its
+        states, by name, on the others (``compute_groups=[[...]]`` forms groups
+        of any metrics). The grouped layout's entries are states of one name in
+        every metric of this module, kept as given: a metric of the group reads
+        them as its own, so its values stay right. What else the first metric
+        keeps (the sums of dense, item-index and whole-query batches, its
+        per-query values, its exposure) is named by what it computes, so it
+        arrives here under a name this metric does not read (a *foreign*
+        state). Foreign states holding batches while this metric's own hold
+        none: those batches reached only the first metric (``forward``, which
+        TorchMetrics calls on every metric of a group, fills both).
+        """
+        foreign = {
+            name: value
+            for name, value in vars(self).items()
+            if name not in self._defaults and name.startswith(_NAMED_STATES)
+        }
+        if not foreign:
+            return
+        own = {
+            name: getattr(self, name) for name in self._defaults if name.startswith(_NAMED_STATES)
+        }
+        problem = None
+        if _holds_batches(foreign) and not _holds_batches(own):
+            problem = (
+                "the first metric keeps only the sums of its own values for dense, item-index "
+                "or `whole_queries` batches"
+            )
+        elif _JUDGED_STATE in foreign and not bool(dim_zero_cat(foreign[_JUDGED_STATE]).all()):
+            problem = (
+                "the first metric kept judged flags, which this metric would have applied to "
+                "the grades it keeps"
+            )
+        elif self._keeps_judged and _state_size(getattr(self, _JUDGED_STATE)) != _state_size(
+            self.flat_mask
+        ):
+            problem = "this metric reads judged flags that the first metric did not keep"
+        if problem is None:
+            return
+        named = ", ".join(f"`{name}`" for name in sorted(foreign))
+        raise ValueError(
+            f"`compute_groups`: {type(self).__name__} ({', '.join(self.keys)}) is in a "
+            "MetricCollection compute group whose first metric computes other values (its "
+            f"states {named} were set on this metric). TorchMetrics updates only the first "
+            f"metric of a group, and {problem}, not this metric's. Let TorchMetrics form the "
+            "groups, `MetricCollection(metrics)` (compute_groups=True, the default; the "
+            "metrics of a collection still rank each batch once), or group only metrics with "
+            "the same values and options; with `indexes` (entries kept until compute) any "
+            "metrics of this module may share a group"
+        )
+
     def _all_totals(self) -> Totals:
         """Dense sums plus the grouped queries, ranked here in one kernel call."""
+        self._check_compute_group()
         totals = self.totals
         evaluation = self._grouped_evaluation()
         if evaluation is None:
@@ -668,6 +727,7 @@ class BaseRankingMetric(Metric):
             should_sync=self._to_sync,
             should_unsync=self._should_unsync,
         ):
+            self._check_compute_group()
             keys = self._query_keys  # the catalogue-level metrics have no per-query value
             kept = dim_zero_cat(getattr(self, self._per_query_name)).reshape(-1, len(keys))
             evaluation = self._grouped_evaluation()
@@ -678,6 +738,7 @@ class BaseRankingMetric(Metric):
     def _format(self, values: Tensor) -> Tensor | dict[str, Tensor]:
         if len(self.keys) == 1 and not self._always_dict:
             return values[0]
+        _refuse_lightning_log(self)
         return dict(zip(self.keys, values.unbind(0), strict=True))
 
     # ------------------------------------------------------------------- plot
@@ -731,6 +792,37 @@ class BaseRankingMetric(Metric):
 RankingMetric = BaseRankingMetric
 
 
+def _refuse_lightning_log(metric: BaseRankingMetric) -> None:
+    """A clear error where Lightning's ``self.log(name, metric)`` computes a metric of several keys.
+
+    Lightning logs one number per name: a metric logged by ``self.log`` (and
+    by ``self.log_dict(collection)``, which logs each metric of a
+    ``MetricCollection``) must compute a tensor, and Lightning's own error,
+    at the epoch's end, says so without the way out. Its logged metric calls
+    ``compute`` from a few frames up, holding this metric as its ``value``.
+    """
+    frame: types.FrameType | None = sys._getframe(2)
+    for _ in range(8):
+        if frame is None:
+            return
+        owner = frame.f_locals.get("self")
+        if type(owner).__name__ == "_ResultMetric" and getattr(owner, "value", None) is metric:
+            break
+        frame = frame.f_back
+    else:
+        return
+    name = getattr(getattr(owner, "meta", None), "name", "?")
+    keys = ", ".join(repr(key) for key in metric.keys)
+    raise ValueError(
+        f"Lightning logs one number per name, and {type(metric).__name__} logged as {name!r} "
+        f"computes {len(metric.keys)} ({keys}): `self.log(name, metric)` and "
+        "`self.log_dict(collection)` take metrics of one key. Log its values at the epoch's end "
+        "instead, `self.log_dict(metrics.compute())` then `metrics.reset()` (a "
+        "MetricCollection's compute() gives every key of its metrics), use one k per metric "
+        "object, or log them all with ranking_plugins.lightning.RankingMetricsCallback"
+    )
+
+
 # ------------------------------------------------- TorchMetrics' errors, its words first
 #
 # Where ``torchmetrics.retrieval`` and this package both refuse an input, the error
@@ -771,16 +863,18 @@ def _check_arguments(
 
 
 class _EmptyTargetError(EmptyQueryError):
-    """``empty_target_action="error"`` met a query without a relevant item.
+    """``empty_target_action="error"`` met an empty query (no relevant item; for
+    fall-out, by default here, no non-relevant one).
 
     TorchMetrics' message, then the kernel's (which names the query and the
-    metric); ``metric`` and ``query`` are the kernel error's.
+    metric); ``metric``, ``query`` and ``lacks`` are the kernel error's.
     """
 
     def __init__(self, error: EmptyQueryError) -> None:
-        self.metric, self.query = error.metric, error.query
+        self.metric, self.query, self.lacks = error.metric, error.query, error.lacks
+        target = "negative" if error.lacks == "non-relevant item" else "positive"
         ValueError.__init__(
-            self, f"`compute` method was provided with a query with no positive target. {error}"
+            self, f"`compute` method was provided with a query with no {target} target. {error}"
         )
 
 
@@ -862,6 +956,25 @@ def _unjudged_grades(
     if ignore_index is not None:
         unjudged &= target != ignore_index
     return torch.where(unjudged, grade, target.to(torch.float64))
+
+
+#: the states named by what a metric computes (a digest), and the judged flags, which
+#: only some metrics keep: a MetricCollection group may set another metric's on this one
+_NAMED_STATES = ("sums_", "exposure_", "per_query_", _JUDGED_STATE)
+
+
+def _holds_batches(states: dict[str, Any]) -> bool:
+    """Whether sums (not zero) or per-query values (not empty) hold any batch."""
+    return any(
+        bool(value.any()) if name.startswith(("sums_", "exposure_")) else _state_size(value) > 0
+        for name, value in states.items()
+        if name != _JUDGED_STATE
+    )
+
+
+def _state_size(state: Tensor | list[Tensor]) -> int:
+    """The entries of a state, a tensor or a "cat" list (one after a sync)."""
+    return state.numel() if isinstance(state, Tensor) else sum(t.numel() for t in state)
 
 
 def _same(a: Tensor, b: Tensor) -> bool:
@@ -1213,9 +1326,12 @@ class F1(_SingleMetric, metric="f1"):
 class FallOut(_SingleMetric, metric="fall_out"):
     """Fall-out@k: non-relevant items in the top k over the non-relevant ones; lower is better.
 
-    A query without relevant items counts as 1 under ``"neg"`` (its worst
-    value). ``RetrievalFallOut`` instead calls a query without *non-relevant*
-    items empty and defaults to ``"pos"``.
+    As ``RetrievalFallOut``, a query without relevant items counts its fall-out
+    (it needs only non-relevant items), and a query without *non-relevant*
+    items is the empty one, counted as 1 (its worst value) under the default
+    ``"neg"``, as RetrievalFallOut's default ``"pos"`` does (its ``"neg"``
+    counts 0). ``fall_out_empty="no_relevant"`` makes a query without relevant
+    items the empty one, as every other metric and the rest of the package.
 
     >>> import torch
     >>> from ranking_plugins.torchmetrics import FallOut

@@ -373,3 +373,16 @@ def test_torchmetrics_fall_out(top_k: int | None) -> None:
     theirs = torchmetrics_mean(retrieval.RetrievalFallOut(top_k=top_k), preds, target)
     ours = next(iter(rank_metrics(preds, target, ["fall_out"], top_k).values()))
     torch.testing.assert_close(ours, theirs, atol=ATOL, rtol=0)
+
+
+@pytest.mark.parametrize("top_k", [None, 1, 3])
+def test_torchmetrics_fall_out_rule_gives_its_empty_queries(top_k: int | None) -> None:
+    """With ``fall_out_empty="no_nonrelevant"`` equal on every query under "pos" (issue 26),
+    queries without relevant items and without non-relevant ones included."""
+    retrieval = pytest.importorskip("torchmetrics.retrieval")
+    preds, target = case(seed_of("tm-fall-out-rule", top_k))
+    target[0], target[1] = 0, 1  # a query of each kind
+    theirs = torchmetrics_mean(retrieval.RetrievalFallOut(top_k=top_k), preds, target)
+    options = {"fall_out_empty": "no_nonrelevant", "empty_target_action": "pos"}
+    ours = next(iter(rank_metrics(preds, target, ["fall_out"], top_k, **options).values()))
+    torch.testing.assert_close(ours, theirs, atol=ATOL, rtol=0)

@@ -27,6 +27,7 @@ BAD_VALUES: dict[str, tuple[object, type[Exception], str]] = {
     "adaptive_k": (1, TypeError, "`adaptive_k` must be a bool"),
     "weighted": ("yes", TypeError, "`weighted` must be a bool"),
     "rbp_persistence": (1.0, ValueError, r"`rbp_persistence` must be a number in \(0, 1\)"),
+    "fall_out_empty": ("none", ValueError, "`fall_out_empty` must be one of"),
     "target_format": ("sparse", ValueError, "`target_format` must be one of"),
     "validate_args": (None, TypeError, "`validate_args` must be a bool"),
 }
@@ -106,7 +107,7 @@ def test_framework_defaults_are_translations_of_the_one_record() -> None:
     assert not torch.equal(linear, exponential)
     assert Options().gain == "linear"
     tm = torchmetrics_adapter.NDCG(top_k=3)
-    assert tm.request.options == Options()
+    assert tm.request.options == Options(fall_out_empty="no_nonrelevant")
     tm.update(preds, target)
     torch.testing.assert_close(tm.compute(), linear)
     ig = ignite_adapter.NDCG(3, relevance_threshold=None, ignore_zero_hits=False)

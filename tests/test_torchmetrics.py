@@ -66,6 +66,7 @@ def flat_batches(seed: int) -> list[tuple[torch.Tensor, torch.Tensor, torch.Tens
 def reference(data: list[tuple[torch.Tensor, ...]], metrics: Any, top_k: Any, **options: Any):
     """rank_metrics on every batch at once (dense rows stacked / grouped triples joined)."""
     options.setdefault("gain", "linear")
+    options.setdefault("fall_out_empty", "no_nonrelevant")  # TorchMetrics' rule (issue 26)
     if len(data[0]) == 3:
         preds, target, indexes = (torch.cat(parts) for parts in zip(*data))
         return ranking_plugins.rank_metrics(

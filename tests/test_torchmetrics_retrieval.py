@@ -197,8 +197,9 @@ def test_fall_out_on_queries_with_both_kinds(top_k: int | None) -> None:
     )
 
 
-def test_fall_out_empty_queries_differ_by_design() -> None:
-    """A query without relevant items: 1 here under "neg"; TorchMetrics computes it."""
+def test_fall_out_of_a_query_without_relevant_items_is_torchmetrics() -> None:
+    """A query without relevant items counts its fall-out, as TorchMetrics (issue 26;
+    it was empty here, 1 under "neg"); the package's rule by ``fall_out_empty``."""
     preds = torch.tensor([0.9, 0.8, 0.7])
     target = torch.tensor([0, 0, 0])
     indexes = torch.zeros(3, dtype=torch.long)
@@ -207,7 +208,21 @@ def test_fall_out_empty_queries_differ_by_design() -> None:
     ours = rp.FallOut(top_k=1)
     ours.update(preds, target, indexes=indexes)
     assert torch.isclose(theirs.compute(), torch.tensor(1 / 3))
-    assert ours.compute().item() == 1.0
+    assert ours.compute().item() == pytest.approx(1 / 3)
+    package = rp.FallOut(top_k=1, fall_out_empty="no_relevant")
+    package.update(preds, target, indexes=indexes)
+    assert package.compute().item() == 1.0
+
+
+def test_fall_out_empty_queries_differ_under_neg_by_design() -> None:
+    """A query without non-relevant items under "neg": 1 here (the worst fall-out), 0 there."""
+    preds = torch.tensor([0.9, 0.8, 0.7])
+    target = torch.tensor([1, 1, 1])
+    indexes = torch.zeros(3, dtype=torch.long)
+    theirs = tm.RetrievalFallOut(top_k=1, empty_target_action="neg")
+    ours = rp.FallOut(top_k=1, empty_target_action="neg")
+    assert theirs(preds, target, indexes=indexes).item() == 0.0
+    assert ours(preds, target, indexes=indexes).item() == 1.0
 
 
 @pytest.mark.parametrize("empty_target_action", ["neg", "pos", "skip"])
