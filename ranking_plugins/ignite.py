@@ -180,6 +180,7 @@ class PackageOptions(AdapterItemKeywords, total=False):
     adaptive_k: bool
     weighted: bool
     rbp_persistence: float
+    max_fpr: float | None
     target_format: str | None
     validate_args: bool
     #: also keep every query's values, for :meth:`BaseRankingMetric.compute_per_query`

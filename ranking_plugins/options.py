@@ -66,6 +66,7 @@ def _rule(problem: Callable[[object], V.Problem | None], convert: Callable[[Any]
 _flag = _rule(V.flag_problem, bool)
 _finite_number_or_none = _rule(V.finite_number_problem, float)
 _persistence = _rule(V.unit_interval_problem, float)
+_max_fpr = _rule(V.max_fpr_problem, float)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -110,6 +111,12 @@ class Options:
         "RBP's persistence p in (0, 1), the chance of reading on (ir_measures' 0.8; "
         "trec_eval's and the command's 0.9)",
         _persistence,
+    )
+    max_fpr: float | None = option(
+        None,
+        "``auc`` and ``auroc``: the area up to this false positive rate in (0, 1], "
+        "standardised by McClish's correction (TorchMetrics' ``max_fpr``); None: the whole area",
+        _max_fpr,
     )
     target_format: str | None = option(
         None,
@@ -156,6 +163,7 @@ class OptionKeywords(TypedDict, total=False):
     adaptive_k: bool
     weighted: bool
     rbp_persistence: float
+    max_fpr: float | None
     target_format: str | None
     validate_args: bool
 

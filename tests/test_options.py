@@ -27,6 +27,7 @@ BAD_VALUES: dict[str, tuple[object, type[Exception], str]] = {
     "adaptive_k": (1, TypeError, "`adaptive_k` must be a bool"),
     "weighted": ("yes", TypeError, "`weighted` must be a bool"),
     "rbp_persistence": (1.0, ValueError, r"`rbp_persistence` must be a number in \(0, 1\)"),
+    "max_fpr": (0.0, ValueError, r"`max_fpr` must be None or a number in \(0, 1\]"),
     "target_format": ("sparse", ValueError, "`target_format` must be one of"),
     "validate_args": (None, TypeError, "`validate_args` must be a bool"),
 }
