@@ -173,6 +173,8 @@ def _metric_for_order(
         raise AssertionError(metric)
 
     kk = n if k is None else k
+    if metric == "auroc":  # issue 26: TorchMetrics' AUROC of the top k, below
+        return _roc_area_of_order(rels[:kk], None)
     kp = min(kk, n) if adaptive_k else kk
     h = hits(kk)
     if metric == "hit_rate":

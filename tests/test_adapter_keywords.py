@@ -93,6 +93,7 @@ def test_every_documented_option_is_still_accepted(name: str) -> None:
         "adaptive_k": True,
         "weighted": False,
         "rbp_persistence": 0.9,  # issue 13
+        "max_fpr": 0.5,  # issue 26
         "target_format": "dense",
         "validate_args": False,
         "relevance_threshold": 1.0,

@@ -7,6 +7,7 @@ import random
 
 import pytest
 import torch
+from host_reads import forbid_host_reads
 from reference import is_relevant, reference_auroc
 from torchmetrics.functional.retrieval import retrieval_auroc
 from torchmetrics.retrieval import RetrievalAUROC
@@ -142,3 +143,15 @@ def test_max_fpr_out_of_range_is_refused(bad: object) -> None:
         AUC(max_fpr=bad)  # type: ignore[arg-type]
     with pytest.raises(error, match="`max_fpr`"):
         rank_metrics(torch.rand(1, 3), torch.ones(1, 3), ["auc"], None, max_fpr=bad)
+
+
+@pytest.mark.parametrize("ties", ["first", "pessimistic", "optimistic"])
+def test_auroc_reads_the_host_only_under_average(ties: str, monkeypatch) -> None:
+    """Its groups of alike items need no host read (the entry's ``host_under_average``)."""
+    generator = torch.Generator().manual_seed(0)
+    preds = torch.randint(0, 3, (4, 8), generator=generator).float()  # ties in every row
+    target = torch.randint(0, 2, (4, 8), generator=generator)
+    with forbid_host_reads(monkeypatch):
+        rank_metrics(
+            preds, target, ["auroc", "auc"], 3, ties=ties, max_fpr=0.5, validate_args=False
+        )

@@ -37,6 +37,8 @@ class ListStats(ABC):
     top_list: RankedList | None = None
     #: the catalogue's size, when the lists' items are catalogue items
     num_items: int | None = None
+    #: "average": a tie group may hold relevant and other items (else its items are alike)
+    shared_ties: bool = True
 
     @abstractmethod
     def hits_at(self, k: Tensor) -> Tensor:
@@ -130,7 +132,9 @@ class ListStats(ABC):
     def auroc_at(self, k: Tensor, max_fpr: float | None, whole_list: bool) -> Tensor:
         """E[TorchMetrics' (partial) AUROC of the top k]: 0 where it holds one class only
         (:mod:`~ranking_plugins.kernel.statistics.partial_auc`)."""
-        return top_auc(self.auc_slots, k, self.num_ranked, max_fpr, whole_list)
+        # only "average" cuts a group of relevant and other items (a host read finds them)
+        cuts_mixed = self.shared_ties and not whole_list
+        return top_auc(self.auc_slots, k, self.num_ranked, max_fpr, cuts_mixed)
 
     # -- G, ndcg_rel, Rndcg (issue 13): read only for those measures -------------
 

@@ -90,10 +90,11 @@ def _value(
 
 
 def top_auc(
-    slots: AucSlots, k: Tensor, num_ranked: Tensor, max_fpr: float | None, whole_list: bool
+    slots: AucSlots, k: Tensor, num_ranked: Tensor, max_fpr: float | None, cuts_mixed: bool
 ) -> Tensor:
     """(Q, K) E[the standardised partial AUC of the top k] (see the module), 0 where the
-    top k holds one class. ``whole_list``: k is the end of every list (no group is cut)."""
+    top k holds one class. ``cuts_mixed``: a k may cut a group of relevant and other
+    items (under "average", not at the end of the lists); else no host read."""
     listed = torch.minimum(k, num_ranked.unsqueeze(1))  # (Q, K)
     s = AucSlots(*(field.unsqueeze(1) for field in vars(slots).values()))  # (Q, 1, W)
     end = s.start + s.size
@@ -108,7 +109,7 @@ def top_auc(
     # a cut group of relevant items only adds its places; one without any adds nothing
     x = torch.where(cut_size == cut_relevant, places, 0.0)
     values = _value(s, full, listed, relevant_full, x, cut_start, places, max_fpr)
-    if whole_list:
+    if not cuts_mixed:
         return values
     mixed = (cut_relevant > 0) & (cut_size > cut_relevant)
     if not bool(mixed.any()):

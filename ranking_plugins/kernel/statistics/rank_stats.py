@@ -106,6 +106,7 @@ class RankStats(ListStats):
     ) -> None:
         self.list = ranked_list
         self.top_list = ranked_list
+        self.shared_ties = ranked_list.shared_ties
         self.num_items = num_items  # the columns of the scores: catalogue items
         self.relevant_count = relevant_count.to(torch.float64)
         self.relevant_ranked = relevant_ranked.to(torch.float64)
