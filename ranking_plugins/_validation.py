@@ -109,6 +109,17 @@ def unit_interval_problem(value: object) -> Problem | None:
     return None
 
 
+def max_fpr_problem(value: object) -> Problem | None:
+    """``value`` must be None or a number in (0, 1] (a false positive rate; 1: the whole area)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, Real):
+        return Problem(f"must be None or a number in (0, 1], got {value!r}", wrong_type=True)
+    if not 0 < float(value) <= 1:  # NaN too
+        return Problem(f"must be None or a number in (0, 1], got {value!r}")
+    return None
+
+
 def finite_number_problem(value: object) -> Problem | None:
     """``value`` must be a finite number or None."""
     if value is None:

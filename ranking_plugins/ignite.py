@@ -181,6 +181,7 @@ class PackageOptions(AdapterItemKeywords, total=False):
     weighted: bool
     rbp_persistence: float
     fall_out_empty: str
+    max_fpr: float | None
     target_format: str | None
     validate_args: bool
     #: also keep every query's values, for :meth:`BaseRankingMetric.compute_per_query`

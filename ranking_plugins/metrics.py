@@ -115,7 +115,16 @@ def _mean_rank(c: Cutoff, options: Options) -> MetricValue:
 def _auc(c: Cutoff, options: Options) -> MetricValue:
     s = c.stats
     pairs = (s.relevant_ranked * s.nonrelevant_ranked).unsqueeze(1)
-    return _ratio(s.ordered_pairs.unsqueeze(1), pairs), _has_relevant(c) & (pairs > 0)
+    defined = _has_relevant(c) & (pairs > 0)
+    if options.max_fpr is not None:  # the standardised partial AUC of the whole list
+        return c.auroc(options.max_fpr), defined
+    return _ratio(s.ordered_pairs.unsqueeze(1), pairs), defined
+
+
+def _auroc(c: Cutoff, options: Options) -> MetricValue:
+    """TorchMetrics' RetrievalAUROC: the (partial) AUC of the top k, 0 where it holds one
+    class only (kernel/statistics/partial_auc.py); a query without relevant items is empty."""
+    return c.auroc(options.max_fpr), _has_relevant(c)
 
 
 # -- trec_eval's counts and set measures, RBP, DCG (issue 13) ------------------------------
@@ -473,6 +482,7 @@ METRICS: dict[str, Metric] = {
             upper_bound=None,
         ),
         Metric(name="auc", higher_is_better=True, value=_auc, cutoff="whole_list"),
+        Metric(name="auroc", higher_is_better=True, value=_auroc, host_under_average=True),
         Metric(
             name="num_ret",
             higher_is_better=True,

@@ -66,6 +66,7 @@ def _rule(problem: Callable[[object], V.Problem | None], convert: Callable[[Any]
 _flag = _rule(V.flag_problem, bool)
 _finite_number_or_none = _rule(V.finite_number_problem, float)
 _persistence = _rule(V.unit_interval_problem, float)
+_max_fpr = _rule(V.max_fpr_problem, float)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -119,6 +120,12 @@ class Options:
         "RetrievalFallOut, which computes the fall-out of a query without relevant items)",
         _choice(*V.FALL_OUT_EMPTY),
     )
+    max_fpr: float | None = option(
+        None,
+        "``auc`` and ``auroc``: the area up to this false positive rate in (0, 1], "
+        "standardised by McClish's correction (TorchMetrics' ``max_fpr``); None: the whole area",
+        _max_fpr,
+    )
     target_format: str | None = option(
         None,
         "``dense`` or ``indices`` when the target's shape is ambiguous; None: read from the shapes",
@@ -165,6 +172,8 @@ class OptionKeywords(TypedDict, total=False):
     weighted: bool
     rbp_persistence: float
     fall_out_empty: str
+    )
+    max_fpr: float | None
     target_format: str | None
     validate_args: bool
 

@@ -1369,8 +1369,14 @@ class MeanRank(_WholeListMetric, metric="mean_rank"):
     """
 
 
-class AUC(_WholeListMetric, metric="auc"):
-    """Per-query ROC AUC over the ranked items (``RetrievalAUROC`` without ``top_k``).
+class AUC(_SingleMetric, metric="auc"):
+    """Per-query ROC AUC, as ``RetrievalAUROC(top_k, max_fpr)``.
+
+    Without ``top_k``: ``auc``, the AUC of the whole ranked list (a query whose
+    ranked items are all relevant is undefined, handled by ``empty_target_action``).
+    With ``top_k``: ``auroc``, TorchMetrics' AUC of the top k items, 0 where they
+    hold relevant items only or none. ``max_fpr`` (an option): the area up to that
+    false positive rate, McClish-standardised, as TorchMetrics' ``max_fpr``.
 
     >>> import torch
     >>> from ranking_plugins.torchmetrics import AUC
@@ -1378,7 +1384,13 @@ class AUC(_WholeListMetric, metric="auc"):
     >>> target = torch.tensor([[1, 0, 0, 1]])
     >>> AUC()(preds, target)
     tensor(0.5000, dtype=torch.float64)
+    >>> AUC(top_k=3)(preds, target)
+    tensor(1., dtype=torch.float64)
     """
+
+    def __init__(self, top_k: TopK = None, **options: Unpack[RankingOptions]) -> None:
+        # the top k's AUC is another metric (auroc); the whole list's stays auc
+        BaseRankingMetric.__init__(self, "auc" if top_k is None else "auroc", top_k, **options)
 
 
 class RankingMetrics(BaseRankingMetric):

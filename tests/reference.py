@@ -173,6 +173,8 @@ def _metric_for_order(
         raise AssertionError(metric)
 
     kk = n if k is None else k
+    if metric == "auroc":  # issue 26: TorchMetrics' AUROC of the top k, below
+        return _roc_area_of_order(rels[:kk], None)
     kp = min(kk, n) if adaptive_k else kk
     h = hits(kk)
     if metric == "hit_rate":
@@ -1001,3 +1003,54 @@ def _mean_over_orders(values: list[float | None], what: object) -> float | None:
         assert all(v is None for v in values), (what, values)
         return None
     return math.fsum(v for v in values if v is not None) / len(values)
+
+
+# --------------------------------------------------------------------------- #
+# issue 26: TorchMetrics' RetrievalAUROC(top_k, max_fpr)
+# --------------------------------------------------------------------------- #
+def _roc_area_of_order(rels: list[bool], max_fpr: float | None) -> float:
+    """TorchMetrics' retrieval_auroc of one order without ties: the ROC curve drawn
+    item by item, its area up to ``max_fpr`` by trapezoids (the last one cut where
+    the curve crosses it), McClish-standardised; 0 when the list holds one class."""
+    positives = sum(rels)
+    negatives = len(rels) - positives
+    if positives == 0 or negatives == 0:
+        return 0.0
+    f = 1.0 if max_fpr is None else max_fpr
+    area, fpr, tpr = 0.0, 0.0, 0.0
+    for rel in rels:
+        if rel:
+            tpr += 1 / positives
+            continue
+        step = min(1 / negatives, max(0.0, f - fpr))
+        area += step * tpr  # a horizontal step: the trapezoid is a rectangle
+        fpr += 1 / negatives
+    if max_fpr is None or max_fpr == 1:
+        return area
+    least = f * f / 2
+    return 0.5 * (1 + (area - least) / (f - least))
+
+
+def reference_auroc(
+    scores: Sequence[float],
+    grades: Sequence[float],
+    ranked: Sequence[bool],
+    k: int | None,
+    max_fpr: float | None,
+    *,
+    ties: str,
+    relevance_threshold: float | None = None,
+) -> float | None:
+    """``auroc@k`` of one query: the mean over the tie policy's orders of TorchMetrics'
+    value on the top k (the top min(k, n)); None for a query without relevant items."""
+    grades = [float(g) for g in grades]
+    if not any(is_relevant(g, relevance_threshold) for g in grades):
+        return None
+    orders = all_orders([float(s) for s in scores], grades, ranked, ties, relevance_threshold)
+    values = [
+        _roc_area_of_order(
+            [is_relevant(grades[i], relevance_threshold) for i in order[:k]], max_fpr
+        )
+        for order in orders
+    ]
+    return math.fsum(values) / len(values)

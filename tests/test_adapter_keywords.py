@@ -94,6 +94,7 @@ def test_every_documented_option_is_still_accepted(name: str) -> None:
         "weighted": False,
         "rbp_persistence": 0.9,  # issue 13
         "fall_out_empty": "no_relevant",  # issue 26
+        "max_fpr": 0.5,  # issue 26
         "target_format": "dense",
         "validate_args": False,
         "relevance_threshold": 1.0,

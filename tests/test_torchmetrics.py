@@ -494,7 +494,9 @@ def test_constructor_errors_name_the_argument(kwargs: dict[str, Any], argument: 
 
 def test_whole_list_metrics_take_no_top_k() -> None:
     with pytest.raises((TypeError, ValueError)):
-        rp.AUC(top_k=5)  # type: ignore[call-arg]
+        rp.MeanRank(top_k=5)  # type: ignore[call-arg]
+    # AUC takes RetrievalAUROC's top_k (issue 26): the top k's AUC, auroc@k
+    assert rp.AUC(top_k=5).keys == ("auroc@5",)
 
 
 # ------------------------------------------------------------------ bad inputs

@@ -309,6 +309,7 @@ class RankCounter:
             num_items=self.num_items,
         )
         stats.every_judged = self._every_judged  # read only by the judged measures
+        stats.shared_ties = self.ties == "average"
         return stats
 
     def _every_judged(self, stats: CountStats) -> CountedJudgedStats:

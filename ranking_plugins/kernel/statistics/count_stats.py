@@ -35,6 +35,7 @@ from ranking_plugins.kernel.statistics.closed_forms import (
 )
 from ranking_plugins.kernel.statistics.judged import CountedJudgedStats, JudgedReadings
 from ranking_plugins.kernel.statistics.list_stats import ListStats
+from ranking_plugins.kernel.statistics.partial_auc import AucSlots
 from ranking_plugins.kernel.statistics.tie_orders import interpolated_precision_of_mixed_groups
 
 
@@ -217,6 +218,12 @@ class CountStats(ListStats):
             self.start, self.size, self.group_relevant, self.before, nonrelevant
         )
         return torch.where(self.ranked, below, 0.0).sum(dim=1)
+
+    @property
+    def auc_slots(self) -> AucSlots:
+        """Each relevant ranked item, with its group."""
+        fields = (self.start, self.size, self.group_relevant, self.before)
+        return AucSlots(self.ranked.to(torch.float64), *fields)
 
     def interpolated_precision(self, recall_levels: tuple[float, ...]) -> Tensor:
         """The best place of each group of relevant items is its last: hits / place grows there."""

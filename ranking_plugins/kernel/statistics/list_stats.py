@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING
 import torch
 from torch import Tensor
 
+from ranking_plugins.kernel.statistics.partial_auc import AucSlots, top_auc
+
 if TYPE_CHECKING:
     from ranking_plugins.kernel.ranking.tie_groups import RankedList
     from ranking_plugins.kernel.statistics.exposure import TopItems
@@ -35,6 +37,8 @@ class ListStats(ABC):
     top_list: RankedList | None = None
     #: the catalogue's size, when the lists' items are catalogue items
     num_items: int | None = None
+    #: "average": a tie group may hold relevant and other items (else its items are alike)
+    shared_ties: bool = True
 
     @abstractmethod
     def hits_at(self, k: Tensor) -> Tensor:
@@ -119,6 +123,18 @@ class ListStats(ABC):
     @abstractmethod
     def ordered_pairs(self) -> Tensor:
         """(Q,) E[(relevant, non-relevant) pairs with the relevant item first]; a tie counts 1/2."""
+
+    @property
+    @abstractmethod
+    def auc_slots(self) -> AucSlots:
+        """Where the relevant ranked items stand, with their tie groups (read only for AUC)."""
+
+    def auroc_at(self, k: Tensor, max_fpr: float | None, whole_list: bool) -> Tensor:
+        """E[TorchMetrics' (partial) AUROC of the top k]: 0 where it holds one class only
+        (:mod:`~ranking_plugins.kernel.statistics.partial_auc`)."""
+        # only "average" cuts a group of relevant and other items (a host read finds them)
+        cuts_mixed = self.shared_ties and not whole_list
+        return top_auc(self.auc_slots, k, self.num_ranked, max_fpr, cuts_mixed)
 
     # -- G, ndcg_rel, Rndcg (issue 13): read only for those measures -------------
 
@@ -244,6 +260,13 @@ class Cutoff:
         if recall_levels not in cache:
             cache[recall_levels] = self.stats.interpolated_precision(recall_levels)
         return cache[recall_levels]
+
+    def auroc(self, max_fpr: float | None) -> Tensor:
+        """The (partial) AUROC of the top k (read only for auc and auroc), once per max_fpr."""
+        cache: dict[float | None, Tensor] = self.__dict__.setdefault("_auroc", {})
+        if max_fpr not in cache:
+            cache[max_fpr] = self.stats.auroc_at(self.k, max_fpr, self.whole_list)
+        return cache[max_fpr]
 
     @cached_property
     def retrieved(self) -> Tensor:

@@ -31,6 +31,7 @@ from ranking_plugins.kernel.statistics.closed_forms import (
 )
 from ranking_plugins.kernel.statistics.judged import JudgedStats
 from ranking_plugins.kernel.statistics.list_stats import ListStats
+from ranking_plugins.kernel.statistics.partial_auc import AucSlots
 from ranking_plugins.kernel.statistics.tie_orders import (
     g_group_expectation,
     interpolated_precision_of_mixed_groups,
@@ -105,6 +106,7 @@ class RankStats(ListStats):
     ) -> None:
         self.list = ranked_list
         self.top_list = ranked_list
+        self.shared_ties = ranked_list.shared_ties
         self.num_items = num_items  # the columns of the scores: catalogue items
         self.relevant_count = relevant_count.to(torch.float64)
         self.relevant_ranked = relevant_ranked.to(torch.float64)
@@ -372,6 +374,13 @@ class RankStats(ListStats):
         t, r = g.group_size, g.group_relevant
         below = nonrelevant_below(g.group_start, t, r, g.relevant_before, nonrelevant)
         return (self.relevance * below).sum(dim=1)
+
+    @property
+    def auc_slots(self) -> AucSlots:
+        """Every place, weighing the chance that it holds a relevant item."""
+        g = self.list
+        fields = (g.group_start, g.group_size, g.group_relevant, g.relevant_before)
+        return AucSlots(self.relevance, *fields)
 
     def interpolated_precision(self, recall_levels: tuple[float, ...]) -> Tensor:
         """The best hits@j / j over the ranked relevant places from where hits@j reaches the level.

@@ -20,8 +20,6 @@ inputs, batch by batch and over all batches, as the tester compares them:
 * ``aggregation``: TorchMetrics' ``"median"``, ``"min"``, ``"max"`` or a callable.
   These metrics keep running sums and return the mean (and its standard
   error); they take no ``aggregation`` (``"mean"``, the default, is left out).
-* AUROC with a ``top_k`` or ``max_fpr``: ``AUC`` is the AUC of the whole list
-  and takes neither.
 * ``empty_target_action="skip"`` where no query of a batch counts:
   ``compute()`` is NaN here, 0.0 in TorchMetrics.
 * MAP with a ``top_k``, where a query has relevant items both in and below its
@@ -30,8 +28,9 @@ inputs, batch by batch and over all batches, as the tester compares them:
 * FallOut under ``empty_target_action="neg"``, where a query has no
   non-relevant item (the empty query of both): it counts 1 here, the worst
   fall-out, as ``"neg"`` counts every metric's worst value; 0 in TorchMetrics.
-* AUROC, where a query has relevant items only: its AUC is undefined here
-  (an empty query, handled by ``empty_target_action``); TorchMetrics counts 0.
+* AUROC without ``top_k``, where a query has relevant items only: its AUC is
+  undefined here (an empty query, handled by ``empty_target_action``);
+  TorchMetrics counts 0. With a ``top_k`` (``auroc@k``) both count 0.
 * ``indexes=None``: not an error here, ``(Q, N)`` scores are the dense layout.
 * An empty batch: adds nothing here; TorchMetrics raises ValueError.
 * ``*_all_zero_predictions_returns_zero``: TorchMetrics' MRR, MAP, Precision
@@ -46,6 +45,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from sklearn.metrics import roc_auc_score
 
 HERE = Path(__file__).parent
 
@@ -53,8 +53,6 @@ AGGREGATION = (
     "no `aggregation`: these metrics keep running sums and return the mean; "
     "TorchMetrics' median, min, max or callable aggregation is not offered"
 )
-AUC_TOP_K = "AUC is the AUC of the whole list: it takes no `top_k` (RetrievalAUROC's top k)"
-AUC_MAX_FPR = "AUC takes no `max_fpr` (RetrievalAUROC's partial AUC)"
 SKIP_NAN = (
     'empty_target_action="skip" and no query of a batch counts: NaN here, 0.0 in TorchMetrics'
 )
@@ -79,10 +77,6 @@ SCORE_AT_MOST_0 = (
 #: what each difference makes the test raise: an xfail for another error is a failure
 RAISES = {
     AGGREGATION: ValueError,  # torchmetrics.Metric: "Unexpected keyword arguments"
-    # "Unexpected keyword arguments: `top_k`" (as RetrievalRPrecision); where a `top_k`
-    # error is expected, that message does not match
-    AUC_TOP_K: (ValueError, AssertionError),
-    AUC_MAX_FPR: ValueError,  # torchmetrics.Metric: "Unexpected keyword arguments"
     SKIP_NAN: AssertionError,
     MAP_AT_K: AssertionError,
     FALL_OUT: AssertionError,
@@ -120,18 +114,12 @@ def _difference(item) -> str | None:
         return SCORE_AT_MOST_0
     if name == "test_arguments_class_metric":
         message = params["message"]
-        if metric == "auroc" and "top_k" in message:
-            return AUC_TOP_K
         return next((why for text, why in ARGUMENT_DIFFERENCES.items() if text in message), None)
     if name not in ("test_class_metric", "test_class_metric_ignore_index"):
         return None
     k = params.get("k", params.get("top_k"))
-    if metric == "auroc" and k is not None:  # refused first, before any other keyword
-        return AUC_TOP_K
     if params.get("aggregation", "mean") != "mean":
         return AGGREGATION
-    if metric == "auroc" and params.get("max_fpr") is not None:
-        return AUC_MAX_FPR
     ignore_index = params.get("ignore_index", -100 if name.endswith("_ignore_index") else None)
     eta = params["empty_target_action"]
     units = _units(params["indexes"], params["preds"], params["target"], ignore_index)
@@ -140,7 +128,7 @@ def _difference(item) -> str | None:
         # FallOut's empty queries are others: its own comparison below covers them
         if metric != "fallout" and eta == "skip" and not any((t > 0).any() for _, t in groups):
             return SKIP_NAN
-        if metric in DIFFERS and DIFFERS[metric](groups, eta, k):
+        if metric in DIFFERS and DIFFERS[metric](groups, eta, k, params.get("max_fpr")):
             return reasons[metric]
     return None
 
@@ -179,7 +167,7 @@ def _on_empty(eta):
     return {"skip": None, "neg": 0.0, "pos": 1.0}[eta]
 
 
-def _map_differs(groups, eta, k) -> bool:
+def _map_differs(groups, eta, k, max_fpr) -> bool:
     if k is None:
         return False
 
@@ -202,7 +190,7 @@ def _map_differs(groups, eta, k) -> bool:
     return _means_differ(groups, tm, ours)
 
 
-def _fall_out_differs(groups, eta, k) -> bool:
+def _fall_out_differs(groups, eta, k, max_fpr) -> bool:
     def fall_out(p, t):
         nonrelevant = int((t <= 0).sum())
         return float((_top(p, t, k) <= 0).sum()) / nonrelevant if nonrelevant else 0.0
@@ -218,11 +206,12 @@ def _fall_out_differs(groups, eta, k) -> bool:
     return _means_differ(groups, tm, ours)
 
 
-def _auc_differs(groups, eta, k) -> bool:
+def _auc_differs(groups, eta, k, max_fpr) -> bool:
+    if k is not None:  # auroc@k: TorchMetrics' rule, 0 where the top k holds one class
+        return False
+
     def auc(p, t):
-        pos, neg = p[t > 0], p[t <= 0]
-        wins = (pos[:, None] > neg[None, :]) + 0.5 * (pos[:, None] == neg[None, :])
-        return float(wins.mean())
+        return float(roc_auc_score(t > 0, p, max_fpr=max_fpr))
 
     def tm(group):
         p, t = group
