@@ -172,7 +172,6 @@ class OptionKeywords(TypedDict, total=False):
     weighted: bool
     rbp_persistence: float
     fall_out_empty: str
-    )
     max_fpr: float | None
     target_format: str | None
     validate_args: bool
