@@ -50,6 +50,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from unittests.retrieval import functional_differences
+
 HERE = Path(__file__).parent
 
 AGGREGATION = (
@@ -107,6 +109,8 @@ ARGUMENT_DIFFERENCES = {
 def pytest_collection_modifyitems(config, items):
     for item in items:
         if HERE not in item.path.parents or not isinstance(item, pytest.Function):
+            continue
+        if functional_differences.mark(item):  # the functional tests: that module's marks
             continue
         reason = _difference(item)
         if reason:
