@@ -113,6 +113,15 @@ __all__ = [
     "RankingMetrics",
     "RankingOptions",
     "Recall",
+    "RetrievalAUROC",
+    "RetrievalFallOut",
+    "RetrievalHitRate",
+    "RetrievalMAP",
+    "RetrievalMRR",
+    "RetrievalNormalizedDCG",
+    "RetrievalPrecision",
+    "RetrievalRPrecision",
+    "RetrievalRecall",
 ]
 
 
@@ -1428,3 +1437,173 @@ class RankingMetrics(BaseRankingMetric):
             plot_lower_bound=min(m.lower_bound for m in entries),
             plot_upper_bound=None if None in uppers else max(u for u in uppers if u is not None),
         )
+
+
+# --------------------------------------------- TorchMetrics' names and signatures
+#
+# ``from ranking_plugins.torchmetrics import RetrievalMRR`` in place of
+# ``from torchmetrics.retrieval import RetrievalMRR``: each takes the arguments of
+# TorchMetrics' class, positional ones in its order, and is the class above
+# (``isinstance(RetrievalMRR(), MRR)``); ``top_k`` also takes several ks.
+
+
+def _retrieval_keywords(
+    empty_target_action: str, ignore_index: int | None, aggregation: object, **given: object
+) -> dict[str, Any]:
+    """The keywords of the class above. ``aggregation`` and the AUROC arguments are
+    forwarded only away from TorchMetrics' defaults, so that a class that does not
+    take them refuses them by name and one that does gets them."""
+    keywords: dict[str, Any] = {
+        "empty_target_action": empty_target_action,
+        "ignore_index": ignore_index,
+    }
+    if not (isinstance(aggregation, str) and aggregation == "mean"):
+        keywords["aggregation"] = aggregation
+    keywords.update({name: value for name, value in given.items() if value is not None})
+    return keywords
+
+
+class RetrievalMRR(MRR):
+    """:class:`MRR` with ``torchmetrics.retrieval.RetrievalMRR``'s signature."""
+
+    def __init__(
+        self,
+        empty_target_action: str = "neg",
+        ignore_index: int | None = None,
+        top_k: TopK = None,
+        aggregation: str | Callable[..., Tensor] = "mean",
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(
+            top_k, **_retrieval_keywords(empty_target_action, ignore_index, aggregation), **kwargs
+        )
+
+
+class RetrievalNormalizedDCG(NDCG):
+    """:class:`NDCG` with ``torchmetrics.retrieval.RetrievalNormalizedDCG``'s signature."""
+
+    def __init__(
+        self,
+        empty_target_action: str = "neg",
+        ignore_index: int | None = None,
+        top_k: TopK = None,
+        aggregation: str | Callable[..., Tensor] = "mean",
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(
+            top_k, **_retrieval_keywords(empty_target_action, ignore_index, aggregation), **kwargs
+        )
+
+
+class RetrievalMAP(MAP):
+    """:class:`MAP` with ``torchmetrics.retrieval.RetrievalMAP``'s signature."""
+
+    def __init__(
+        self,
+        empty_target_action: str = "neg",
+        ignore_index: int | None = None,
+        top_k: TopK = None,
+        aggregation: str | Callable[..., Tensor] = "mean",
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(
+            top_k, **_retrieval_keywords(empty_target_action, ignore_index, aggregation), **kwargs
+        )
+
+
+class RetrievalHitRate(HitRate):
+    """:class:`HitRate` with ``torchmetrics.retrieval.RetrievalHitRate``'s signature."""
+
+    def __init__(
+        self,
+        empty_target_action: str = "neg",
+        ignore_index: int | None = None,
+        top_k: TopK = None,
+        aggregation: str | Callable[..., Tensor] = "mean",
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(
+            top_k, **_retrieval_keywords(empty_target_action, ignore_index, aggregation), **kwargs
+        )
+
+
+class RetrievalPrecision(Precision):
+    """:class:`Precision` with ``torchmetrics.retrieval.RetrievalPrecision``'s signature."""
+
+    def __init__(
+        self,
+        empty_target_action: str = "neg",
+        ignore_index: int | None = None,
+        top_k: TopK = None,
+        adaptive_k: bool = False,
+        aggregation: str | Callable[..., Tensor] = "mean",
+        **kwargs: Any,
+    ) -> None:
+        keywords = _retrieval_keywords(empty_target_action, ignore_index, aggregation)
+        super().__init__(top_k, adaptive_k=adaptive_k, **keywords, **kwargs)
+
+
+class RetrievalRecall(Recall):
+    """:class:`Recall` with ``torchmetrics.retrieval.RetrievalRecall``'s signature."""
+
+    def __init__(
+        self,
+        empty_target_action: str = "neg",
+        ignore_index: int | None = None,
+        top_k: TopK = None,
+        aggregation: str | Callable[..., Tensor] = "mean",
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(
+            top_k, **_retrieval_keywords(empty_target_action, ignore_index, aggregation), **kwargs
+        )
+
+
+class RetrievalFallOut(FallOut):
+    """:class:`FallOut` with ``torchmetrics.retrieval.RetrievalFallOut``'s signature
+    (and its default ``empty_target_action="pos"``)."""
+
+    def __init__(
+        self,
+        empty_target_action: str = "pos",
+        ignore_index: int | None = None,
+        top_k: TopK = None,
+        aggregation: str | Callable[..., Tensor] = "mean",
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(
+            top_k, **_retrieval_keywords(empty_target_action, ignore_index, aggregation), **kwargs
+        )
+
+
+class RetrievalRPrecision(RPrecision):
+    """:class:`RPrecision` with ``torchmetrics.retrieval.RetrievalRPrecision``'s signature."""
+
+    def __init__(
+        self,
+        empty_target_action: str = "neg",
+        ignore_index: int | None = None,
+        aggregation: str | Callable[..., Tensor] = "mean",
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(
+            **_retrieval_keywords(empty_target_action, ignore_index, aggregation), **kwargs
+        )
+
+
+class RetrievalAUROC(AUC):
+    """:class:`AUC` with ``torchmetrics.retrieval.RetrievalAUROC``'s signature."""
+
+    def __init__(
+        self,
+        empty_target_action: str = "neg",
+        ignore_index: int | None = None,
+        top_k: int | None = None,
+        max_fpr: float | None = None,
+        aggregation: str | Callable[..., Tensor] = "mean",
+        **kwargs: Any,
+    ) -> None:
+        keywords = _retrieval_keywords(
+            empty_target_action, ignore_index, aggregation, top_k=top_k, max_fpr=max_fpr
+        )
+        super().__init__(**keywords, **kwargs)

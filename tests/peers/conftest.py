@@ -3,7 +3,7 @@
 ``ignite_rec_sys/``: PyTorch-Ignite's ``tests/ignite/metrics/rec_sys`` (BSD-3-Clause).
 ``torchmetrics_retrieval/unittests/``: TorchMetrics' ``tests/unittests/retrieval``
 and the part of its test helpers they use (Apache-2.0). Each copy swaps only the
-import of the metric classes; every deliberate difference is marked
+imports of the metric classes (and functions); every deliberate difference is marked
 ``xfail(strict=True)`` in the copy and listed in its module docstring and in
 ``docs/migration_ignite.rst`` / ``docs/migration_torchmetrics.rst``.
 

@@ -1,11 +1,11 @@
 """TorchMetrics' retrieval tests against ``ranking_plugins.torchmetrics``: the differences.
 
-The test files of this folder are TorchMetrics' own (v1.9.0), with only the import
-of the metric class swapped (``from ranking_plugins.torchmetrics import MRR as
-RetrievalMRR``, ...); ``test_precision_recall_curve.py`` is not copied, this
-package has no ``RetrievalPrecisionRecallCurve``. The functional tests still test
-``torchmetrics.functional.retrieval`` (this package's functions have other
-names and signatures). The helpers differ from TorchMetrics' in three places,
+The test files of this folder are TorchMetrics' own (v1.9.0), with only the imports
+swapped (``from ranking_plugins.torchmetrics import RetrievalMRR``, ``from
+ranking_plugins.torchmetrics_functional import retrieval_reciprocal_rank``, ...);
+``test_precision_recall_curve.py`` is not copied, this package has no
+``RetrievalPrecisionRecallCurve``. The functional tests' differences are marked
+by ``functional_differences.py``, which says how. The helpers differ from TorchMetrics' in three places,
 each said where it is: an argument at TorchMetrics' default that a class here
 does not take is left out (``helpers.py``), TorchScript compiles each metric
 class and argument set once (``_helpers/testers.py``), and the inputs are
@@ -46,6 +46,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 from sklearn.metrics import roc_auc_score
+
+from unittests.retrieval import functional_differences
 
 HERE = Path(__file__).parent
 
@@ -96,6 +98,8 @@ ARGUMENT_DIFFERENCES = {
 def pytest_collection_modifyitems(config, items):
     for item in items:
         if HERE not in item.path.parents or not isinstance(item, pytest.Function):
+            continue
+        if functional_differences.mark(item):  # the functional tests: that module's marks
             continue
         reason = _difference(item)
         if reason:

@@ -18,9 +18,9 @@ import numpy as np
 import pytest
 from sklearn.metrics import roc_auc_score
 from torch import Tensor
-from torchmetrics.functional.retrieval.auroc import retrieval_auroc
 
-from ranking_plugins.torchmetrics import AUC as RetrievalAUROC
+from ranking_plugins.torchmetrics import RetrievalAUROC
+from ranking_plugins.torchmetrics_functional import retrieval_auroc
 from unittests._helpers import seed_all
 from unittests.retrieval.helpers import (
     RetrievalMetricTester,

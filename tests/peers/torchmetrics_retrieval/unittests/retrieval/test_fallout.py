@@ -17,9 +17,9 @@ from typing import Literal
 import numpy as np
 import pytest
 from torch import Tensor
-from torchmetrics.functional.retrieval.fall_out import retrieval_fall_out
 
-from ranking_plugins.torchmetrics import FallOut as RetrievalFallOut
+from ranking_plugins.torchmetrics import RetrievalFallOut
+from ranking_plugins.torchmetrics_functional import retrieval_fall_out
 from unittests._helpers import seed_all
 from unittests.retrieval.helpers import (
     RetrievalMetricTester,

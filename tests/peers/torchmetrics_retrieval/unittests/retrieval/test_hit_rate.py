@@ -17,9 +17,9 @@ from typing import Literal
 import numpy as np
 import pytest
 from torch import Tensor
-from torchmetrics.functional.retrieval.hit_rate import retrieval_hit_rate
 
-from ranking_plugins.torchmetrics import HitRate as RetrievalHitRate
+from ranking_plugins.torchmetrics import RetrievalHitRate
+from ranking_plugins.torchmetrics_functional import retrieval_hit_rate
 from unittests._helpers import seed_all
 from unittests.retrieval.helpers import (
     RetrievalMetricTester,

@@ -19,9 +19,9 @@ import pytest
 import torch
 from sklearn.metrics import average_precision_score as sk_average_precision_score
 from torch import Tensor
-from torchmetrics.functional.retrieval.average_precision import retrieval_average_precision
 
-from ranking_plugins.torchmetrics import MAP as RetrievalMAP
+from ranking_plugins.torchmetrics import RetrievalMAP
+from ranking_plugins.torchmetrics_functional import retrieval_average_precision
 from unittests._helpers import seed_all
 from unittests.retrieval.helpers import (
     RetrievalMetricTester,

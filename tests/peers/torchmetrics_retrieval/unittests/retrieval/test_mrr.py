@@ -19,9 +19,9 @@ import pytest
 import torch
 from sklearn.metrics import label_ranking_average_precision_score
 from torch import Tensor
-from torchmetrics.functional.retrieval.reciprocal_rank import retrieval_reciprocal_rank
 
-from ranking_plugins.torchmetrics import MRR as RetrievalMRR
+from ranking_plugins.torchmetrics import RetrievalMRR
+from ranking_plugins.torchmetrics_functional import retrieval_reciprocal_rank
 from unittests._helpers import seed_all
 from unittests.retrieval.helpers import (
     RetrievalMetricTester,

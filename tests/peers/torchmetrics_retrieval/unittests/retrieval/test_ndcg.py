@@ -19,9 +19,9 @@ import pytest
 import torch
 from sklearn.metrics import ndcg_score
 from torch import Tensor
-from torchmetrics.functional.retrieval.ndcg import retrieval_normalized_dcg
 
-from ranking_plugins.torchmetrics import NDCG as RetrievalNormalizedDCG
+from ranking_plugins.torchmetrics import RetrievalNormalizedDCG
+from ranking_plugins.torchmetrics_functional import retrieval_normalized_dcg
 from unittests._helpers import seed_all
 from unittests.retrieval.helpers import (
     RetrievalMetricTester,

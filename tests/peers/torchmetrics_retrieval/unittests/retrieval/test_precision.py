@@ -18,9 +18,9 @@ import numpy as np
 import pytest
 import torch
 from torch import Tensor
-from torchmetrics.functional.retrieval.precision import retrieval_precision
 
-from ranking_plugins.torchmetrics import Precision as RetrievalPrecision
+from ranking_plugins.torchmetrics import RetrievalPrecision
+from ranking_plugins.torchmetrics_functional import retrieval_precision
 from unittests._helpers import seed_all
 from unittests.retrieval.helpers import (
     RetrievalMetricTester,

@@ -17,9 +17,9 @@ from typing import Literal
 import numpy as np
 import pytest
 from torch import Tensor
-from torchmetrics.functional.retrieval.r_precision import retrieval_r_precision
 
-from ranking_plugins.torchmetrics import RPrecision as RetrievalRPrecision
+from ranking_plugins.torchmetrics import RetrievalRPrecision
+from ranking_plugins.torchmetrics_functional import retrieval_r_precision
 from unittests._helpers import seed_all
 from unittests.retrieval.helpers import (
     RetrievalMetricTester,

@@ -18,9 +18,9 @@ import numpy as np
 import pytest
 import torch
 from torch import Tensor
-from torchmetrics.functional.retrieval.recall import retrieval_recall
 
-from ranking_plugins.torchmetrics import Recall as RetrievalRecall
+from ranking_plugins.torchmetrics import RetrievalRecall
+from ranking_plugins.torchmetrics_functional import retrieval_recall
 from unittests._helpers import seed_all
 from unittests.retrieval.helpers import (
     RetrievalMetricTester,
