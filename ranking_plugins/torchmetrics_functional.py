@@ -101,7 +101,12 @@ def _check_adaptive_k(adaptive_k: object) -> None:
 
 
 def _evaluate(
-    metrics: Sequence[str], preds: object, target: object, top_k: TopK, adaptive_k: bool = False
+    metrics: Sequence[str],
+    preds: object,
+    target: object,
+    top_k: TopK,
+    adaptive_k: bool = False,
+    max_fpr: float | None = None,
 ) -> list[Tensor]:
     """Every value of ``metrics`` at ``top_k`` for one query, metric by metric, each in
     the order of ``top_k``, from one kernel pass."""
@@ -113,6 +118,7 @@ def _evaluate(
             metrics,
             top_k,
             adaptive_k=adaptive_k,
+            max_fpr=max_fpr,
             gain=_GAIN,
             empty_target_action=_EMPTY_TARGET_ACTION,
         )
@@ -276,9 +282,9 @@ def retrieval_auroc(
     order, ties counting a half (``retrieval_auroc``).
 
     A query with relevant items only has no AUC: it counts 0, as in TorchMetrics.
-    ``top_k`` and ``max_fpr`` (TorchMetrics' AUC of the top k items, and its
-    partial AUC) are refused: :class:`ranking_plugins.torchmetrics.AUC` reads the
-    whole list.
+    ``top_k``: the AUC of the top k items (``auroc@k``: 0 where they hold one
+    class, as TorchMetrics); ``max_fpr``: the partial AUC up to that false positive
+    rate with McClish's correction, as TorchMetrics.
 
     >>> import torch
     >>> from ranking_plugins.torchmetrics_functional import retrieval_auroc
@@ -288,14 +294,8 @@ def retrieval_auroc(
     tensor(0.2500, dtype=torch.float64)
     """
     _check_top_k(top_k)
-    for name, value in (("top_k", top_k), ("max_fpr", max_fpr)):
-        if value is not None:
-            raise ValueError(
-                f"`{name}`: retrieval_auroc here is the AUC of the whole list and takes no "
-                f"`{name}` (TorchMetrics' AUROC of the top k and its partial AUC are not "
-                f"offered), got {name}={value!r}"
-            )
-    return _evaluate(["auc"], preds, target, None)[0]
+    metric = "auc" if top_k is None else "auroc"
+    return _evaluate([metric], preds, target, top_k, max_fpr=max_fpr)[0]
 
 
 def retrieval_precision_recall_curve(

@@ -108,12 +108,31 @@ def test_alias_takes_several_ks_as_its_adapter():
 
 
 def test_aliases_refuse_what_their_adapter_refuses_by_name():
-    with pytest.raises(ValueError, match="`top_k`"):
-        adapters.RetrievalAUROC(top_k=3)
     with pytest.raises(ValueError, match="`max_fpr`"):
-        adapters.RetrievalAUROC(max_fpr=0.5)
+        adapters.RetrievalAUROC(max_fpr=1.5)
     with pytest.raises(ValueError, match="`empty_target_action`"):
         adapters.RetrievalMRR("sometimes")
+
+
+@pytest.mark.parametrize("top_k, max_fpr", [(None, 0.5), (3, None), (3, 0.4)])
+def test_auroc_takes_top_k_and_max_fpr_as_torchmetrics(top_k, max_fpr):
+    """RetrievalAUROC(top_k, max_fpr) and retrieval_auroc: TorchMetrics' values."""
+    generator = torch.Generator().manual_seed(5)
+    preds = torch.rand(24, generator=generator, dtype=torch.float64)
+    target = torch.rand(24, generator=generator) > 0.6
+    indexes = torch.arange(24) // 8
+    ours = adapters.RetrievalAUROC(top_k=top_k, max_fpr=max_fpr)
+    theirs = tm_retrieval.RetrievalAUROC(top_k=top_k, max_fpr=max_fpr)
+    ours.update(preds, target, indexes=indexes)
+    theirs.update(preds, target, indexes=indexes)
+    torch.testing.assert_close(ours.compute().float(), theirs.compute().float())
+    for q in range(3):
+        rows = indexes == q
+        expected = tm_functional.retrieval_auroc(
+            preds[rows], target[rows], top_k=top_k, max_fpr=max_fpr
+        )
+        got = functional.retrieval_auroc(preds[rows], target[rows], top_k=top_k, max_fpr=max_fpr)
+        torch.testing.assert_close(got, expected.double())
 
 
 # ------------------------------------------------------------------ functional
@@ -220,12 +239,8 @@ def test_several_ks_stack_in_the_order_given():
             "`max_k` has to be a positive integer or None",
         ),
         (
-            lambda: functional.retrieval_auroc(torch.rand(3), torch.ones(3), top_k=2),
-            "`top_k`: retrieval_auroc here is the AUC of the whole list",
-        ),
-        (
-            lambda: functional.retrieval_auroc(torch.rand(3), torch.ones(3), max_fpr=0.5),
-            "`max_fpr`: retrieval_auroc here is the AUC of the whole list",
+            lambda: functional.retrieval_auroc(torch.rand(3), torch.ones(3), max_fpr=1.5),
+            "`max_fpr`",
         ),
         (
             lambda: functional.retrieval_recall(torch.tensor([0.1, float("nan")]), torch.ones(2)),
