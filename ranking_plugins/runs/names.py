@@ -319,6 +319,8 @@ class IrMeasure:
     params: tuple[str, ...] = ()  # the parameters read, besides the cutoff
     at_k: bool = False  # takes ``@cutoff``
     at: str = "cutoff"  # what ``@`` sets (IPrec's is the recall level)
+    #: options that make the package's metric ir_measures' measure, whatever the call's
+    fixed: tuple[tuple[str, Any], ...] = ()
 
 
 _REL, _JUDGED = "rel", "judged_only"
@@ -329,7 +331,8 @@ IR_MEASURES: dict[str, IrMeasure] = {
     **dict.fromkeys(("Bpref", "BPref"), IrMeasure("bpref", (_REL,))),
     "infAP": IrMeasure("infap", (_REL,)),
     "IPrec": IrMeasure("iprec_at_recall", (_REL, _JUDGED), at="recall"),
-    "Judged": IrMeasure("judged", at_k=True),
+    # ir_measures' Judged@k divides by min(k, list length), as adaptive_k does
+    "Judged": IrMeasure("judged", at_k=True, fixed=(("adaptive_k", True),)),
     **dict.fromkeys(("nDCG", "NDCG"), IrMeasure("ndcg", ("dcg", "gains", _JUDGED), at_k=True)),
     "NumRel": IrMeasure("num_rel", (_REL,)),
     "NumRet": IrMeasure("num_ret", (_REL,)),  # with rel: NumRelRet
@@ -379,7 +382,7 @@ def _ir_measure(name: str, params: dict[str, object], key: str, token: str) -> M
         )
     params = dict(params)
     metric, k = entry.metric, None
-    options: dict[str, Any] = {}
+    options: dict[str, Any] = dict(entry.fixed)
     judged_only = False
     at = params.pop(entry.at, None)
     if at is not None:
