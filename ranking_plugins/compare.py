@@ -39,6 +39,7 @@ import csv
 import io
 import json
 import math
+import numbers
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -426,40 +427,138 @@ def adjust_p_values(p_values: Tensor, correction: str = "holm") -> Tensor:
 # --------------------------------------------------------------------------- inputs
 
 
-def _as_metric_dict(name: str, values: object) -> dict[str, Tensor]:
+#: what one system's values may be (see :func:`paired_values`)
+SystemValues = Any
+
+
+def _as_metric_dict(name: str, values: object) -> tuple[dict[str, Tensor], list[str] | None]:
+    """One system's values as ``{metric: (Q,) tensor}`` and their query ids (None: by
+    position), from any input form :func:`paired_values` takes."""
     if isinstance(values, Tensor):
-        return {"": values}
+        return {"": values}, None
+    per_query, qids = getattr(values, "per_query", None), getattr(values, "qids", None)
+    if isinstance(per_query, Mapping) and isinstance(qids, Sequence):
+        # a results object (runs.evaluation.Results, the Python API's): a summary with no
+        # per-query value (trec_eval's gm_map, named by no metric) is not compared
+        keys = [
+            k
+            for k in getattr(values, "keys", per_query)
+            if key_metric(k) is not None or not bool(torch.as_tensor(per_query[k]).isnan().all())
+        ]
+        return {str(k): per_query[k] for k in keys}, [str(q) for q in qids]
+    scores = getattr(values, "scores", None)
+    if isinstance(scores, Mapping) and not isinstance(values, Mapping):
+        # a ranx Run after ranx.evaluate: {metric: {qid: value}}
+        return _by_query_id(name, {q: {m: v[q] for m, v in scores.items()} for q in _ids(scores)})
     if isinstance(values, Mapping):
-        return dict(values)
+        if values and all(isinstance(v, Tensor) for v in values.values()):
+            return dict(values), None
+        if values and all(_is_number(v) for v in values.values()):  # {qid: value}
+            return _by_query_id(name, {q: {"": v} for q, v in values.items()})
+        if values and all(isinstance(v, Mapping) for v in values.values()):
+            return _by_query_id(name, values)  # pytrec_eval's {qid: {measure: value}}
+        if not values:  # paired_values names it
+            return {}, None
     raise TypeError(
-        f"system {name!r}: expected a tensor of per-query values or a dict of them "
-        f"(rank_metrics(..., reduction='none')), got {type(values).__name__}"
+        f"system {name!r}: expected per-query values: a (Q,) tensor or a dict of them by "
+        "metric (rank_metrics(..., reduction='none')), a dict {query_id: value}, "
+        "pytrec_eval's {query_id: {measure: value}}, a ranx Run after ranx.evaluate, or "
+        f"results with .qids and .per_query; got {type(values).__name__}"
     )
 
 
+def _ids(scores: Mapping[str, Mapping[str, object]]) -> list[str]:
+    return list(dict.fromkeys(q for by_query in scores.values() for q in by_query))
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def _by_query_id(
+    name: str, by_query: Mapping[Any, Mapping[str, object]]
+) -> tuple[dict[str, Tensor], list[str]]:
+    """``{qid: {metric: value}}`` as ``{metric: (Q,) tensor}`` and the query ids (as
+    strings: an int id equals its string form, as in pytrec_eval)."""
+    qids = [str(q) for q in by_query]
+    rows = list(by_query.values())
+    metrics = list(rows[0])
+    for qid, row in zip(qids, rows, strict=True):
+        if list(row) != metrics and set(row) != set(metrics):
+            raise ValueError(
+                f"system {name!r}: query {qid!r} has the measures {sorted(row)} but "
+                f"{qids[0]!r} has {sorted(metrics)}; every query needs the same ones"
+            )
+        for metric, value in row.items():
+            if not _is_number(value):
+                raise TypeError(
+                    f"system {name!r}: the value of query {qid!r}"
+                    + (f" for {metric!r}" if metric else "")
+                    + f" must be a number, got {type(value).__name__} {value!r}"
+                )
+    table = {
+        str(m): torch.tensor([float(row[m]) for row in rows], dtype=torch.float64)  # type: ignore[arg-type]
+        for m in metrics
+    }
+    return table, qids
+
+
 def paired_values(
-    systems: Mapping[str, Tensor | Mapping[str, Tensor]],
+    systems: Mapping[str, SystemValues],
     query_ids: Sequence[str] | Mapping[str, Sequence[str]] | None = None,
 ) -> tuple[list[str], list[str], dict[str, Tensor]]:
     """The systems' values aligned query by query: ``(systems, query ids, {metric: (Q, S)})``.
 
-    Each system gives a ``(Q,)`` tensor or a dict ``{metric: (Q,) tensor}``
-    (every system the same metrics). ``query_ids``: one sequence shared by
-    every system, or one per system (then the values are aligned by id); with
-    none, queries are matched by position and named by it. A query one
-    system has and another lacks is an error naming it. The metric key of a
-    bare tensor is ``""``.
+    Each system gives (every system the same metrics, under the same keys)
+
+    * by position: a ``(Q,)`` tensor or a dict ``{metric: (Q,) tensor}``;
+      ``query_ids`` then gives the ids, one sequence shared by every system or
+      one per system (the values are aligned by id); with none, queries are
+      matched by position and named by it;
+    * by query id: a dict ``{query_id: value}`` (one measure of pytrec_eval or
+      ir_measures), pytrec_eval's ``{query_id: {measure: value}}``, a ranx
+      ``Run`` after ``ranx.evaluate`` (its ``scores``), or results with
+      ``.qids`` and ``.per_query`` (:class:`ranking_plugins.runs.evaluation.Results`,
+      the Python API's; a geometric mean such as gm_map, a summary, is left
+      out). Values are matched by id, never by position; ``query_ids`` must be
+      None, and every system must be given by id.
+
+    A query one system has and another lacks is an error naming it (a run that
+    retrieved nothing for a query is evaluated on it first, as trec_eval's
+    ``-c`` or the command's ``--unretrieved-queries`` do, or the query is
+    left out of every system); a NaN value is a query skipped as empty
+    (``empty_target_action``). The metric key of a bare tensor and of
+    ``{query_id: value}`` is ``""``.
     """
     if not isinstance(systems, Mapping):
         raise TypeError(f"`systems` must be a dict {{name: values}}, got {type(systems).__name__}")
     names = [str(name) for name in systems]
     if len(names) < 2:
         raise ValueError(f"`systems`: compare needs at least 2 systems, got {len(names)}")
-    tables = {name: _as_metric_dict(name, systems[name]) for name in systems}
+    read = {str(name): _as_metric_dict(str(name), systems[name]) for name in systems}
+    tables = {name: table for name, (table, _) in read.items()}
+    for name, table in tables.items():
+        if not table:
+            raise ValueError(
+                f"`systems`: {name!r} has no metric values; there is nothing to compare"
+            )
+    by_id = [name for name, (_, ids) in read.items() if ids is not None]
+    if by_id:
+        by_position = [name for name in names if name not in by_id]
+        if by_position:
+            raise ValueError(
+                f"`systems`: {by_id[0]!r} gives its values by query id but "
+                f"{by_position[0]!r} by position; give every system by id (a dict "
+                "{query_id: value}, or results with .qids)"
+            )
+        if query_ids is not None:
+            raise ValueError(
+                "`query_ids`: the systems give their values by query id; pass query_ids "
+                "only with tensors (values by position)"
+            )
+        query_ids = {name: ids for name, (_, ids) in read.items() if ids is not None}
     first = names[0]
     metric_keys = list(tables[first])
-    if not metric_keys:
-        raise ValueError(f"`systems`: {first!r} has no metric values; there is nothing to compare")
     for name in names[1:]:
         if set(tables[name]) != set(metric_keys):
             raise ValueError(
@@ -488,7 +587,10 @@ def paired_values(
             if extra:
                 parts.append(f"{_listing(extra)} of {name!r} missing from {first!r}")
             raise ValueError(
-                "the systems must be evaluated on the same queries: query " + "; query ".join(parts)
+                "the systems must be evaluated on the same queries: query "
+                + "; query ".join(parts)
+                + " (evaluate every run on every query, as trec_eval -c does, or leave "
+                "the query out of every system)"
             )
     aligned: dict[str, Tensor] = {}
     for key in metric_keys:
@@ -750,7 +852,7 @@ def _nan_to_none(value: Any) -> Any:
 
 
 def compare(
-    systems: Mapping[str, Tensor | Mapping[str, Tensor]],
+    systems: Mapping[str, SystemValues],
     *,
     query_ids: Sequence[str] | Mapping[str, Sequence[str]] | None = None,
     test: str = "t",
@@ -768,10 +870,15 @@ def compare(
     Args:
         systems: ``{name: values}``, values a ``(Q,)`` tensor of per-query
             values or a dict of them by metric (``rank_metrics(...,
-            reduction="none")``); every system the same metrics.
-        query_ids: the queries' ids, one sequence for all or one per system
-            (values are then matched by id); by default by position. A query
-            one system lacks is an error naming it.
+            reduction="none")``), or values by query id: ``{query_id: value}``
+            (pytrec_eval's or ranx's one measure), pytrec_eval's
+            ``{query_id: {measure: value}}``, a ranx ``Run`` after
+            ``ranx.evaluate``, or results with ``.qids`` and ``.per_query``
+            (:func:`paired_values` says how each is read); every system the
+            same metrics, and all by position or all by id.
+        query_ids: for tensors, the queries' ids, one sequence for all or one
+            per system (values are then matched by id); by default by
+            position. A query one system lacks is an error naming it.
         test: ``"t"`` (paired t-test), ``"wilcoxon"`` (signed-rank),
             ``"randomization"`` (Fisher's, sign flips) or ``"bootstrap"``.
         baseline: compare every other system with this one; None compares

@@ -416,3 +416,161 @@ def test_latex_and_table_read_the_direction_of_the_metric(metric: str) -> None:
         }
         assert "\\textbf{" in cells["better"] and "$^{a}$" in cells["better"]
         assert "lower is better" not in higher.to_table()
+
+
+# -- values by query id (issue 25): pytrec_eval's, ranx's and the runs API's results
+
+
+def _by_id_systems(seed: int) -> tuple[list[str], torch.Tensor]:
+    """Three systems' values on 15 queries, and the queries' ids (ints among them)."""
+    values = torch.rand(15, 3, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+    return [f"q{i}" for i in range(15)], values
+
+
+def _shuffled(qids: list[str], column: torch.Tensor, seed: int) -> dict[str, float]:
+    """``{qid: value}`` in a shuffled order: matching by position would pair wrong queries."""
+    order = torch.randperm(len(qids), generator=torch.Generator().manual_seed(seed)).tolist()
+    return {qids[i]: float(column[i]) for i in order}
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_qid_value_dicts_are_matched_by_id_and_equal_scipy(seed: int) -> None:
+    qids, values = _by_id_systems(seed)
+    systems = {name: _shuffled(qids, values[:, i], seed + i) for i, name in enumerate("abc")}
+    report = compare(systems, test="t", baseline="a", correction="none")
+    for row, column in zip(report.rows, (1, 2), strict=True):
+        expected = stats.ttest_rel(values[:, column].numpy(), values[:, 0].numpy())
+        assert row.system == "abc"[column] and row.metric == ""
+        assert row.p_value == pytest.approx(expected.pvalue, rel=1e-12)
+        assert row.difference == pytest.approx(float((values[:, column] - values[:, 0]).mean()))
+    wilcoxon = compare(systems, test="wilcoxon", baseline="a", correction="none")
+    expected_w = stats.wilcoxon(values[:, 1].numpy(), values[:, 0].numpy())
+    assert wilcoxon.rows[0].p_value == pytest.approx(expected_w.pvalue, rel=1e-12)
+
+
+def test_pytrec_eval_results_are_matched_by_id() -> None:
+    pytrec_eval = pytest.importorskip("pytrec_eval")
+    qrels = {str(q): {f"d{d}": (q + d) % 3 for d in range(8)} for q in range(10)}
+    generator = torch.Generator().manual_seed(3)
+    runs = [
+        {q: {f"d{d}": float(s) for d, s in enumerate(torch.rand(8, generator=generator))}
+         for q in qrels}
+        for _ in range(2)
+    ]  # fmt: skip
+    evaluator = pytrec_eval.RelevanceEvaluator(qrels, {"ndcg_cut.5", "recip_rank"})
+    a, b = (evaluator.evaluate(run) for run in runs)
+    b = dict(reversed(list(b.items())))  # another query order
+    report = compare({"a": a, "b": b}, correction="none")
+    assert report.metrics == sorted(report.metrics, key=list(a["0"]).index)
+    for row in report.rows:
+        xs = np.array([a[q][row.metric] for q in qrels])
+        ys = np.array([b[q][row.metric] for q in qrels])
+        assert row.p_value == pytest.approx(stats.ttest_rel(ys, xs).pvalue, rel=1e-12)
+    # the single measure of each, {qid: value}
+    single = {
+        name: {q: r["ndcg_cut_5"] for q, r in res.items()} for name, res in (("a", a), ("b", b))
+    }
+    assert (
+        compare(single).rows[0].p_value == report.rows[report.metrics.index("ndcg_cut_5")].p_value
+    )
+
+
+def test_int_query_ids_equal_their_string_form() -> None:
+    _, values = _by_id_systems(2)
+    a = {i: float(values[i, 0]) for i in range(15)}  # int ids
+    b = {str(i): float(values[i, 1]) for i in reversed(range(15))}
+    row = compare({"a": a, "b": b}, correction="none").rows[0]
+    expected = stats.ttest_rel(values[:, 1].numpy(), values[:, 0].numpy())
+    assert row.p_value == pytest.approx(expected.pvalue, rel=1e-12)
+
+
+def test_ranx_runs_are_matched_by_id() -> None:
+    ranx = pytest.importorskip("ranx")
+    qrels_dict = {f"q{q}": {f"d{d}": (q * d) % 3 for d in range(6)} for q in range(8)}
+    generator = torch.Generator().manual_seed(4)
+    runs = []
+    for name in ("x", "y"):
+        run_dict = {
+            q: {f"d{d}": float(s) for d, s in enumerate(torch.rand(6, generator=generator))}
+            for q in qrels_dict
+        }
+        run = ranx.Run(run_dict, name=name)
+        ranx.evaluate(ranx.Qrels(qrels_dict), run, ["ndcg@3", "mrr"])
+        runs.append(run)
+    report = compare({"x": runs[0], "y": runs[1]}, correction="none")
+    assert set(report.metrics) == {"ndcg@3", "mrr"}
+    for row in report.rows:
+        xs = np.array([runs[0].scores[row.metric][q] for q in qrels_dict])
+        ys = np.array([runs[1].scores[row.metric][q] for q in qrels_dict])
+        assert row.p_value == pytest.approx(stats.ttest_rel(ys, xs).pvalue, rel=1e-12)
+
+
+def test_runs_results_are_matched_by_id_and_summaries_left_out() -> None:
+    from ranking_plugins.runs.evaluation import Results
+
+    qids, values = _by_id_systems(5)
+
+    def results(column: int, order: list[int]) -> Results:
+        per_query = {
+            "map": values[order, column],
+            "gm_map": torch.full((len(order),), float("nan"), dtype=torch.float64),
+        }
+        return Results([qids[i] for i in order], ["map", "gm_map"], per_query, {}, {}, {})
+
+    a = results(0, list(range(15)))
+    b = results(1, list(reversed(range(15))))
+    report = compare({"a": a, "b": b}, correction="none")
+    assert report.metrics == ["map"]  # gm_map: a summary, no per-query values
+    expected = stats.ttest_rel(values[:, 1].numpy(), values[:, 0].numpy())
+    assert report.rows[0].p_value == pytest.approx(expected.pvalue, rel=1e-12)
+
+
+def test_a_query_missing_from_one_system_is_refused_naming_it() -> None:
+    qids, values = _by_id_systems(6)
+    a = _shuffled(qids, values[:, 0], 0)
+    b = _shuffled(qids, values[:, 1], 1)
+    del b["q7"]
+    with pytest.raises(ValueError, match=r"'q7' of 'a' missing from 'b'.*trec_eval -c"):
+        compare({"a": a, "b": b})
+
+
+def test_nan_by_id_follows_empty_target_action() -> None:
+    qids, values = _by_id_systems(7)
+    a = _shuffled(qids, values[:, 0], 0)
+    b = _shuffled(qids, values[:, 1], 1)
+    b["q3"] = float("nan")
+    report = compare({"a": a, "b": b}, correction="none")  # skip: paired, q3 left out
+    assert report.dropped_queries == ["q3"] and report.queries == 14
+    keep = [i for i in range(15) if i != 3]
+    expected = stats.ttest_rel(values[keep, 1].numpy(), values[keep, 0].numpy())
+    assert report.rows[0].p_value == pytest.approx(expected.pvalue, rel=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("systems", "error", "message"),
+    [
+        (
+            {"a": {"q1": 0.5}, "b": torch.tensor([0.5])},
+            ValueError,
+            "by query id but 'b' by position",
+        ),
+        ({"a": {"q1": "high"}, "b": {"q1": 0.5}}, TypeError, "expected per-query values"),
+        ({"a": {"q1": {"map": "x"}}, "b": {"q1": {"map": 0.5}}}, TypeError, "must be a number"),
+        (
+            {"a": {"q1": {"map": 0.1}, "q2": {"P_5": 0.2}}, "b": {"q1": {"map": 0.5}}},
+            ValueError,
+            "query 'q2' has the measures",
+        ),
+        ({"a": {}, "b": {"q1": 0.5}}, ValueError, "'a' has no metric values"),
+    ],
+)
+def test_bad_values_by_id_are_clear_errors(
+    systems: dict[str, object], error: type[Exception], message: str
+) -> None:
+    with pytest.raises(error, match=message):
+        compare(systems)
+
+
+def test_query_ids_with_values_by_id_is_an_error() -> None:
+    with pytest.raises(ValueError, match="`query_ids`: the systems give their values by query id"):
+        compare({"a": {"q1": 0.1, "q2": 0.2}, "b": {"q1": 0.3, "q2": 0.1}}, query_ids=["q1", "q2"])

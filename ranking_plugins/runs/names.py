@@ -20,17 +20,32 @@ default cutoffs). :func:`format_trec_eval` prints trec_eval's own layout
 [('precision', None)]
 >>> trec_eval_name("relative_precision", 20), trec_eval_name("bin_g", None)
 ('relative_P_20', 'binG')
+
+:func:`parse_measures` is the Python API's reading of the same names plus
+ir_measures' (strings or its measure objects), each with its own cutoff and
+parameters (:class:`MeasureSpec`); ``parse_metrics`` is its view for ``-m``.
+
+>>> [(m.metric, m.k, m.options, m.key) for m in parse_measures(["P(rel=2)@10", "ndcg_cut.5"])]
+[('precision', 10, {'relevance_threshold': 2.0}, 'P(rel=2)@10'), ('ndcg', 5, {}, 'ndcg_cut_5')]
 """
 
 from __future__ import annotations
 
+import ast
 import math
 import re
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
 
 from ranking_plugins import _validation as V
-from ranking_plugins.metrics import METRICS, R_MULTIPLE_METRICS, RECALL_LEVEL_METRICS, result_key
+from ranking_plugins.metrics import (
+    METRICS,
+    R_MULTIPLE_METRICS,
+    RECALL_LEVEL_METRICS,
+    RECALL_LEVELS,
+    result_key,
+)
 
 #: trec_eval's default cutoffs of the families that take one
 DEFAULT_CUTOFFS = (5, 10, 15, 20, 30, 100, 200, 500, 1000)
@@ -124,25 +139,327 @@ def parse_metrics(values: Sequence[str]) -> list[tuple[str, int | None]]:
 
     ``name`` (whole list), ``name@k`` or ``name@k1,k2``; several may share one
     value, separated by commas (``ndcg@10,mrr``). ``k`` is None for the whole
-    list. trec_eval and ir_measures names are accepted (see :data:`ALIASES`).
+    list. trec_eval and ir_measures names are accepted (:func:`parse_measures`);
+    a measure's own parameters (``P(rel=2)@10``) are not: the command sets them
+    for every measure with its flags.
     """
     wanted: list[tuple[str, int | None]] = []
-    last: str | None = None  # metric a bare ``,k`` continues
-    for value in values:
-        for token in value.split(","):
-            token = token.strip()
-            if not token:
-                raise ValueError(f"empty metric name in {value!r}")
-            pairs: list[tuple[str, int | None]]
-            if token.isdigit() and last is not None:
-                pairs = [(last, _cutoff(token, last))]
-            else:
-                pairs = _one_metric(token)
-                last = pairs[0][0] if pairs[0][1] is not None else None
-            for pair in pairs:
-                if pair not in wanted:
-                    wanted.append(pair)
+    for spec in parse_measures(list(values)):
+        if spec.option_items or spec.judged_only:
+            raise ValueError(
+                f"{spec.key!r}: a measure's own parameters are read by the Python API only; "
+                "the command sets them for every measure with --relevance-threshold, "
+                "--rbp-persistence, --gain and --judged-only"
+            )
+        if (spec.metric, spec.k) not in wanted:
+            wanted.append((spec.metric, spec.k))
     return wanted
+
+
+@dataclass(frozen=True)
+class MeasureSpec:
+    """One measure asked of the Python API: a metric at one cutoff, with the options its
+    own parameters set, and the key its result is shown under.
+
+    ``metric``: a name of :data:`~ranking_plugins.metrics.METRICS`; ``k``: the cutoff
+    (None: the whole list). ``option_items``: the
+    :class:`~ranking_plugins.options.Options` fields the measure's parameters set
+    (``P(rel=2)@10``: ``relevance_threshold=2.0``), for this measure only, over the
+    call's options; read as the dict :attr:`options`. ``judged_only``: read the list
+    without its unjudged documents (ir_measures' ``judged_only=True``, trec_eval's
+    ``-J``); an evaluator that cannot must refuse it. ``key``: see :func:`parse_measures`.
+    """
+
+    metric: str
+    k: int | None
+    key: str
+    option_items: tuple[tuple[str, Any], ...] = ()
+    judged_only: bool = False
+
+    @property
+    def options(self) -> dict[str, Any]:
+        """The :class:`~ranking_plugins.options.Options` overrides of this measure."""
+        return dict(self.option_items)
+
+
+def parse_measures(measures: str | object | Iterable[str | object]) -> list[MeasureSpec]:
+    """Measures in any spelling to :class:`MeasureSpec` records, in the order asked.
+
+    Each measure is a string or an ir_measures measure object (``ir_measures.nDCG@10``,
+    read from its ``NAME`` and ``params``; ir_measures need not be installed for
+    strings). A string holds one or several, separated by commas outside
+    parentheses, in any of three spellings:
+
+    * this package's: ``ndcg@10``, ``precision@5,10``, ``mrr`` (:data:`ALIASES` too);
+    * trec_eval's: ``ndcg_cut_10``, ``P.5,10``, ``P`` (its default cutoffs),
+      ``set_P``, ``all_trec`` (see :func:`parse_metrics`);
+    * ir_measures': ``nDCG@10``, ``P(rel=2)@10``, ``AP``, ``RR@10``, ``R@100``,
+      ``RBP(p=0.8)``, ``IPrec@0.5``, ... (:data:`IR_MEASURES`). A parameter that
+      is an option here sets it for that measure only (``rel``: relevance_threshold,
+      ``p``: rbp_persistence, ``dcg``: gain, ``judged_only``); a parameter not
+      written follows the call's options, whose Python defaults are ir_measures'
+      (linear gain, p=0.8, grades above 0 relevant). ir_measures' measures this
+      package does not compute (``ERR``: gdeval's, ``alpha_nDCG``, ...), and
+      parameter values it cannot honour (``gains``, ``SetF(beta=2)``), are a
+      ValueError naming the ones it computes.
+
+    ``key``, the name a result is shown under, is the measure as it was asked:
+    ``str(measure)`` for an ir_measures object (what ir_measures keys its
+    results by), the token as written for a string naming one measure
+    (``"nDCG@10"``, ``"ndcg@10"``, ``"P_10"``), and trec_eval's name of each
+    (``P_5``, ``P_10``: pytrec_eval's keys) for a trec_eval token naming several
+    or written with a dot; ``ndcg@5,10`` continues the last token's spelling
+    (``ndcg@5``, ``ndcg@10``). A key asked twice is kept once; two spellings of
+    one measure keep both keys. An empty list gives an empty list.
+    """
+    if isinstance(measures, str) or _is_ir_measure(measures):
+        measures = [measures]
+    if not isinstance(measures, Iterable):
+        raise TypeError(
+            "`measures` must be a measure name (str), an ir_measures measure or an "
+            f"iterable of them, got {type(measures).__name__}"
+        )
+    specs: list[MeasureSpec] = []
+    for measure in measures:
+        if isinstance(measure, str):
+            found = _string_measures(measure)
+        elif _is_ir_measure(measure):
+            key = str(measure)
+            found = [_ir_measure(str(getattr(measure, "NAME", "")), _params(measure), key, key)]
+        else:
+            raise TypeError(
+                "`measures`: each measure must be a name (str) or an ir_measures measure, "
+                f"got {type(measure).__name__} {measure!r}"
+            )
+        specs.extend(spec for spec in found if spec.key not in {s.key for s in specs})
+    return specs
+
+
+def _is_ir_measure(value: object) -> bool:
+    """Whether ``value`` looks like an ir_measures measure (duck-typed: no import)."""
+    return isinstance(getattr(value, "NAME", None), str) and isinstance(
+        getattr(value, "params", None), dict
+    )
+
+
+def _params(measure: object) -> dict[str, object]:
+    params: dict[str, object] = dict(getattr(measure, "params", {}))
+    return params
+
+
+def _tokens(value: str) -> list[str]:
+    """``value`` split at the commas outside brackets (``nDCG(gains={0:0,1:1})`` is one)."""
+    tokens, depth, current = [], 0, ""
+    for char in value:
+        depth += (char in "([{") - (char in ")]}")
+        if char == "," and depth == 0:
+            tokens.append(current)
+            current = ""
+        else:
+            current += char
+    tokens.append(current)
+    return [token.strip() for token in tokens]
+
+
+#: an ir_measures spelling: ``Name``, ``Name(params)``, ``Name@at``, ``Name(params)@at``
+_IR_SPELLING = re.compile(r"([^\W\d]\w*)(?:\((.*)\))?(?:@(.+))?")
+
+
+def _string_measures(value: str) -> list[MeasureSpec]:
+    specs: list[MeasureSpec] = []
+    last: MeasureSpec | None = None  # the measure a bare ``,k`` continues
+    for token in _tokens(value):
+        if not token:
+            raise ValueError(f"empty metric name in {value!r}")
+        if token.isdigit() and last is not None:
+            k = _cutoff(token, last.metric)
+            found = [replace(last, k=k, key=re.sub(r"(?<=[@_.])\d+$", token, last.key))]
+        else:
+            found = _one_token(token)
+        last = found[-1] if found[-1].k is not None else None
+        specs.extend(found)
+    return specs
+
+
+def _one_token(token: str) -> list[MeasureSpec]:
+    ir = _IR_SPELLING.fullmatch(token)
+    if ir and (
+        ir.group(2) is not None
+        or (ir.group(1) in IR_MEASURES_NAMES and ir.group(1) not in TREC_EVAL_MEASURES)
+    ):
+        name, params_text, at = ir.groups()
+        params = _ir_params(params_text, token) if params_text is not None else {}
+        if at is not None:
+            params[IR_MEASURES[name].at if name in IR_MEASURES else "cutoff"] = at
+        return [_ir_measure(name, params, token, token)]
+    pairs = _one_metric(token)
+    if len(pairs) == 1 and "." not in token:
+        return [MeasureSpec(pairs[0][0], pairs[0][1], token)]
+    return [MeasureSpec(metric, k, trec_eval_name(metric, k)) for metric, k in pairs]
+
+
+def _ir_params(text: str, token: str) -> dict[str, object]:
+    """``rel=2, p=0.8`` (Python literals, as ir_measures writes them) to a dict."""
+    try:
+        call = ast.parse(f"f({text})", mode="eval").body
+        if not isinstance(call, ast.Call) or call.args:
+            raise ValueError("parameters are name=value")
+        return {str(kw.arg): ast.literal_eval(kw.value) for kw in call.keywords}
+    except (SyntaxError, ValueError) as error:
+        raise ValueError(
+            f"cannot read the parameters of {token!r} (name=value, separated by commas): {error}"
+        ) from None
+
+
+@dataclass(frozen=True)
+class IrMeasure:
+    """How this package computes one of ir_measures' measures."""
+
+    metric: str  # the package's metric
+    params: tuple[str, ...] = ()  # the parameters read, besides the cutoff
+    at_k: bool = False  # takes ``@cutoff``
+    at: str = "cutoff"  # what ``@`` sets (IPrec's is the recall level)
+    #: options that make the package's metric ir_measures' measure, whatever the call's
+    fixed: tuple[tuple[str, Any], ...] = ()
+
+
+_REL, _JUDGED = "rel", "judged_only"
+#: ir_measures' measures (their registered names, aliases included) that this package
+#: computes; ``tests/test_measure_names.py`` checks each against ir_measures' values
+IR_MEASURES: dict[str, IrMeasure] = {
+    **dict.fromkeys(("AP", "MAP"), IrMeasure("map", (_REL, _JUDGED), at_k=True)),
+    **dict.fromkeys(("Bpref", "BPref"), IrMeasure("bpref", (_REL,))),
+    "infAP": IrMeasure("infap", (_REL,)),
+    "IPrec": IrMeasure("iprec_at_recall", (_REL, _JUDGED), at="recall"),
+    # ir_measures' Judged@k divides by min(k, list length), as adaptive_k does
+    "Judged": IrMeasure("judged", at_k=True, fixed=(("adaptive_k", True),)),
+    **dict.fromkeys(("nDCG", "NDCG"), IrMeasure("ndcg", ("dcg", "gains", _JUDGED), at_k=True)),
+    "NumRel": IrMeasure("num_rel", (_REL,)),
+    "NumRet": IrMeasure("num_ret", (_REL,)),  # with rel: NumRelRet
+    "NumRelRet": IrMeasure("num_rel_ret", (_REL,)),
+    **dict.fromkeys(("P", "Precision"), IrMeasure("precision", (_REL, _JUDGED), at_k=True)),
+    **dict.fromkeys(("R", "Recall"), IrMeasure("recall", (_REL, _JUDGED), at_k=True)),
+    "RBP": IrMeasure("rbp", ("p",), at_k=True),
+    **dict.fromkeys(("Rprec", "RPrec"), IrMeasure("r_precision", (_REL, _JUDGED))),
+    **dict.fromkeys(("RR", "MRR"), IrMeasure("mrr", (_REL, _JUDGED), at_k=True)),
+    "SetP": IrMeasure("precision", (_REL, "relative", _JUDGED)),
+    "SetRelP": IrMeasure("relative_precision", (_REL, "relative", _JUDGED)),
+    "SetR": IrMeasure("recall", (_REL,)),
+    "SetF": IrMeasure("f1", (_REL, "beta", _JUDGED)),
+    "SetAP": IrMeasure("set_map", (_REL, _JUDGED)),
+    "Success": IrMeasure("hit_rate", (_REL, _JUDGED), at_k=True),
+}
+#: ir_measures' measures this package does not compute, and why where it has a near one
+IR_MEASURES_REFUSED: dict[str, str] = {
+    "ERR": "ir_measures' ERR is gdeval's, R = (2^g - 1) / 2^4 for every query; this "
+    "package's err@k (R = (2^g - 1) / 2^g_max, g_max the query's largest grade) is "
+    "another measure, asked as err@k",
+    **dict.fromkeys(
+        (
+            "Accuracy", "BPM", "Compat", "ERR_IA", "nERR_IA", "alpha_DCG", "α_DCG",
+            "alpha_nDCG", "α_nDCG", "NRBP", "nNRBP", "AP_IA", "MAP_IA", "P_IA", "StRecall",
+            "INST", "INSQ", "NERR8", "NERR9", "NERR10", "NERR11", "NumQ", "SDCG",
+        ),
+        "",
+    ),
+}  # fmt: skip
+IR_MEASURES_NAMES = frozenset(IR_MEASURES) | frozenset(IR_MEASURES_REFUSED)
+#: ir_measures' ``nDCG(dcg=...)`` values and this package's gain of each
+_DCG_GAINS = {"log2": "linear", "exp-log2": "exponential"}
+
+
+def _ir_measure(name: str, params: dict[str, object], key: str, token: str) -> MeasureSpec:
+    """The spec of ir_measures' measure ``name`` with ``params`` (ir_measures' own)."""
+    entry = IR_MEASURES.get(name)
+    if entry is None:
+        why = IR_MEASURES_REFUSED.get(name)
+        what = f"ir_measures' {name}" if why is not None else f"unknown measure {name!r}"
+        raise ValueError(
+            f"{what} (in {token!r}) is not computed by this package"
+            + (f" ({why})" if why else "")
+            + f"; of ir_measures' measures it computes {', '.join(IR_MEASURES)}"
+            + ("" if why is not None else f"; its own metrics are {', '.join(METRICS)}")
+        )
+    params = dict(params)
+    metric, k = entry.metric, None
+    options: dict[str, Any] = dict(entry.fixed)
+    judged_only = False
+    at = params.pop(entry.at, None)
+    if at is not None:
+        if entry.at == "recall":
+            metric = _recall_level(at, token)
+        elif not entry.at_k:
+            raise ValueError(f"{token!r}: ir_measures' {name} takes no cutoff @k")
+        else:
+            k = _cutoff(str(at), token) if not isinstance(at, bool) else _cutoff("", token)
+    elif entry.at == "recall":
+        raise ValueError(f"{token!r}: IPrec needs a recall level, e.g. IPrec@0.5")
+    for param, value in params.items():
+        if param not in entry.params:
+            accepted = ", ".join(entry.params) or "none"
+            raise ValueError(
+                f"{token!r}: ir_measures' {name} parameter {param!r} is not read here "
+                f"(the parameters read: {accepted})"
+            )
+        if param == _REL:
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise ValueError(f"{token!r}: rel must be a number, got {value!r}")
+            options["relevance_threshold"] = float(value)
+            if metric == "num_ret":  # ir_measures' NumRelRet is NumRet(rel=1)
+                metric = "num_rel_ret"
+        elif param == _JUDGED:
+            judged_only = _flag_param(value, param, token)
+        elif param == "p":
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise ValueError(f"{token!r}: p must be a number in (0, 1), got {value!r}")
+            options["rbp_persistence"] = float(value)
+        elif param == "dcg":
+            if value not in _DCG_GAINS:
+                raise ValueError(
+                    f"{token!r}: dcg must be one of {list(_DCG_GAINS)} (the linear and the "
+                    f"exponential gain), got {value!r}"
+                )
+            options["gain"] = _DCG_GAINS[str(value)]
+        elif param == "relative":
+            if _flag_param(value, param, token):
+                metric = "relative_precision"
+            elif metric == "relative_precision":
+                metric = "precision"
+        elif param == "beta":
+            if value != 1:
+                raise ValueError(f"{token!r}: only SetF's beta=1 (F1) is computed, got {value!r}")
+        else:  # gains: a custom grade-to-gain mapping
+            raise ValueError(
+                f"{token!r}: custom gains are not computed; the gains are linear or "
+                "exponential (dcg='log2' or dcg='exp-log2')"
+            )
+    return MeasureSpec(metric, k, key, tuple(options.items()), judged_only)
+
+
+def _flag_param(value: object, param: str, token: str) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"{token!r}: {param} must be True or False, got {value!r}")
+    return value
+
+
+def _recall_level(value: object, token: str) -> str:
+    """IPrec's recall level to the metric of that level (trec_eval's 11 levels only)."""
+    try:
+        level = float(str(value))
+    except ValueError:
+        level = math.nan
+    levels = zip(RECALL_LEVELS, RECALL_LEVEL_METRICS, strict=True)
+    names = {round(level_, 2): name for level_, name in levels}
+    if (
+        not math.isfinite(level)
+        or round(level, 2) not in names
+        or abs(level - round(level, 2)) > 1e-9
+    ):
+        raise ValueError(
+            f"{token!r}: IPrec is computed at trec_eval's recall levels "
+            f"{', '.join(str(r) for r in RECALL_LEVELS)}, got {value!r}"
+        )
+    return names[round(level, 2)]
 
 
 def _one_metric(token: str) -> list[tuple[str, int | None]]:
@@ -179,7 +496,7 @@ def _metric_name(name: str, token: str) -> str:
     raise ValueError(
         f"unknown metric {name!r} (in {token!r}); the metrics are {', '.join(METRICS)} "
         "(as name, name@k or name@k1,k2; trec_eval names such as P_10 and "
-        "ndcg_cut_10 also work)"
+        "ndcg_cut_10, and ir_measures' such as nDCG@10 and P(rel=2)@10, also work)"
     )
 
 
@@ -285,10 +602,15 @@ __all__ = [
     "ALL_TREC",
     "DEFAULT_CUTOFFS",
     "GEOMETRIC_MEANS",
+    "IR_MEASURES",
+    "IR_MEASURES_REFUSED",
     "TREC_EVAL_MEASURES",
+    "IrMeasure",
+    "MeasureSpec",
     "TrecEvalMeasure",
     "format_trec_eval",
     "is_count",
+    "parse_measures",
     "parse_metrics",
     "trec_eval_measures",
     "trec_eval_name",
