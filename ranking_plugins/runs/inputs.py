@@ -101,7 +101,8 @@ class _Pandas:
     def column(self, name: str) -> Any:
         pa = arrow()
         try:
-            return pa.Array.from_pandas(self.frame[name])
+            # NaN stays NaN (a NaN score is said as such), None and pd.NA are missing
+            return pa.array(self.frame[name], from_pandas=False)
         except (pa.ArrowInvalid, pa.ArrowTypeError) as error:
             raise ValueError(f"column {name!r} cannot be read: {error}") from None
 
@@ -126,6 +127,8 @@ def _from_table(table: Any, kind: str) -> Records:
             )
         columns.append((present[0], table.column(present[0])))
     (qid_name, qids), (docno_name, docnos), (value_name, values) = columns
+    if not table.num_rows:  # before the columns' types, which an empty frame leaves open
+        raise _empty(kind)
     return _records(
         kind,
         _id_array(qids, kind, qid_name),
@@ -234,7 +237,8 @@ def _ids_of(ids: list[Any], kind: str, what: str) -> tuple[Any, bool]:
         array = pa.array(ids)
     except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
         array = None  # mixed types: each id said in words below
-    if array is not None and (_is_text(array.type) or pa.types.is_integer(array.type)):
+    typed = array is not None and not array.null_count  # a None is said below
+    if typed and (_is_text(array.type) or pa.types.is_integer(array.type)):
         return array.cast(pa.string()).cast(pa.binary()), True
     if array is not None and pa.types.is_null(array.type) and not ids:
         return pa.array([], pa.binary()), True
@@ -285,7 +289,7 @@ def _records(
 ) -> Records:
     """The checked records of an in-memory side."""
     if not len(values):
-        raise ValueError(f"`{kind}` is empty: it has no (query, document) pair")
+        raise _empty(kind)
     if kind == "run":
         bad = torch.isnan(values)
         problem = "NaN scores"
@@ -299,6 +303,10 @@ def _records(
     if check_repeats:
         _check_repeats(kind, qids, docnos)
     return Records(SOURCE[kind], kind, "python", qids, docnos, values)
+
+
+def _empty(kind: str) -> ValueError:
+    return ValueError(f"`{kind}` is empty: it has no (query, document) pair")
 
 
 def _check_repeats(kind: str, qids: Any, docnos: Any) -> None:
