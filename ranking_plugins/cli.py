@@ -53,7 +53,6 @@ if TYPE_CHECKING:
     from ranking_plugins.runs.joining import Collection
 
 
-
 def sample_path(name: str) -> Path:
     """Path of a sample file shipped with the package: ``"sample.qrels"`` or ``"sample.run"``.
 

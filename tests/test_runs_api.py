@@ -393,6 +393,8 @@ def test_duplicate_pairs():
     # an int and a str that spell one id are one id (as in pytrec_eval): given twice
     with pytest.raises(ValueError, match="`qrels` gives 1 \\(query, document\\) pair more"):
         evaluate_run({"1": {"a": 1}, 1: {"a": 0}}, {"1": {"a": 1.0}})
+    with pytest.raises(ValueError, match="`run` gives 1 \\(query, document\\) pair more"):
+        evaluate_run({"1": {"a": 1}}, {"1": {"a": 1.0, "b": 0.5}, 1: {"a": 2.0}})
 
 
 @pytest.mark.parametrize("bad", [1.5, None, ("a",), b"a"], ids=["float", "None", "tuple", "bytes"])

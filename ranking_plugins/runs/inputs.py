@@ -27,7 +27,14 @@ from typing import Any
 
 import torch
 
-from ranking_plugins.runs.reading import JSON_KEYS, Records, arrow, column_tensor, read_records
+from ranking_plugins.runs.reading import (
+    IN_MEMORY,
+    JSON_KEYS,
+    Records,
+    arrow,
+    column_tensor,
+    read_records,
+)
 
 #: the columns a DataFrame may name each field by: ir_measures' first, then ranx's and
 #: the JSONL readers' other names (a ranx qrels DataFrame holds its grades in ``score``)
@@ -134,7 +141,6 @@ def _from_table(table: Any, kind: str) -> Records:
         _id_array(qids, kind, qid_name),
         _id_array(docnos, kind, docno_name),
         _value_tensor(values, kind, value_name),
-        check_repeats=True,
     )
 
 
@@ -191,20 +197,12 @@ def _from_mapping(value: Mapping[Any, Any], kind: str) -> Records:
         counts.append(len(documents))
         docnos.extend(documents.keys())
         values.extend(documents.values())
-    query_ids, same_types = _ids_of(qids, kind, "query")
-    document_ids, same = _ids_of(docnos, kind, "document")
+    query_ids, document_ids = _ids_of(qids, kind, "query"), _ids_of(docnos, kind, "document")
     lines = torch.repeat_interleave(
         torch.arange(len(qids)), torch.tensor(counts, dtype=torch.int64)
     )
     scores = _numbers(values, kind)
-    # distinct keys are distinct ids unless an int and a str spell one id (1 and "1")
-    return _records(
-        kind,
-        query_ids.take(pa.array(lines.numpy())),
-        document_ids,
-        scores,
-        check_repeats=not (same_types and same),
-    )
+    return _records(kind, query_ids.take(pa.array(lines.numpy())), document_ids, scores)
 
 
 def _from_iterable(value: Iterable[Any], kind: str) -> Records:
@@ -225,13 +223,13 @@ def _from_iterable(value: Iterable[Any], kind: str) -> Records:
             f"{record!r:.80}"
         ) from None
     return _records(
-        kind, _ids_of(qids, kind, "query")[0], _ids_of(docnos, kind, "document")[0],
-        _numbers(values, kind), check_repeats=True,
+        kind, _ids_of(qids, kind, "query"), _ids_of(docnos, kind, "document"),
+        _numbers(values, kind),
     )  # fmt: skip
 
 
-def _ids_of(ids: list[Any], kind: str, what: str) -> tuple[Any, bool]:
-    """Python ids as pyarrow binary; and whether they were all of one type (str or int)."""
+def _ids_of(ids: list[Any], kind: str, what: str) -> Any:
+    """Python ids (str or int) as pyarrow binary."""
     pa = arrow()
     try:
         array = pa.array(ids)
@@ -239,9 +237,9 @@ def _ids_of(ids: list[Any], kind: str, what: str) -> tuple[Any, bool]:
         array = None  # mixed types: each id said in words below
     typed = array is not None and not array.null_count  # a None is said below
     if typed and (_is_text(array.type) or pa.types.is_integer(array.type)):
-        return array.cast(pa.string()).cast(pa.binary()), True
+        return array.cast(pa.string()).cast(pa.binary())
     if array is not None and pa.types.is_null(array.type) and not ids:
-        return pa.array([], pa.binary()), True
+        return pa.array([], pa.binary())
     texts = []
     for item in ids:
         if isinstance(item, str):
@@ -253,7 +251,7 @@ def _ids_of(ids: list[Any], kind: str, what: str) -> tuple[Any, bool]:
                 f"`{kind}`: {what} ids must be strings (or integers, read as their decimal "
                 f"strings), got {type(item).__name__} {item!r}"
             )
-    return pa.array(texts, pa.string()).cast(pa.binary()), False
+    return pa.array(texts, pa.string()).cast(pa.binary())
 
 
 def _is_numpy_int(item: object) -> bool:
@@ -284,9 +282,7 @@ def _is_number(value: object) -> bool:
     return not isinstance(value, str)
 
 
-def _records(
-    kind: str, qids: Any, docnos: Any, values: torch.Tensor, check_repeats: bool
-) -> Records:
+def _records(kind: str, qids: Any, docnos: Any, values: torch.Tensor) -> Records:
     """The checked records of an in-memory side."""
     if not len(values):
         raise _empty(kind)
@@ -300,18 +296,21 @@ def _records(
         at = bad.nonzero().flatten()
         first = _pair(qids, docnos, int(at[0]))
         raise ValueError(f"`{kind}` has {len(at)} {problem}, the first {first}")
-    if check_repeats:
-        _check_repeats(kind, qids, docnos)
-    return Records(SOURCE[kind], kind, "python", qids, docnos, values)
+    return Records(SOURCE[kind], kind, IN_MEMORY, qids, docnos, values)
 
 
 def _empty(kind: str) -> ValueError:
     return ValueError(f"`{kind}` is empty: it has no (query, document) pair")
 
 
-def _check_repeats(kind: str, qids: Any, docnos: Any) -> None:
+def check_repeats(records: Records) -> None:
     """A (query, document) pair given twice is a ValueError naming it (trec_eval refuses
-    such files; a dict or DataFrame has no rule that says which value counts)."""
+    such files; a dict or DataFrame has no rule that says which value counts).
+
+    The join finds a repeated pair at no cost (each query's documents are sorted
+    there): this names it, once the join has said there is one.
+    """
+    kind, qids, docnos = records.kind, records.qids, records.docnos
     pc = arrow().compute
     queries, documents = pc.dictionary_encode(qids), pc.dictionary_encode(docnos)
     keys = column_tensor(queries.indices) * len(documents.dictionary) + column_tensor(
@@ -332,4 +331,4 @@ def _pair(qids: Any, docnos: Any, at: int) -> str:
     return f"(query {qids[at].as_py().decode()!r}, document {docnos[at].as_py().decode()!r})"
 
 
-__all__ = ["COLUMNS", "as_records", "is_in_memory"]
+__all__ = ["COLUMNS", "as_records", "check_repeats", "is_in_memory"]

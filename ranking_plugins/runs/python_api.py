@@ -26,7 +26,7 @@ from ranking_plugins.runs.evaluation import (
     evaluate_file,
     torch_threads,
 )
-from ranking_plugins.runs.inputs import as_records, is_in_memory
+from ranking_plugins.runs.inputs import as_records, check_repeats, is_in_memory
 from ranking_plugins.runs.names import parse_metrics
 from ranking_plugins.runs.notes import left_out_notes, listing
 from ranking_plugins.runs.reading import FileFormatError, Records, arrow, query_name
@@ -172,8 +172,11 @@ def evaluate_run(
             results, collection = evaluate_file(qrels_records, run_records, wanted, settings)
     except FileFormatError as error:
         # a file's problem at its FILE:LINE; an in-memory side's without the stand-in path
-        memory = is_in_memory(error.path)
-        raise ValueError(error.message if memory else str(error)) from None
+        if not is_in_memory(error.path):
+            raise ValueError(str(error)) from None
+        for side in (qrels_records, run_records):  # the join found a repeated pair: name it
+            check_repeats(side)
+        raise ValueError(error.message) from None
     if not results.qids:
         raise ValueError("no query is both in the run and in the qrels")
     counted = unretrieved_queries == "count"
