@@ -1,12 +1,12 @@
 """Qrels and run files: read into columns by pyarrow, and checked exactly.
 
-========  ======================================  ==============================
-format    qrels line                              run line
-========  ======================================  ==============================
-``trec``  ``qid iter docno grade``                ``qid Q0 docno rank score runid``
-``tsv``   ``qid docno grade``                     ``qid docno score``
-``jsonl`` ``{"query_id", "doc_id", "relevance"}``  ``{"query_id", "doc_id", "score"}``
-========  ======================================  ==============================
+=========  =======================================  ===================================
+format     qrels line                               run line
+=========  =======================================  ===================================
+``trec``   ``qid iter docno grade``                 ``qid Q0 docno rank score runid``
+``tsv``    ``qid docno grade``                      ``qid docno score``
+``jsonl``  ``{"query_id", "doc_id", "relevance"}``  ``{"query_id", "doc_id", "score"}``
+=========  =======================================  ===================================
 
 Columns are separated by any whitespace; blank lines are ignored; a ``.gz``
 file is read through gzip. The rank, ``iter``, ``Q0`` and run-id columns are
