@@ -9,6 +9,7 @@ if TYPE_CHECKING:
     from ranking_plugins._validation import ArgumentError
     from ranking_plugins.embeddings import EmbeddingScores, ShardedEmbeddingScores, ShardError
     from ranking_plugins.functional import rank_metrics
+    from ranking_plugins.runs.python_api import RunResults, evaluate_run
 
 #: each public name, by the module that defines it: imported on first use (PEP 562), so
 #: that ``python -m ranking_plugins --help`` and the command's usage errors need no torch
@@ -18,13 +19,17 @@ _HOMES = {
     "ShardError": "ranking_plugins.embeddings",
     "ShardedEmbeddingScores": "ranking_plugins.embeddings",
     "rank_metrics": "ranking_plugins.functional",
+    "RunResults": "ranking_plugins.runs.python_api",
+    "evaluate_run": "ranking_plugins.runs.python_api",
 }
 
 __all__ = [
     "ArgumentError",
     "EmbeddingScores",
+    "RunResults",
     "ShardError",
     "ShardedEmbeddingScores",
+    "evaluate_run",
     "rank_metrics",
 ]
 __version__ = "0.1.0"

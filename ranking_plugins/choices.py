@@ -8,6 +8,13 @@ the paired tests), so that the ``ranking-plugins`` command's parser, its
 
 #: what equal scores mean (the kernel's tie policies)
 TIES = ("average", "first", "pessimistic", "optimistic")
+#: the measures reported when none is asked (``ranking-plugins evaluate`` without ``-m``,
+#: :func:`ranking_plugins.evaluate_run` without ``measures``)
+DEFAULT_METRICS = ("ndcg@10", "mrr", "map", "precision@10", "recall@100")
+#: what a query in the run but not in the qrels does
+UNJUDGED_QUERIES = ("error", "skip")
+#: what a query in the qrels but not in the run does
+UNRETRIEVED_QUERIES = ("skip", "count")
 #: what a query without relevant documents does
 EMPTY_TARGET_ACTIONS = ("neg", "pos", "skip", "error")
 #: nDCG's gain of a grade
@@ -27,10 +34,13 @@ CORRECTIONS = ("holm", "bonferroni", "none")
 __all__ = [
     "AP_DENOMINATORS",
     "CORRECTIONS",
+    "DEFAULT_METRICS",
     "EMPTY_TARGET_ACTIONS",
     "FALL_OUT_EMPTY",
     "FILE_FORMATS",
     "GAINS",
     "TESTS",
     "TIES",
+    "UNJUDGED_QUERIES",
+    "UNRETRIEVED_QUERIES",
 ]

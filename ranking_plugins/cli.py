@@ -36,6 +36,7 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
+from ranking_plugins.choices import DEFAULT_METRICS
 from ranking_plugins.command import (
     PROG,
     add_evaluation_arguments,
@@ -50,9 +51,6 @@ if TYPE_CHECKING:
     from ranking_plugins.options import Options
     from ranking_plugins.runs.evaluation import Results
     from ranking_plugins.runs.joining import Collection
-
-#: what ``evaluate`` reports when no ``-m`` is given
-DEFAULT_METRICS = ("ndcg@10", "mrr", "map", "precision@10", "recall@100")
 
 
 def sample_path(name: str) -> Path:

@@ -22,6 +22,8 @@ from ranking_plugins.choices import (
     FILE_FORMATS,
     GAINS,
     TIES,
+    UNJUDGED_QUERIES,
+    UNRETRIEVED_QUERIES,
 )
 from ranking_plugins.runs.notes import left_out_notes
 
@@ -85,7 +87,7 @@ def add_evaluation_arguments(
         ),
         add(
             "--unjudged-queries",
-            choices=("error", "skip"),
+            choices=UNJUDGED_QUERIES,
             default="error",
             help="a query in the run but not in the qrels is an error (default) or is "
             "left out with a note on stderr",
@@ -100,7 +102,7 @@ def add_evaluation_arguments(
         ),
         add(
             "--unretrieved-queries",
-            choices=("skip", "count"),
+            choices=UNRETRIEVED_QUERIES,
             default="skip",
             help="a query in the qrels but not in the run is left out with a note on stderr "
             "(skip, default, as trec_eval) or counted with nothing retrieved (count, "

@@ -175,12 +175,13 @@ class Settings:
 
 def evaluate_file(
     qrels: Records,
-    run_path: str,
+    run_path: str | Records,
     wanted: Sequence[tuple[str, int | None]],
     settings: Settings,
     progress: TextIO | None = None,
 ) -> tuple[Results, Collection]:
-    """The run file ``run_path`` read, joined to ``qrels`` and evaluated for ``wanted``
+    """The run file ``run_path`` (or its records, already read or made in Python) read,
+    joined to ``qrels`` and evaluated for ``wanted``
     (``(metric, k)`` pairs); and the join's last part, which lists the queries left
     out. ``progress``: the stream of a progress bar, for large files on a terminal.
 
@@ -273,7 +274,7 @@ def _empty_list_nans(results: Results, wanted: Sequence[tuple[str, int | None]])
 
 def evaluate_run(
     qrels: Records,
-    run_path: str,
+    run_path: str | Records,
     wanted: Sequence[tuple[str, int | None]],
     settings: Settings,
     options: Options,
@@ -313,6 +314,8 @@ def evaluate_run(
                 results.mean[key] = math.nan
         return results
 
+    if isinstance(run_path, Records):  # read already (the Python API's inputs)
+        return evaluated(run_path), last[-1]
     try:
         batches = read_batches(run_path, "run", settings.run_format, progress)
         with contextlib.closing(batches):
@@ -368,10 +371,6 @@ def torch_threads(count: int) -> Iterator[None]:
 
 
 def _keep_last(parts: Iterable[Collection], last: list[Collection]) -> Iterator[Collection]:
-    """``parts``, keeping the latest in ``last`` (the last part lists the left-out queries)."""
-    for part in parts:
-        last[:] = [part]
-        yield part
     """``parts``, keeping the latest in ``last`` (the last part lists the left-out queries)."""
     for part in parts:
         last[:] = [part]

@@ -1,12 +1,12 @@
 """Qrels and run files: read into columns by pyarrow, and checked exactly.
 
-========  ======================================  ==============================
-format    qrels line                              run line
-========  ======================================  ==============================
-``trec``  ``qid iter docno grade``                ``qid Q0 docno rank score runid``
-``tsv``   ``qid docno grade``                     ``qid docno score``
-``jsonl`` ``{"query_id", "doc_id", "relevance"}``  ``{"query_id", "doc_id", "score"}``
-========  ======================================  ==============================
+=========  =======================================  ===================================
+format     qrels line                               run line
+=========  =======================================  ===================================
+``trec``   ``qid iter docno grade``                 ``qid Q0 docno rank score runid``
+``tsv``    ``qid docno grade``                      ``qid docno score``
+``jsonl``  ``{"query_id", "doc_id", "relevance"}``  ``{"query_id", "doc_id", "score"}``
+=========  =======================================  ===================================
 
 Columns are separated by any whitespace; blank lines are ignored; a ``.gz``
 file is read through gzip. The rank, ``iter``, ``Q0`` and run-id columns are
@@ -43,6 +43,8 @@ from ranking_plugins.choices import FILE_FORMATS
 
 KINDS = ("qrels", "run")
 FORMATS = FILE_FORMATS
+#: the format of records made in Python (:mod:`ranking_plugins.runs.inputs`): no file
+IN_MEMORY = "python"
 #: bytes that pyarrow parses per block: the unit of reading and of progress
 CHUNK_BYTES = 2 << 20
 #: a progress bar (on a terminal) for files of at least this many bytes
@@ -386,7 +388,10 @@ def iter_records(
 
 
 def diagnose(path: str, kind: str, file_format: str) -> None:
-    """Read the file line by line and raise :class:`FileFormatError` at its first bad line."""
+    """Read the file line by line and raise :class:`FileFormatError` at its first bad line
+    (records made in Python, :data:`IN_MEMORY`, have no file: their caller says what)."""
+    if file_format == IN_MEMORY:
+        return
     for _ in iter_records(path, kind, file_format):
         pass
 

@@ -1,0 +1,334 @@
+"""Qrels and runs held in Python, as the :class:`~ranking_plugins.runs.reading.Records`
+the file readers make, so that they are joined and evaluated as files are.
+
+:func:`as_records` takes, for the qrels (``kind="qrels"``) or a run (``kind="run"``):
+
+* a path (``str`` or ``os.PathLike``): a file in any format the command reads;
+* pytrec_eval's dicts, ``{query_id: {doc_id: grade}}`` and ``{query_id: {doc_id: score}}``;
+* a pandas or polars DataFrame, or a pyarrow Table, with ir_measures' columns
+  (``query_id``, ``doc_id``, ``relevance`` / ``score``) or ranx's (``q_id``,
+  ``doc_id``, ``score``): converted through pyarrow, column by column, never
+  a Python loop per row;
+* ranx's ``Qrels`` and ``Run``;
+* an iterable of records with ``query_id``, ``doc_id`` and ``relevance`` /
+  ``score`` attributes (ir_datasets' and ir_measures' named tuples).
+
+Ids are strings (or UTF-8 bytes); an integer id is its decimal string (``1`` and ``"1"`` are one
+query, as in pytrec_eval); any other id is a ValueError. A repeated (query,
+document) pair, a NaN score, a grade that is not finite, a missing value and an
+empty side are ValueErrors that name the argument.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import torch
+
+from ranking_plugins.runs.reading import (
+    IN_MEMORY,
+    JSON_KEYS,
+    Records,
+    arrow,
+    column_tensor,
+    read_records,
+)
+
+#: the columns a DataFrame may name each field by: ir_measures' first, then ranx's and
+#: the JSONL readers' other names (a ranx qrels DataFrame holds its grades in ``score``)
+COLUMNS: dict[str, dict[str, tuple[str, ...]]] = {
+    "qrels": {"query id": JSON_KEYS["qid"], "document id": JSON_KEYS["docno"],
+              "grade": (*JSON_KEYS["grade"], "score")},
+    "run": {"query id": JSON_KEYS["qid"], "document id": JSON_KEYS["docno"],
+            "score": JSON_KEYS["score"]},
+}  # fmt: skip
+#: the attribute of an ir_datasets / ir_measures record that holds the value
+RECORD_VALUE = {"qrels": "relevance", "run": "score"}
+#: where an in-memory side is said to come from (no file: never read line by line)
+SOURCE = {"qrels": "<qrels>", "run": "<run>"}
+
+
+def as_records(value: object, kind: str, file_format: str = "auto") -> Records:
+    """``value`` (see the module for the forms taken) as the records of a ``kind`` file.
+
+    ``file_format``: a path's format (``auto``: guessed, as the command does).
+    """
+    if isinstance(value, (str, os.PathLike)):
+        return read_records(os.fspath(value), kind, file_format)
+    if isinstance(value, Records):
+        return value
+    if _is_ranx(value):
+        value = value.to_dict()  # type: ignore[attr-defined]
+    if isinstance(value, Mapping):
+        return _from_mapping(value, kind)
+    table = _arrow_table(value)
+    if table is not None:
+        return _from_table(table, kind)
+    if isinstance(value, Iterable) and not isinstance(value, (bytes, bytearray)):
+        return _from_iterable(value, kind)
+    raise TypeError(
+        f"`{kind}` must be a path, a {{query_id: {{doc_id: value}}}} dict, a pandas or polars "
+        f"DataFrame, a ranx {'Qrels' if kind == 'qrels' else 'Run'} or an iterable of records, "
+        f"got {type(value).__name__}"
+    )
+
+
+def is_in_memory(path: str) -> bool:
+    """Whether records of this ``path`` were made here, not read from a file."""
+    return path in SOURCE.values()
+
+
+def _is_ranx(value: object) -> bool:
+    module = type(value).__module__ or ""
+    return module.startswith("ranx.") and type(value).__name__ in ("Qrels", "Run")
+
+
+def _arrow_table(value: object) -> Any:
+    """A pyarrow Table of a pandas or polars DataFrame or a pyarrow Table; else None."""
+    module = type(value).__module__ or ""
+    if module.startswith("pyarrow") and hasattr(value, "column_names"):
+        return value
+    if module.startswith("polars") and hasattr(value, "to_arrow"):
+        return value.to_arrow()
+    if module.startswith("pandas") and type(value).__name__ == "DataFrame":
+        return _Pandas(value)
+    return None
+
+
+class _Pandas:
+    """A pandas DataFrame seen as a table: each column converted by pyarrow when asked
+    (never the whole frame, whose other columns may hold what pyarrow cannot read)."""
+
+    def __init__(self, frame: Any) -> None:
+        self.frame = frame
+        self.column_names = [str(name) for name in frame.columns]
+
+    def column(self, name: str) -> Any:
+        pa = arrow()
+        try:
+            # NaN stays NaN (a NaN score is said as such), None and pd.NA are missing
+            return pa.array(self.frame[name], from_pandas=False)
+        except (pa.ArrowInvalid, pa.ArrowTypeError) as error:
+            raise ValueError(f"column {name!r} cannot be read: {error}") from None
+
+    @property
+    def num_rows(self) -> int:
+        return len(self.frame)
+
+
+def _from_table(table: Any, kind: str) -> Records:
+    """The records of a table with one accepted column per field (:data:`COLUMNS`)."""
+    found = list(table.column_names)
+    columns = []
+    for field, accepted in COLUMNS[kind].items():
+        present = [name for name in accepted if name in found]
+        if len(present) != 1:
+            problem = "no" if not present else f"{len(present)} ({', '.join(present)})"
+            raise ValueError(
+                f"`{kind}`: the DataFrame has {problem} {field} column; expected one of "
+                f"{', '.join(accepted)} (columns "
+                + "; ".join(f"{f}: {' or '.join(a)}" for f, a in COLUMNS[kind].items())
+                + f"), found {', '.join(map(repr, found)) or 'no column'}"
+            )
+        columns.append((present[0], table.column(present[0])))
+    (qid_name, qids), (docno_name, docnos), (value_name, values) = columns
+    if not table.num_rows:  # before the columns' types, which an empty frame leaves open
+        raise _empty(kind)
+    return _records(
+        kind,
+        _id_array(qids, kind, qid_name),
+        _id_array(docnos, kind, docno_name),
+        _value_tensor(values, kind, value_name),
+    )
+
+
+def _id_array(column: Any, kind: str, name: str) -> Any:
+    """A column of ids as pyarrow binary (UTF-8), integers as their decimal strings."""
+    pa = arrow()
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
+    if column.null_count:
+        raise ValueError(f"`{kind}`: column {name!r} has {column.null_count} missing ids")
+    if pa.types.is_dictionary(column.type):
+        column = column.dictionary_decode()
+    kind_of = column.type
+    if not (pa.types.is_integer(kind_of) or _is_text(kind_of)):
+        raise ValueError(
+            f"`{kind}`: column {name!r} must hold string or integer ids, got {kind_of}"
+        )
+    return column.cast(pa.string()).cast(pa.binary())
+
+
+def _is_text(kind_of: Any) -> bool:
+    pa = arrow()
+    view = getattr(pa.types, "is_string_view", lambda _: False)
+    return bool(pa.types.is_string(kind_of) or pa.types.is_large_string(kind_of) or view(kind_of))
+
+
+def _value_tensor(column: Any, kind: str, name: str) -> torch.Tensor:
+    pa = arrow()
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
+    if column.null_count:
+        raise ValueError(f"`{kind}`: column {name!r} has {column.null_count} missing values")
+    kind_of = column.type
+    if not (pa.types.is_integer(kind_of) or pa.types.is_floating(kind_of)):
+        raise ValueError(f"`{kind}`: column {name!r} must hold numbers, got {kind_of}")
+    return column_tensor(column, torch.float64)
+
+
+def _from_mapping(value: Mapping[Any, Any], kind: str) -> Records:
+    """``{query_id: {doc_id: value}}``: one Python step per query, the ids and values of
+    a query taken as lists (its documents are distinct keys already)."""
+    pa = arrow()
+    qids: list[Any] = []
+    counts: list[int] = []
+    docnos: list[Any] = []
+    values: list[Any] = []
+    for qid, documents in value.items():
+        if not isinstance(documents, Mapping):
+            raise ValueError(
+                f"`{kind}` must map each query id to a {{doc_id: value}} dict; query {qid!r} "
+                f"maps to {type(documents).__name__}"
+            )
+        qids.append(qid)
+        counts.append(len(documents))
+        docnos.extend(documents.keys())
+        values.extend(documents.values())
+    query_ids, document_ids = _ids_of(qids, kind, "query"), _ids_of(docnos, kind, "document")
+    lines = torch.repeat_interleave(
+        torch.arange(len(qids)), torch.tensor(counts, dtype=torch.int64)
+    )
+    scores = _numbers(values, kind)
+    return _records(kind, query_ids.take(pa.array(lines.numpy())), document_ids, scores)
+
+
+def _from_iterable(value: Iterable[Any], kind: str) -> Records:
+    """Records with ``query_id``, ``doc_id`` and ``relevance`` / ``score`` attributes."""
+    field = RECORD_VALUE[kind]
+    qids: list[Any] = []
+    docnos: list[Any] = []
+    values: list[Any] = []
+    try:
+        for record in value:
+            qids.append(record.query_id)
+            docnos.append(record.doc_id)
+            values.append(getattr(record, field))
+    except AttributeError:
+        raise ValueError(
+            f"`{kind}`: each record must have the attributes query_id, doc_id and {field} "
+            f"(ir_datasets' and ir_measures' records), got {type(record).__name__}: "
+            f"{record!r:.80}"
+        ) from None
+    return _records(
+        kind, _ids_of(qids, kind, "query"), _ids_of(docnos, kind, "document"),
+        _numbers(values, kind),
+    )  # fmt: skip
+
+
+def _ids_of(ids: list[Any], kind: str, what: str) -> Any:
+    """Python ids as pyarrow binary: a str, an int (its decimal string), UTF-8 bytes."""
+    pa = arrow()
+    array: Any = None  # mixed types: each id said in words below
+    for given_type in (pa.string(), None):  # strings first: inferring a type costs 4x
+        try:
+            array = pa.array(ids, given_type)
+            break
+        except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
+            continue
+    typed = array is not None and not array.null_count  # a None is said below
+    if typed and (_is_text(array.type) or pa.types.is_integer(array.type)):
+        return array.cast(pa.string()).cast(pa.binary())
+    texts = []
+    for item in ids:
+        if isinstance(item, str):
+            texts.append(item)
+        elif (isinstance(item, int) and not isinstance(item, bool)) or _is_numpy_int(item):
+            texts.append(str(int(item)))
+        else:
+            raise ValueError(
+                f"`{kind}`: {what} ids must be strings (or integers, read as their decimal "
+                f"strings), got {type(item).__name__} {item!r}"
+            )
+    return pa.array(texts, pa.string()).cast(pa.binary())
+
+
+def _is_numpy_int(item: object) -> bool:
+    import numpy as np
+
+    return isinstance(item, np.integer)
+
+
+def _numbers(values: list[Any], kind: str) -> torch.Tensor:
+    what = "grades" if kind == "qrels" else "scores"
+    pa = arrow()
+    try:
+        array = pa.array(values, pa.float64()).to_numpy(zero_copy_only=False)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError):
+        bad = next((v for v in values if not _is_number(v)), None)
+        raise ValueError(
+            f"`{kind}`: the {what} must be numbers, got {type(bad).__name__} {bad!r}"
+        ) from None
+    return torch.from_numpy(array.copy())  # writable: torch warns on a read-only view
+
+
+def _is_number(value: object) -> bool:
+    try:
+        float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return False
+    return not isinstance(value, str)
+
+
+def _records(kind: str, qids: Any, docnos: Any, values: torch.Tensor) -> Records:
+    """The checked records of an in-memory side."""
+    if not len(values):
+        raise _empty(kind)
+    if kind == "run":
+        bad = torch.isnan(values)
+        problem = "NaN scores"
+    else:
+        bad = ~torch.isfinite(values)
+        problem = "grades that are not finite (NaN or infinite)"
+    if bool(bad.any()):
+        at = bad.nonzero().flatten()
+        first = _pair(qids, docnos, int(at[0]))
+        raise ValueError(f"`{kind}` has {len(at)} {problem}, the first {first}")
+    return Records(SOURCE[kind], kind, IN_MEMORY, qids, docnos, values)
+
+
+def _empty(kind: str) -> ValueError:
+    return ValueError(f"`{kind}` is empty: it has no (query, document) pair")
+
+
+def check_repeats(records: Records) -> None:
+    """A (query, document) pair given twice is a ValueError naming it (trec_eval refuses
+    such files; a dict or DataFrame has no rule that says which value counts).
+
+    The join finds a repeated pair at no cost (each query's documents are sorted
+    there): this names it, once the join has said there is one.
+    """
+    kind, qids, docnos = records.kind, records.qids, records.docnos
+    pc = arrow().compute
+    queries, documents = pc.dictionary_encode(qids), pc.dictionary_encode(docnos)
+    keys = column_tensor(queries.indices) * len(documents.dictionary) + column_tensor(
+        documents.indices
+    )
+    ordered, order = torch.sort(keys, stable=True)
+    repeated = (ordered[1:] == ordered[:-1]).nonzero().flatten()
+    if len(repeated):
+        at = int(order[int(repeated[0]) + 1])
+        raise ValueError(
+            f"`{kind}` gives {len(repeated)} (query, document) "
+            f"{'pair' if len(repeated) == 1 else 'pairs'} more than once, the first "
+            f"{_pair(qids, docnos, at)}; each pair must appear once"
+        )
+
+
+def _pair(qids: Any, docnos: Any, at: int) -> str:
+    return f"(query {qids[at].as_py().decode()!r}, document {docnos[at].as_py().decode()!r})"
+
+
+__all__ = ["COLUMNS", "as_records", "check_repeats", "is_in_memory"]
