@@ -136,7 +136,7 @@ def test_the_uncomputed_spellings_have_no_provider() -> None:
         with pytest.raises(ValueError, match="Unsupported measures"):
             ir_measures.calc_aggregate([ir_measures.parse_measure(spelling)], [], [])
     assert [(s.metric, s.k, s.options) for s in parse_measures(UNCOMPUTED)] == [
-        ("rbp", None, {}),
+        ("rbp", None, {"rbp_persistence": 0.8}),  # ir_measures' p not written
         ("rbp", 10, {"rbp_persistence": 0.9}),
         ("num_rel", None, {"relevance_threshold": 2.0}),
     ]

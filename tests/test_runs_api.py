@@ -23,6 +23,7 @@ from ranking_plugins import evaluate_run
 from ranking_plugins.cli import main
 from ranking_plugins.command import add_evaluation_arguments
 from ranking_plugins.options import OPTION_NAMES
+from ranking_plugins.runs.names import trec_eval_name
 from ranking_plugins.runs.python_api import COMMAND_OPTIONS
 
 pd = pytest.importorskip("pandas")
@@ -31,6 +32,13 @@ Qrels = dict[str, dict[str, int]]
 Run = dict[str, dict[str, float]]
 
 MEASURES = ["map", "ndcg@10", "ndcg", "P.5,10", "recall@20", "mrr", "bpref", "Rprec", "success_1"]
+#: a result is keyed by the spelling asked; the command's JSON by the package's names
+COMMAND_KEYS = {
+    "P_5": "precision@5",
+    "P_10": "precision@10",
+    "Rprec": "r_precision",
+    "success_1": "hit_rate@1",
+}
 
 
 def random_case(seed: int, ties: bool = True) -> tuple[Qrels, Run]:
@@ -92,27 +100,32 @@ def same_float(a: float, b: float | None) -> bool:
     )
 
 
-def assert_command_numbers(results: Any, expected: dict, notes: list[str]) -> None:
-    assert results.measures == list(expected["metrics"])
+def assert_command_numbers(
+    results: Any, expected: dict, notes: list[str], keys: dict[str, str] = COMMAND_KEYS
+) -> None:
+    def command(key: str) -> str:
+        return keys.get(key, key)
+
+    assert [command(key) for key in results.measures] == list(expected["metrics"])
     assert results.qids == list(expected["per_query"])
     wrong = [
-        (qid, key, value, expected["per_query"][qid][key])
+        (qid, key, value, expected["per_query"][qid][command(key)])
         for qid, row in results.to_dict().items()
         for key, value in row.items()
-        if not same_float(value, expected["per_query"][qid][key])
+        if not same_float(value, expected["per_query"][qid][command(key)])
     ]
     wrong += [
-        ("mean", key, results.means[key], expected["metrics"][key])
+        ("mean", key, results.means[key], expected["metrics"][command(key)])
         for key in results.measures
-        if not same_float(results.means[key], expected["metrics"][key])
+        if not same_float(results.means[key], expected["metrics"][command(key)])
     ]
     wrong += [
-        ("stderr", key, results.standard_errors[key], expected["standard_error"][key])
+        ("stderr", key, results.standard_errors[key], expected["standard_error"][command(key)])
         for key in results.measures
-        if not same_float(results.standard_errors[key], expected["standard_error"][key])
+        if not same_float(results.standard_errors[key], expected["standard_error"][command(key)])
     ]
     assert not wrong, wrong[:10]
-    assert results.counts == expected["queries_counted"]
+    assert {command(k): v for k, v in results.counts.items()} == expected["queries_counted"]
     assert results.unjudged_queries == expected["unjudged_queries_skipped"]
     assert results.unretrieved_queries == expected["unretrieved_queries"]
     assert results.notes == notes
@@ -261,8 +274,17 @@ def test_trec_eval_collection_all_trec(trec_eval_dir):
     qrels, run = trec_eval_dir / "qrels.test", trec_eval_dir / "results.test"
     for flags, keywords in (([], {}), (["--ties", "first"], {"ties": "first"})):
         expected, notes = command(qrels, run, ["all_trec"], *flags)
+        # asked by trec_eval's name, each result is under trec_eval's name (pytrec_eval's
+        # keys); the command's JSON under the package's
+        keys = {trec_eval_name(*_metric_and_k(key)): key for key in expected["metrics"]}
         for inputs in ((qrels, run), (read_qrels(qrels), read_run(run))):
-            assert_command_numbers(evaluate_run(*inputs, "all_trec", **keywords), expected, notes)
+            results = evaluate_run(*inputs, "all_trec", **keywords)
+            assert_command_numbers(results, expected, notes, keys)
+
+
+def _metric_and_k(key: str) -> tuple[str, int | None]:
+    name, _, k = key.partition("@")
+    return name, int(k) if k else None
 
 
 def test_default_measures_are_the_commands(trec_eval_dir):
@@ -297,12 +319,12 @@ def test_matches_pytrec_eval():
         expected = pytrec_eval.RelevanceEvaluator(qrels, measures).evaluate(both)
         results = evaluate_run(qrels, both, sorted(measures), ties="first")
         ours = results.to_dict()
-        names = {"map": "map", "ndcg_cut_10": "ndcg@10", "P_5": "precision@5",
-                 "recip_rank": "mrr", "bpref": "bpref", "Rprec": "r_precision", "ndcg": "ndcg"}  # fmt: skip
+        # asked in pytrec_eval's spelling, the results come under its keys
         assert sorted(ours) == sorted(expected)
         for qid, row in expected.items():
+            assert sorted(ours[qid]) == sorted(row)
             for name, value in row.items():
-                assert ours[qid][names[name]] == pytest.approx(value, abs=1e-12), (seed, qid, name)
+                assert ours[qid][name] == pytest.approx(value, abs=1e-12), (seed, qid, name)
 
 
 def test_matches_ranx():
@@ -331,7 +353,7 @@ def test_results_shapes(trec_eval_dir):
     results = evaluate_run(
         trec_eval_dir / "qrels.test", trec_eval_dir / "results.test", ["map", "P@10"]
     )
-    assert results.measures == ["map", "precision@10"]
+    assert results.measures == ["map", "P@10"]  # the spelling asked
     frame = results.to_pandas()
     assert list(frame.columns) == results.measures and list(frame.index) == results.qids
     assert frame.index.name == "query_id"
@@ -462,3 +484,34 @@ def test_bad_file_line_is_a_value_error(tmp_path):
     run.write_text("q1 Q0 a 1 0.5 tag\nq1 Q0 b 2 high tag\n")
     with pytest.raises(ValueError, match=r"run\.txt:2: the score is not a number"):
         evaluate_run(QRELS, run)
+
+
+def test_each_measure_reads_its_own_parameters(trec_eval_dir):
+    """A measure's own parameters (ir_measures' ``rel``, ``p``, ``judged_only``) set the
+    options for it alone: its values are those of the call with that option, and the
+    other measures of the call keep the call's."""
+    ir_measures = pytest.importorskip("ir_measures")
+    # qrels.test: no negative grade (trec_eval's "in the pool, not judged", judged by
+    # ir_measures' Judged: a documented difference)
+    qrels, run = trec_eval_dir / "qrels.test", trec_eval_dir / "results.test"
+    asked = ["P(rel=2)@10", "P@10", "RBP(p=0.5)", ir_measures.Judged @ 5, "P(judged_only=True)@5"]
+    results = evaluate_run(qrels, run, asked)
+    assert results.measures == [
+        "P(rel=2)@10",
+        "P@10",
+        "RBP(p=0.5)",
+        "Judged@5",
+        "P(judged_only=True)@5",
+    ]
+    alone = {  # qrels.test grades 0 and 1: P(rel=2)@10 is 0 throughout
+        "P(rel=2)@10": evaluate_run(qrels, run, "precision@10", relevance_threshold=2),
+        "P@10": evaluate_run(qrels, run, "precision@10"),
+        "RBP(p=0.5)": evaluate_run(qrels, run, "rbp", rbp_persistence=0.5),
+        "P(judged_only=True)@5": evaluate_run(qrels, run, "precision@5", judged_only=True),
+    }
+    for key, single in alone.items():
+        assert results.per_query[key] == single.per_query[single.measures[0]], key
+    assert results.per_query["P(rel=2)@10"] != results.per_query["P@10"]
+    expected = {m.query_id: m.value for m in ir_measures.iter_calc([ir_measures.Judged @ 5],
+                list(ir_measures.read_trec_qrels(str(qrels))), list(ir_measures.read_trec_run(str(run))))}  # fmt: skip
+    assert results.per_query["Judged@5"] == pytest.approx(expected, abs=1e-12)

@@ -146,10 +146,13 @@ def parse_metrics(values: Sequence[str]) -> list[tuple[str, int | None]]:
     wanted: list[tuple[str, int | None]] = []
     for spec in parse_measures(list(values)):
         if spec.option_items or spec.judged_only:
+            own = [f"{name}={value!r}" for name, value in spec.option_items]
+            own += ["judged_only=True"] if spec.judged_only else []
             raise ValueError(
-                f"{spec.key!r}: a measure's own parameters are read by the Python API only; "
-                "the command sets them for every measure with --relevance-threshold, "
-                "--rbp-persistence, --gain and --judged-only"
+                f"{spec.key!r} sets {', '.join(own)} for itself, which the Python API "
+                "reads; the command sets the options for every measure with its flags "
+                "(--relevance-threshold, --rbp-persistence, --gain, --judged-only): ask for "
+                f"{spec.metric} with them"
             )
         if (spec.metric, spec.k) not in wanted:
             wanted.append((spec.metric, spec.k))
@@ -196,9 +199,10 @@ def parse_measures(measures: str | object | Iterable[str | object]) -> list[Meas
     * ir_measures': ``nDCG@10``, ``P(rel=2)@10``, ``AP``, ``RR@10``, ``R@100``,
       ``RBP(p=0.8)``, ``IPrec@0.5``, ... (:data:`IR_MEASURES`). A parameter that
       is an option here sets it for that measure only (``rel``: relevance_threshold,
-      ``p``: rbp_persistence, ``dcg``: gain, ``judged_only``); a parameter not
-      written follows the call's options, whose Python defaults are ir_measures'
-      (linear gain, p=0.8, grades above 0 relevant). ir_measures' measures this
+      ``p``: rbp_persistence, ``dcg``: gain, ``judged_only``); ``p`` not written is
+      ir_measures' 0.8 whatever the call's options, and the others not written
+      follow the call's options, whose defaults are ir_measures' (the linear
+      gain, grades above 0 relevant). ir_measures' measures this
       package does not compute (``ERR``: gdeval's, ``alpha_nDCG``, ...), and
       parameter values it cannot honour (``gains``, ``SetF(beta=2)``), are a
       ValueError naming the ones it computes.
@@ -339,7 +343,8 @@ IR_MEASURES: dict[str, IrMeasure] = {
     "NumRelRet": IrMeasure("num_rel_ret", (_REL,)),
     **dict.fromkeys(("P", "Precision"), IrMeasure("precision", (_REL, _JUDGED), at_k=True)),
     **dict.fromkeys(("R", "Recall"), IrMeasure("recall", (_REL, _JUDGED), at_k=True)),
-    "RBP": IrMeasure("rbp", ("p",), at_k=True),
+    # its p not written is ir_measures' 0.8, whatever the call's (the command's is 0.9)
+    "RBP": IrMeasure("rbp", ("p",), at_k=True, fixed=(("rbp_persistence", 0.8),)),
     **dict.fromkeys(("Rprec", "RPrec"), IrMeasure("r_precision", (_REL, _JUDGED))),
     **dict.fromkeys(("RR", "MRR"), IrMeasure("mrr", (_REL, _JUDGED), at_k=True)),
     "SetP": IrMeasure("precision", (_REL, "relative", _JUDGED)),

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ranking_plugins import _validation as V
@@ -22,12 +22,15 @@ from ranking_plugins.choices import DEFAULT_METRICS, UNJUDGED_QUERIES, UNRETRIEV
 from ranking_plugins.options import Options, unknown_keywords
 from ranking_plugins.runs.evaluation import (
     COMMAND_DEFAULTS,
+    Results,
     Settings,
     evaluate_file,
+    result_keys,
     torch_threads,
 )
 from ranking_plugins.runs.inputs import as_records, check_repeats, is_in_memory
-from ranking_plugins.runs.names import parse_metrics
+from ranking_plugins.runs.joining import Collection
+from ranking_plugins.runs.names import MeasureSpec, parse_measures
 from ranking_plugins.runs.notes import left_out_notes, listing
 from ranking_plugins.runs.reading import FileFormatError, Records, arrow, query_name
 
@@ -118,11 +121,13 @@ def evaluate_run(
             ``q_id``, ``doc_id``, ``score``), a ranx ``Qrels`` or an iterable of
             ir_datasets records (:mod:`ranking_plugins.runs.inputs`).
         run: the scored documents, in the same forms (``score`` for the value).
-        measures: names as ``ranking-plugins evaluate -m`` takes them, one string
-            or several: the package's (``ndcg@10``, ``precision@5,10``),
-            trec_eval's (``ndcg_cut_10``, ``P.5,10``, ``all_trec``) and other
-            tools' (``P@10``, ``nDCG@10``, ``RR``); each with its own cutoff.
-            Default: the command's.
+        measures: one measure or several, as strings or ir_measures measure
+            objects: the package's names (``ndcg@10``, ``precision@5,10``),
+            trec_eval's (``ndcg_cut_10``, ``P.5,10``, ``all_trec``) and
+            ir_measures' (``nDCG@10``, ``P(rel=2)@10``, ``RBP(p=0.5)``), each with
+            its own cutoff and parameters, its result under the spelling asked
+            (:func:`~ranking_plugins.runs.names.parse_measures`). Default: the
+            command's.
         judged_only: trec_eval's ``-J``: unjudged documents leave the ranking.
         unjudged_queries: a query in the run but not in the qrels is an
             ``"error"`` (default) or is ``"skip"``-ped (listed in the notes).
@@ -160,8 +165,8 @@ def evaluate_run(
         unjudged_queries=unjudged_queries,
         unretrieved_queries=unretrieved_queries,
     )
-    wanted = parse_metrics(_measure_list(measures))
-    if not wanted:
+    specs = parse_measures(_measure_list(measures))
+    if not specs:
         raise ValueError("`measures` is empty: name at least one measure")
     try:
         qrels_records = as_records(qrels, "qrels", qrels_format)
@@ -169,7 +174,7 @@ def evaluate_run(
         if unjudged_queries == "error":
             _check_judged(qrels_records, run_records)
         with torch_threads(1):  # as the command: see torch_threads
-            results, collection = evaluate_file(qrels_records, run_records, wanted, settings)
+            results, collection = _evaluate_specs(qrels_records, run_records, specs, settings)
     except FileFormatError as error:
         # a file's problem at its FILE:LINE; an in-memory side's without the stand-in path
         if not is_in_memory(error.path):
@@ -195,8 +200,44 @@ def evaluate_run(
     )
 
 
+def _evaluate_specs(
+    qrels: Records, run: Records, specs: list[MeasureSpec], settings: Settings
+) -> tuple[Results, Collection]:
+    """Each measure evaluated with the options its own parameters set (one pass per set
+    of options, as the command's passes), its results under the key it was asked by."""
+    passes: dict[tuple[tuple[tuple[str, Any], ...], bool], list[MeasureSpec]] = {}
+    for spec in specs:
+        passes.setdefault((spec.option_items, spec.judged_only), []).append(spec)
+    per_query: dict[str, Any] = {}
+    mean: dict[str, float] = {}
+    standard_error: dict[str, float] = {}
+    counted: dict[str, int] = {}
+    first: tuple[Results, Collection] | None = None
+    for (option_items, judged_only), group in passes.items():
+        wanted = list(dict.fromkeys((spec.metric, spec.k) for spec in group))
+        pass_settings = replace(
+            settings,
+            options=settings.options.replace(**dict(option_items)),
+            judged_only=settings.judged_only or judged_only,
+        )
+        done, collection = evaluate_file(qrels, run, wanted, pass_settings)
+        first = first or (done, collection)
+        assert done.qids == first[0].qids  # the same join, whatever the options
+        keys = dict(zip(wanted, result_keys(wanted), strict=True))
+        for spec in group:
+            key = keys[(spec.metric, spec.k)]
+            per_query[spec.key] = done.per_query[key]
+            mean[spec.key] = done.mean[key]
+            standard_error[spec.key] = done.standard_error[key]
+            counted[spec.key] = done.counted[key]
+    assert first is not None  # specs is never empty
+    ordered = [spec.key for spec in specs]
+    results = Results(first[0].qids, ordered, per_query, mean, standard_error, counted)
+    return results, first[1]
+
+
 def _measure_list(measures: str | Iterable[Any]) -> list[Any]:
-    """One measure or several, as the list :func:`~ranking_plugins.runs.names.parse_metrics`
+    """One measure or several, as the list :func:`~ranking_plugins.runs.names.parse_measures`
     reads (a measure object that is not iterable is one measure)."""
     if isinstance(measures, str) or not isinstance(measures, Iterable):
         return [measures]
