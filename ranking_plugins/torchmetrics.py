@@ -86,6 +86,7 @@ from ranking_plugins.metrics import (
 )
 from ranking_plugins.options import OPTION_NAMES, OptionKeywords, Options
 from ranking_plugins.request import RankingRequest, TopK
+from ranking_plugins.torchmetrics_functional import torchmetrics_dtype_refusal
 from ranking_plugins.totals import Totals, per_query_matrix
 
 try:
@@ -1149,11 +1150,7 @@ def _torchmetrics_refusal(preds: object, target: object, indexes: object) -> str
         return "`indexes`, `preds` and `target` must be of the same shape"
     if indexes.dtype is not torch.long:
         return "`indexes` must be a tensor of long integers"
-    if target.dtype not in (torch.bool, torch.long, torch.int) and not target.is_floating_point():
-        return "`target` must be a tensor of booleans, integers or floats"
-    if not preds.is_floating_point():
-        return "`preds` must be a tensor of floats"
-    return None
+    return torchmetrics_dtype_refusal(preds, target)
 
 
 def _drop_ignored(

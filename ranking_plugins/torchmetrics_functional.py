@@ -77,9 +77,10 @@ def _one_query(preds: object, target: object) -> tuple[Tensor, Tensor]:
     return preds.reshape(1, -1), target.reshape(1, -1)
 
 
-def _torchmetrics_refusal(preds: Tensor, target: Tensor) -> str | None:
+def torchmetrics_dtype_refusal(preds: Tensor, target: Tensor) -> str | None:
     """TorchMetrics' message for inputs it refuses by dtype, else None (its
-    ``_check_retrieval_functional_inputs``, less the checks that read values)."""
+    ``_check_retrieval_functional_inputs``, less the checks that read values; the
+    adapter classes' check ends with it too)."""
     if target.dtype not in (torch.bool, torch.long, torch.int) and not target.is_floating_point():
         return "`target` must be a tensor of booleans, integers or floats"
     if not preds.is_floating_point():
@@ -123,7 +124,7 @@ def _evaluate(
             empty_target_action=_EMPTY_TARGET_ACTION,
         )
     except (TypeError, ValueError) as error:
-        refused = _torchmetrics_refusal(preds, target)
+        refused = torchmetrics_dtype_refusal(preds, target)
         if refused is None:
             raise
         raise ValueError(f"{refused}. {error}") from error

@@ -124,3 +124,15 @@ def stopping_probability(gain: Tensor, max_gain: Tensor, exponential: bool) -> T
     # 2^(g - g_max) - 2^-g_max rather than (2^g - 1) / 2^g_max: a linear grade of 1024
     # or more (a finite gain) made that inf / inf, a NaN
     return torch.exp2(gain - max_gain) - torch.exp2(-max_gain)
+
+
+def log_hypergeometric(r: Tensor, j: Tensor | int, t: Tensor, u: Tensor) -> Tensor:
+    """log H: the chance that u members of a tie group of t, r of them relevant, taken
+    in a random order, hold j relevant ones, C(r, j) C(t - r, u - j) / C(t, u) (valid
+    where it is possible: the caller masks the rest)."""
+    return _log_binomial(r, j) + _log_binomial(t - r, u - j) - _log_binomial(t, u)
+
+
+def _log_binomial(n: Tensor, k: Tensor | int) -> Tensor:
+    k = torch.as_tensor(k, dtype=torch.float64, device=n.device)
+    return torch.lgamma(n + 1) - torch.lgamma(k + 1) - torch.lgamma((n - k).clamp(min=0) + 1)

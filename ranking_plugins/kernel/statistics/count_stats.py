@@ -28,6 +28,7 @@ from ranking_plugins.kernel.statistics.closed_forms import (
     first_hit_probabilities,
     first_hit_step,
     geometric_weight_sum,
+    log_hypergeometric,
     nonrelevant_below,
     nonrelevant_slots_discount,
     recall_level_hits,
@@ -347,7 +348,7 @@ class CountStats(ListStats):
             reached = torch.zeros(*t.shape[:2], u.numel(), dtype=m.dtype, device=m.device)
             for j in range(widest + 1):
                 possible = (j <= r) & (u - j >= 0) & (u - j <= t - r) & (u < t)
-                log_h = _log_binomial(r, j) + _log_binomial(t - r, u - j) - _log_binomial(t, u)
+                log_h = log_hypergeometric(r, j, t, u)
                 h = torch.where(possible, torch.exp(torch.where(possible, log_h, 0.0)), 0.0)
                 chance = h * (r - j).clamp(min=0) / (t - u).clamp(min=1)
                 reached = reached + chance * keep**j
@@ -357,11 +358,6 @@ class CountStats(ListStats):
             read = (m - first).clamp(0, u.numel()).to(torch.int64)
             total = total + partial.gather(2, read)
         return self._total(total / r.clamp(min=1))
-
-
-def _log_binomial(n: Tensor, k: Tensor | int) -> Tensor:
-    k = torch.as_tensor(k, dtype=torch.float64, device=n.device)
-    return torch.lgamma(n + 1) - torch.lgamma(k + 1) - torch.lgamma((n - k).clamp(min=0) + 1)
 
 
 @functools.lru_cache(maxsize=4)

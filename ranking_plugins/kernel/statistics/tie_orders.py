@@ -33,6 +33,8 @@ from fractions import Fraction
 import torch
 from torch import Tensor
 
+from ranking_plugins.kernel.statistics.closed_forms import log_hypergeometric
+
 
 def _subset_sums(values: Sequence[float]) -> list[Counter[float]]:
     """For each size v, how many v-subsets of ``values`` (a multiset) have each sum."""
@@ -115,13 +117,9 @@ def subset_product_means(keeps: Tensor, size: Tensor, count: Tensor, places: int
     jj = torch.arange(width + 1, dtype=dtype, device=device).view(1, 1, -1)
     t, r = size.view(-1, 1, 1), count.view(-1, 1, 1)
     possible = (jj <= r) & (jj <= u) & (u - jj <= t - r) & (u <= t)
-    log_h = _log_binomial(r, jj) + _log_binomial(t - r, u - jj) - _log_binomial(t, u)
+    log_h = log_hypergeometric(r, jj, t, u)
     h = torch.where(possible, torch.exp(torch.where(possible, log_h, 0.0)), 0.0)
     return (h * means.unsqueeze(1)).sum(dim=2)
-
-
-def _log_binomial(n: Tensor, k: Tensor) -> Tensor:
-    return torch.lgamma(n + 1) - torch.lgamma(k + 1) - torch.lgamma((n - k).clamp(min=0) + 1)
 
 
 #: the most DP steps :func:`expected_interpolated_precision` takes for one query (a few
