@@ -4,8 +4,10 @@
 >>> qrels = {"q1": {"d1": 1, "d2": 0, "d3": 2}, "q2": {"d1": 1}}
 >>> run = {"q1": {"d1": 0.5, "d2": 0.5, "d3": 0.1}, "q2": {"d2": 1.0}, "q9": {"d1": 1.0}}
 >>> evaluator = RelevanceEvaluator(qrels, {"map", "P.2"})
->>> {qid: {m: round(v, 4) for m, v in sorted(row.items())}
-...  for qid, row in evaluator.evaluate(run).items()}
+>>> {
+...     qid: {m: round(v, 4) for m, v in sorted(row.items())}
+...     for qid, row in evaluator.evaluate(run).items()
+... }
 {'q1': {'P_2': 0.5, 'map': 0.5}, 'q2': {'P_2': 0.0, 'map': 0.0}}
 
 Same signature, measure names (:data:`supported_measures`, nicknames such as
@@ -71,7 +73,9 @@ class RelevanceEvaluator:
             raise ValueError(f"`relevance_level` must be a number, got {relevance_level!r}")
         specs, self._constants = pytrec_eval_measures(measures)
         # a query's gm_map (gm_bpref) is trec_eval's log term of its map (bpref)
-        self._geometric = {s.key: GEOMETRIC_MEANS[s.metric] for s in specs if s.metric in GEOMETRIC_MEANS}
+        self._geometric = {
+            s.key: GEOMETRIC_MEANS[s.metric] for s in specs if s.metric in GEOMETRIC_MEANS
+        }
         self._specs = [s for s in specs if s.metric not in GEOMETRIC_MEANS]
         keys = {s.key for s in self._specs}
         self._hidden = [m for m in dict.fromkeys(self._geometric.values()) if m not in keys]
