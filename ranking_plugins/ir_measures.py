@@ -4,7 +4,7 @@
 >>> qrels = {"q1": {"d1": 1, "d2": 0, "d3": 2}, "q2": {"d1": 1}}
 >>> run = {"q1": {"d1": 0.5, "d2": 0.5, "d3": 0.1}, "q9": {"d1": 1.0}}
 >>> {str(m): round(v, 4) for m, v in calc_aggregate(["AP", "P@2"], qrels, run).items()}
-{'AP': 0.3333, 'P@2': 0.25}
+{'AP': 0.2917, 'P@2': 0.25}
 >>> [(m.query_id, m.measure, m.value) for m in iter_calc(["P@2"], qrels, run)]
 [('q1', 'P@2', 0.5), ('q2', 'P@2', 0.0)]
 
