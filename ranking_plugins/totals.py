@@ -110,7 +110,17 @@ def geometric_mean(values: Tensor, floor: float = GEOMETRIC_FLOOR) -> float:
     counted = values[~torch.isnan(values)]
     if counted.numel() == 0:
         return float("nan")
-    return float(torch.exp(torch.log(counted.clamp(min=floor)).mean()))
+    return float(torch.exp(geometric_terms(counted, floor).mean()))
 
 
-__all__ = ["Totals", "geometric_mean", "per_query_matrix"]
+def geometric_terms(values: Tensor, floor: float = GEOMETRIC_FLOOR) -> Tensor:
+    """log(max(x, floor)): what :func:`geometric_mean` averages, and what trec_eval (and
+    pytrec_eval) report per query for ``gm_map`` and ``gm_bpref``.
+
+    >>> geometric_terms(torch.tensor([1.0, 0.0], dtype=torch.float64)).tolist()
+    [0.0, -11.512925464970229]
+    """
+    return torch.log(values.clamp(min=floor))
+
+
+__all__ = ["Totals", "geometric_mean", "geometric_terms", "per_query_matrix"]

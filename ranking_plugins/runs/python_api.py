@@ -168,6 +168,25 @@ def evaluate_run(
     specs = parse_measures(_measure_list(measures))
     if not specs:
         raise ValueError("`measures` is empty: name at least one measure")
+    return evaluate_specs(qrels, run, specs, settings, qrels_format, run_format)
+
+
+def evaluate_specs(
+    qrels: Any,
+    run: Any,
+    specs: list[MeasureSpec],
+    settings: Settings,
+    qrels_format: str = "auto",
+    run_format: str = "auto",
+    *,
+    no_query_ok: bool = False,
+) -> RunResults:
+    """:func:`evaluate_run` past its arguments: ``specs`` (read by
+    :func:`~ranking_plugins.runs.names.parse_measures` or the drop-ins' readers) under
+    ``settings``. ``no_query_ok``: no query in both sides gives results of no query
+    (pytrec_eval's and ir_measures' answer) rather than a ValueError.
+    """
+    unjudged_queries = settings.unjudged_queries
     try:
         qrels_records = as_records(qrels, "qrels", qrels_format)
         run_records = as_records(run, "run", run_format)
@@ -182,9 +201,9 @@ def evaluate_run(
         for side in (qrels_records, run_records):  # the join found a repeated pair: name it
             check_repeats(side)
         raise ValueError(error.message) from None
-    if not results.qids:
+    if not results.qids and not no_query_ok:
         raise ValueError("no query is both in the run and in the qrels")
-    counted = unretrieved_queries == "count"
+    counted = settings.unretrieved_queries == "count"
     values = {key: results.per_query[key].tolist() for key in results.keys}
     return RunResults(
         measures=list(results.keys),
@@ -260,4 +279,4 @@ def _check_judged(qrels: Records, run: Records) -> None:
         )
 
 
-__all__ = ["COMMAND_OPTIONS", "RunResults", "evaluate_run"]
+__all__ = ["COMMAND_OPTIONS", "RunResults", "evaluate_run", "evaluate_specs"]

@@ -1,0 +1,141 @@
+"""A drop-in for pytrec_eval's ``RelevanceEvaluator``: change the import, keep the code.
+
+>>> from ranking_plugins.pytrec_eval import RelevanceEvaluator
+>>> qrels = {"q1": {"d1": 1, "d2": 0, "d3": 2}, "q2": {"d1": 1}}
+>>> run = {"q1": {"d1": 0.5, "d2": 0.5, "d3": 0.1}, "q2": {"d2": 1.0}, "q9": {"d1": 1.0}}
+>>> evaluator = RelevanceEvaluator(qrels, {"map", "P.2"})
+>>> {
+...     qid: {m: round(v, 4) for m, v in sorted(row.items())}
+...     for qid, row in evaluator.evaluate(run).items()
+... }
+{'q1': {'P_2': 0.5, 'map': 0.5}, 'q2': {'P_2': 0.0, 'map': 0.0}}
+
+Same signature, measure names (:data:`supported_measures`, nicknames such as
+``official`` and ``all_trec``, families at trec_eval's default parameters, ``P.5,10``),
+result shape and conventions as pytrec_eval: ties broken by document id, descending
+(trec_eval's, ``ties="first"`` in trec_eval's layout), scores read as C floats,
+``relevance_level`` as trec_eval's ``-l`` (its graded measures ignore it),
+``judged_docs_only_flag`` as ``-J``, and only the run's queries that the qrels judge
+evaluated, silently. The numbers come from :func:`ranking_plugins.evaluate_run`'s path
+(:func:`~ranking_plugins.runs.python_api.evaluate_specs`): nothing is computed here.
+``docs/runs.rst`` lists what differs (trec_eval 10's interpolated-precision cut).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import replace
+from typing import Any
+
+from ranking_plugins import _validation as V
+from ranking_plugins.choices import TIES
+from ranking_plugins.runs.evaluation import COMMAND_DEFAULTS, Settings
+from ranking_plugins.runs.names import (
+    GEOMETRIC_MEANS,
+    PYTREC_EVAL_CONSTANTS,
+    PYTREC_EVAL_MEASURES,
+    PYTREC_EVAL_NICKNAMES,
+    MeasureSpec,
+    pytrec_eval_measures,
+)
+
+#: pytrec_eval's names: its measures and its nicknames (``{nickname: measures}``)
+supported_measures = set(PYTREC_EVAL_MEASURES)
+supported_nicknames = {name: set(members) for name, members in PYTREC_EVAL_NICKNAMES.items()}
+
+
+class RelevanceEvaluator:
+    """pytrec_eval's ``RelevanceEvaluator``, evaluated by this package.
+
+    Args:
+        query_relevance: ``{query_id: {doc_id: grade}}`` (any form
+            :func:`ranking_plugins.evaluate_run` takes); queries with no judgment
+            are dropped, as pytrec_eval drops them.
+        measures: pytrec_eval's measure names and nicknames (a set or a list).
+        relevance_level: trec_eval's ``-l``: the least grade that is relevant.
+        judged_docs_only_flag: trec_eval's ``-J``: unjudged documents leave the ranking.
+        ties: this package's tie policy; ``"first"`` (default) is trec_eval's tie break,
+            ``"average"`` the expected value over the orders of each tie, ...
+    """
+
+    def __init__(
+        self,
+        query_relevance: Any,
+        measures: Iterable[str],
+        relevance_level: int = 1,
+        judged_docs_only_flag: bool = False,
+        *,
+        ties: str = "first",
+    ) -> None:
+        V.check_choice("ties", ties, TIES)
+        V.check("judged_docs_only_flag", V.flag_problem(judged_docs_only_flag))
+        if isinstance(relevance_level, bool) or not isinstance(relevance_level, (int, float)):
+            raise ValueError(f"`relevance_level` must be a number, got {relevance_level!r}")
+        specs, self._constants = pytrec_eval_measures(measures)
+        # a query's gm_map (gm_bpref) is trec_eval's log term of its map (bpref)
+        self._geometric = {
+            s.key: GEOMETRIC_MEANS[s.metric] for s in specs if s.metric in GEOMETRIC_MEANS
+        }
+        self._specs = [s for s in specs if s.metric not in GEOMETRIC_MEANS]
+        keys = {s.key for s in self._specs}
+        self._hidden = [m for m in dict.fromkeys(self._geometric.values()) if m not in keys]
+        self._specs += [MeasureSpec(metric, None, metric) for metric in self._hidden]
+        # -l 1 is the package's default (a grade above 0) for pytrec_eval's integer grades:
+        # left unset, the measures -l leaves alone need no pass of their own
+        level = None if relevance_level == 1 else float(relevance_level)
+        self._settings = Settings(
+            COMMAND_DEFAULTS.replace(ties=ties, relevance_threshold=level),
+            trec_eval_layout=True,  # C-float scores; -l leaves the graded measures alone
+            judged_only=judged_docs_only_flag,
+            unjudged_queries="skip",
+            unretrieved_queries="skip",
+        )
+        if isinstance(query_relevance, Mapping):
+            query_relevance = {q: docs for q, docs in query_relevance.items() if docs}
+        self._qrels = query_relevance
+
+    def evaluate(self, scores: Any) -> dict[str, dict[str, float]]:
+        """``{query_id: {measure: value}}`` for the run's queries that the qrels judge.
+
+        A query of the run with no document (``{}``) is evaluated as retrieving nothing,
+        as pytrec_eval does; an empty run gives ``{}``.
+        """
+        from ranking_plugins.runs.python_api import evaluate_specs
+
+        if not scores or not self._qrels or (not self._specs and not self._constants):
+            return {}
+        settings = self._settings
+        wanted: set[str] | None = None
+        if isinstance(scores, Mapping):
+            wanted = {str(qid) for qid in scores}
+            if any(not docs for docs in scores.values()):
+                # an empty query has no line: counted as retrieving nothing, then kept
+                # only where the run names it
+                settings = replace(settings, unretrieved_queries="count")
+                scores = {q: docs for q, docs in scores.items() if docs}
+                if not scores:
+                    return {}
+        specs = self._specs or [MeasureSpec("num_ret", None, "num_ret")]
+        results = evaluate_specs(self._qrels, scores, specs, settings, no_query_ok=True)
+        rows = results.to_dict()
+        if wanted is not None:
+            rows = {qid: row for qid, row in rows.items() if qid in wanted}
+        return {qid: self._row(row) for qid, row in rows.items()}
+
+    def _row(self, row: dict[str, float]) -> dict[str, float]:
+        import torch
+
+        from ranking_plugins.totals import geometric_terms
+
+        for key, metric in self._geometric.items():
+            value = torch.tensor([row[metric]], dtype=torch.float64)
+            row[key] = float(geometric_terms(value)[0])
+        for metric in self._hidden:
+            del row[metric]
+        if not self._specs:
+            row.clear()
+        row.update({name: PYTREC_EVAL_CONSTANTS[name] for name in self._constants})
+        return row
+
+
+__all__ = ["RelevanceEvaluator", "supported_measures", "supported_nicknames"]

@@ -1,0 +1,283 @@
+"""The drop-ins against the libraries they replace, on random collections with ties,
+queries in one side only, unjudged documents and negative grades: the same numbers to
+1e-12, except the documented differences (docs/runs.rst): trec_eval 9's cut of a recall
+level in pytrec_eval (interpolated precision), and ir_measures' Judged provider's tie
+break (document id ascending)."""
+
+from __future__ import annotations
+
+import math
+import random
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+
+from ranking_plugins import ir_measures as rp_ir_measures
+from ranking_plugins import pytrec_eval as rp_pytrec_eval
+from ranking_plugins.runs.names import PYTREC_EVAL_MEASURES, PYTREC_EVAL_NICKNAMES
+
+pytrec_eval = pytest.importorskip("pytrec_eval")
+ir_measures = pytest.importorskip("ir_measures")
+
+LEVELS = [f"{level / 10:.2f}" for level in range(11)]
+
+
+def collection(seed: int, ties: bool = True) -> tuple[dict, dict]:
+    """Qrels and a run of 14 queries: tied scores (``ties``), a query of the run only
+    (``q0``), one of the qrels only (``q1``), one the run holds as ``{}`` (``q2``),
+    unjudged documents, judged ones not retrieved, grades -1..3. A query whose grades are
+    all negative gets one of 0 (pytrec_eval crashes on such a query)."""
+    rng = random.Random(seed)
+    qrels: dict[str, dict[str, int]] = {}
+    run: dict[str, dict[str, float]] = {}
+    for q in range(14):
+        qid, pool = f"q{q}", [f"d{j}" for j in range(rng.randint(3, 30))]
+        if q != 1:
+            retrieved = [] if q == 2 else rng.sample(pool, rng.randint(1, len(pool)))
+            run[qid] = {
+                d: rng.choice([0.5, 1.0, 1.5, 2.0]) if ties else rng.random() * 10
+                for d in retrieved
+            }
+        if q != 0:
+            judged = rng.sample(pool, rng.randint(1, len(pool)))
+            qrels[qid] = {d: rng.choice([-1, 0, 0, 1, 2, 3]) for d in judged}
+            if max(qrels[qid].values()) < 0:
+                qrels[qid]["zz"] = 0
+    return qrels, run
+
+
+def close(a: float, b: float) -> bool:
+    return (math.isnan(a) and math.isnan(b)) or abs(a - b) <= 1e-12
+
+
+def cuts_agree(level: float, relevant: int) -> bool:
+    """Whether trec_eval 10's cut of a recall level (the package's) is trec_eval 9's
+    (pytrec_eval's) for a query of ``relevant`` relevant documents."""
+    return math.floor(level * relevant + 0.5) == int(level * relevant + 0.9)
+
+
+def iprec_differs(name: str, relevant: int) -> bool:
+    """pytrec_eval's value of ``name`` may differ by the documented cut of recall levels."""
+    if name.startswith("iprec_at_recall_"):
+        return not cuts_agree(float(name.rsplit("_", 1)[1]), relevant)
+    if name == "11pt_avg":
+        return not all(cuts_agree(float(level), relevant) for level in LEVELS)
+    return False
+
+
+# --------------------------------------------------------------------------- pytrec_eval
+
+
+def test_supported_measures_are_pytrec_evals() -> None:
+    assert rp_pytrec_eval.supported_measures == set(pytrec_eval.supported_measures)
+    for name, members in PYTREC_EVAL_NICKNAMES.items():
+        assert members == set(pytrec_eval.supported_nicknames[name]), name
+    assert set(pytrec_eval.supported_measures) == PYTREC_EVAL_MEASURES
+
+
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("level", [1, 2])
+@pytest.mark.parametrize("judged_only", [False, True])
+def test_relevance_evaluator_gives_pytrec_evals_numbers(
+    seed: int, level: int, judged_only: bool
+) -> None:
+    qrels, run = collection(seed)
+    run = {q: docs for q, docs in run.items() if docs}  # pytrec_eval's all_trec crashes on {}
+    measures = {"all_trec", "P.3,7", "ndcg_cut_4", "map_cut.2,50"}
+    expected = pytrec_eval.RelevanceEvaluator(qrels, measures, level, judged_only).evaluate(run)
+    got = rp_pytrec_eval.RelevanceEvaluator(qrels, measures, level, judged_only).evaluate(run)
+    assert sorted(got) == sorted(expected)
+    assert "q0" not in got and "q1" not in got  # pytrec_eval's queries: in both sides
+    compared = differing = 0
+    for qid, row in expected.items():
+        assert sorted(got[qid]) == sorted(row), qid
+        relevant = sum(grade >= level for grade in qrels[qid].values())
+        for name, value in row.items():
+            if iprec_differs(name, relevant):
+                differing += 1
+                continue
+            compared += 1
+            assert close(got[qid][name], value), (qid, name, got[qid][name], value)
+    assert compared > 10 * differing  # the documented difference leaves most compared
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_a_query_of_no_document_is_evaluated(seed: int) -> None:
+    """pytrec_eval evaluates a run's ``{}`` as retrieving nothing (its all_trec crashes on
+    one: these measures do not)."""
+    qrels, run = collection(seed)
+    measures = {"map", "P.3,7", "recip_rank", "ndcg", "bpref", "Rndcg", "infAP", "set_F", "gm_map"}
+    expected = pytrec_eval.RelevanceEvaluator(qrels, measures).evaluate(run)
+    got = rp_pytrec_eval.RelevanceEvaluator(qrels, measures).evaluate(run)
+    assert sorted(got) == sorted(expected) and "q2" in got and "q1" not in got
+    for qid, row in expected.items():
+        assert got[qid].keys() == row.keys()
+        assert all(close(got[qid][m], v) for m, v in row.items()), qid
+
+
+def test_switching_by_the_import() -> None:
+    """The same code, one import changed: the same dict, key for key."""
+    qrels, run = collection(7)
+
+    def code(module: Any) -> dict[str, dict[str, float]]:
+        evaluator = module.RelevanceEvaluator(qrels, {"map", "ndcg_cut.10", "P_5", "recip_rank"})
+        return evaluator.evaluate(run)
+
+    expected, got = code(pytrec_eval), code(rp_pytrec_eval)
+    assert got.keys() == expected.keys()
+    for qid in expected:
+        assert got[qid].keys() == expected[qid].keys()
+        assert all(close(got[qid][m], v) for m, v in expected[qid].items())
+
+
+def test_tie_policies_as_an_option() -> None:
+    qrels, run = collection(3)
+    first = rp_pytrec_eval.RelevanceEvaluator(qrels, {"map"}).evaluate(run)
+    average = rp_pytrec_eval.RelevanceEvaluator(qrels, {"map"}, ties="average").evaluate(run)
+    assert first.keys() == average.keys()
+    assert any(not close(first[q]["map"], average[q]["map"]) for q in first)
+    untied = collection(3, ties=False)
+    a = rp_pytrec_eval.RelevanceEvaluator(untied[0], {"map"}, ties="average").evaluate(untied[1])
+    b = pytrec_eval.RelevanceEvaluator(untied[0], {"map"}).evaluate(untied[1])
+    assert all(close(a[q]["map"], b[q]["map"]) for q in b)
+
+
+def test_scores_are_read_as_c_floats() -> None:
+    """Two scores equal as C floats tie in trec_eval: broken by document id, descending."""
+    qrels = {"q": {"a": 1, "b": 0}}
+    run = {"q": {"a": 1.0 + 1e-12, "b": 1.0}}
+    expected = pytrec_eval.RelevanceEvaluator(qrels, {"recip_rank"}).evaluate(run)
+    got = rp_pytrec_eval.RelevanceEvaluator(qrels, {"recip_rank"}).evaluate(run)
+    assert got == expected == {"q": {"recip_rank": 0.5}}
+
+
+def test_empty_and_disjoint_runs_give_no_query() -> None:
+    evaluator = rp_pytrec_eval.RelevanceEvaluator({"q1": {"d": 1}, "q2": {}}, {"map"})
+    assert (
+        evaluator.evaluate({})
+        == pytrec_eval.RelevanceEvaluator({"q1": {"d": 1}}, {"map"}).evaluate({})
+        == {}
+    )
+    assert evaluator.evaluate({"q9": {"d": 1.0}}) == {}
+    assert evaluator.evaluate({"q2": {"d": 1.0}}) == {}  # a query of no judgment is dropped
+
+
+@pytest.mark.parametrize(
+    "measures,message",
+    [({"foo"}, "unsupported measure 'foo'"), ({"P.x"}, "unsupported measure"),
+     ({"prefs"}, "unsupported measure 'prefs'"), ({"ndcg.5"}, "takes no cutoff")],
+)  # fmt: skip
+def test_unknown_measures_are_value_errors(measures: set[str], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        rp_pytrec_eval.RelevanceEvaluator({"q": {"d": 1}}, measures)
+
+
+def test_a_string_of_measures_is_a_type_error() -> None:
+    with pytest.raises(TypeError, match="iterable of pytrec_eval measure names"):
+        rp_pytrec_eval.RelevanceEvaluator({"q": {"d": 1}}, "map")
+
+
+# --------------------------------------------------------------------------- ir_measures
+
+
+def _ir_measures_list() -> list[Any]:
+    m = ir_measures
+    return [
+        m.nDCG @ 10, m.nDCG, m.AP, m.AP @ 5, m.P @ 5, m.P(rel=2) @ 10, m.Bpref, m.infAP,
+        m.IPrec @ 0.5, m.SetF, m.SetP, m.SetR, m.NumRet(rel=1), m.NumRet, m.NumRel,
+        m.R @ 5, m.RR, m.RR(rel=2), m.Rprec, m.Success @ 5, m.SetAP,
+        m.nDCG(judged_only=True) @ 10,
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_iter_calc_and_calc_aggregate_give_ir_measures_numbers(seed: int) -> None:
+    qrels, run = collection(seed)
+    run = {q: d for q, d in run.items() if d}  # ir_measures reads no empty query
+    measures = _ir_measures_list()
+    expected = {
+        (m.query_id, m.measure): m.value for m in ir_measures.iter_calc(measures, qrels, run)
+    }
+    got = {(m.query_id, m.measure): m.value for m in rp_ir_measures.iter_calc(measures, qrels, run)}
+    assert got.keys() == expected.keys()  # keyed by the measure objects
+    skipped = 0
+    for (qid, measure), value in expected.items():
+        relevant = sum(g >= 1 for g in qrels[qid].values())
+        if measure.NAME == "IPrec" and not cuts_agree(0.5, relevant):
+            skipped += 1
+            continue
+        assert close(got[qid, measure], value), (qid, measure, got[qid, measure], value)
+    assert skipped < len(qrels) // 2
+    means = ir_measures.calc_aggregate(measures, qrels, run)
+    ours = rp_ir_measures.calc_aggregate(measures, qrels, run)
+    assert ours.keys() == means.keys()
+    for measure, value in means.items():
+        if measure.NAME != "IPrec":
+            assert close(ours[measure], value), (measure, ours[measure], value)
+
+
+def test_judged_matches_on_untied_runs() -> None:
+    """ir_measures' Judged provider breaks ties by document id ascending, and counts a
+    negative grade as judged (both documented): compared without either."""
+    qrels, run = collection(4, ties=False)
+    qrels = {q: {d: max(g, 0) for d, g in docs.items()} for q, docs in qrels.items()}
+    run = {q: d for q, d in run.items() if d}
+    measures = [ir_measures.Judged @ 5, ir_measures.Judged @ 10]
+    expected = ir_measures.calc_aggregate(measures, qrels, run)
+    got = rp_ir_measures.calc_aggregate(measures, qrels, run)
+    assert all(close(got[m], v) for m, v in expected.items())
+
+
+def test_the_same_code_with_records_and_dataframes() -> None:
+    """ir_measures' own input forms (Qrel / ScoredDoc records, DataFrames), one import changed."""
+    pd = pytest.importorskip("pandas")
+    qrels, run = collection(5)
+    qrel_records = [ir_measures.Qrel(q, d, g) for q, docs in qrels.items() for d, g in docs.items()]
+    frame = pd.DataFrame(
+        [(q, d, s) for q, docs in run.items() for d, s in docs.items()],
+        columns=["query_id", "doc_id", "score"],
+    )
+    measures = [ir_measures.nDCG @ 10, ir_measures.AP, ir_measures.P @ 5]
+    expected = ir_measures.calc_aggregate(measures, qrel_records, frame)
+    got = rp_ir_measures.calc_aggregate(measures, qrel_records, frame)
+    assert all(close(got[m], v) for m, v in expected.items())
+    record = next(iter(rp_ir_measures.iter_calc(measures, qrel_records, frame)))
+    assert isinstance(record, ir_measures.Metric)  # ir_measures' own record, when imported
+
+
+def test_strings_are_keyed_as_asked() -> None:
+    qrels, run = collection(6)
+    got = rp_ir_measures.calc_aggregate(["nDCG@10", "AP"], qrels, run)
+    expected = ir_measures.calc_aggregate([ir_measures.nDCG @ 10, ir_measures.AP], qrels, run)
+    assert list(got) == ["nDCG@10", "AP"]
+    assert close(got["nDCG@10"], expected[ir_measures.nDCG @ 10])
+
+
+def test_tie_policies_as_an_option_ir_measures() -> None:
+    qrels, run = collection(3)
+    first = rp_ir_measures.calc_aggregate([ir_measures.AP], qrels, run)
+    average = rp_ir_measures.calc_aggregate([ir_measures.AP], qrels, run, ties="average")
+    assert not close(first[ir_measures.AP], average[ir_measures.AP])
+    with pytest.raises(ValueError, match="ties"):
+        rp_ir_measures.calc_aggregate([ir_measures.AP], qrels, run, ties="random")
+
+
+def test_refused_measure_names_those_computed() -> None:
+    with pytest.raises(ValueError, match="of ir_measures' measures it computes"):
+        rp_ir_measures.calc_aggregate([ir_measures.ERR @ 10], {"q": {"d": 1}}, {"q": {"d": 1.0}})
+
+
+# --------------------------------------------------------------------------- import weight
+
+
+def test_drop_ins_import_no_heavy_module() -> None:
+    """Importing the drop-ins pulls in neither the libraries they replace nor pandas."""
+    code = (
+        "import sys, ranking_plugins.pytrec_eval, ranking_plugins.ir_measures\n"
+        "print(sorted(m for m in ('pytrec_eval', 'ir_measures', 'pandas', 'pytrec_eval_ext')"
+        " if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
