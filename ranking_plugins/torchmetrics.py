@@ -1662,6 +1662,10 @@ class RetrievalPrecisionRecallCurve(BaseRankingMetric):
     tensor([1, 2, 3, 4])
     """
 
+    #: the two curves, in ``compute``'s order (a class annotation of its own also
+    #: keeps ``torch.jit.script`` from reading the base's, which it cannot parse)
+    curve_metrics: ClassVar[tuple[str, str]] = ("precision", "recall")
+
     def __init__(
         self,
         max_k: int | None = None,
@@ -1676,7 +1680,7 @@ class RetrievalPrecisionRecallCurve(BaseRankingMetric):
         keywords = _retrieval_keywords(empty_target_action, ignore_index, aggregation)
         top_k = None if max_k is None else range(1, max_k + 1)
         super().__init__(
-            ["precision", "recall"], top_k, adaptive_k=adaptive_k, **keywords, **kwargs
+            list(self.curve_metrics), top_k, adaptive_k=adaptive_k, **keywords, **kwargs
         )
         self.max_k = max_k
         self.adaptive_k = adaptive_k
@@ -1738,7 +1742,7 @@ class RetrievalPrecisionRecallCurve(BaseRankingMetric):
             return empty, empty.clone(), torch.zeros(0, dtype=torch.long, device=self.device)
         longest = int(torch.unique(indexes, return_counts=True)[1].max())
         request = RankingRequest.create(
-            [metric.name for metric in self.request.metrics],
+            list(self.curve_metrics),
             range(1, longest + 1),
             self.request.options,
         )

@@ -219,3 +219,8 @@ def test_plots_return_figure_and_axes():
     fixed.update(preds, target, indexes)
     fig, ax = fixed.plot()
     assert fig is not None and ax is not None
+
+
+@pytest.mark.parametrize("cls", [RetrievalPrecisionRecallCurve, RetrievalRecallAtFixedPrecision])
+def test_scriptable_as_every_torchmetrics_metric(cls):
+    torch.jit.script(cls(max_k=3))
