@@ -1684,6 +1684,13 @@ class RetrievalPrecisionRecallCurve(BaseRankingMetric):
         )
         self.max_k = max_k
         self.adaptive_k = adaptive_k
+        if max_k is None and not (isinstance(aggregation, str) and aggregation == "mean"):
+            # ranked again at compute by this class, which averages: refused rather
+            # than a mean under another aggregation's name
+            raise ValueError(
+                f"`aggregation={aggregation!r}` needs a `max_k` here: with `max_k=None` the "
+                "curves are averaged over queries"
+            )
         if max_k is None and (self.whole_queries or self.keep_per_query):
             raise ValueError(
                 "`max_k=None` (every k up to the longest query) keeps the queries until "

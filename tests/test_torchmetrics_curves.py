@@ -224,3 +224,8 @@ def test_plots_return_figure_and_axes():
 @pytest.mark.parametrize("cls", [RetrievalPrecisionRecallCurve, RetrievalRecallAtFixedPrecision])
 def test_scriptable_as_every_torchmetrics_metric(cls):
     torch.jit.script(cls(max_k=3))
+
+
+def test_max_k_none_refuses_an_aggregation_it_would_not_apply():
+    with pytest.raises(ValueError, match="`aggregation='median'` needs a `max_k`"):
+        RetrievalPrecisionRecallCurve(aggregation="median")
