@@ -1677,13 +1677,6 @@ class RetrievalPrecisionRecallCurve(BaseRankingMetric):
     ) -> None:
         _check_arguments(None, empty_target_action, ignore_index, adaptive_k)
         _check_max_k(max_k)
-        keywords = _retrieval_keywords(empty_target_action, ignore_index, aggregation)
-        top_k = None if max_k is None else range(1, max_k + 1)
-        super().__init__(
-            list(self.curve_metrics), top_k, adaptive_k=adaptive_k, **keywords, **kwargs
-        )
-        self.max_k = max_k
-        self.adaptive_k = adaptive_k
         if max_k is None and not (isinstance(aggregation, str) and aggregation == "mean"):
             # ranked again at compute by this class, which averages: refused rather
             # than a mean under another aggregation's name
@@ -1691,6 +1684,13 @@ class RetrievalPrecisionRecallCurve(BaseRankingMetric):
                 f"`aggregation={aggregation!r}` needs a `max_k` here: with `max_k=None` the "
                 "curves are averaged over queries"
             )
+        keywords = _retrieval_keywords(empty_target_action, ignore_index, aggregation)
+        top_k = None if max_k is None else range(1, max_k + 1)
+        super().__init__(
+            list(self.curve_metrics), top_k, adaptive_k=adaptive_k, **keywords, **kwargs
+        )
+        self.max_k = max_k
+        self.adaptive_k = adaptive_k
         if max_k is None and (self.whole_queries or self.keep_per_query):
             raise ValueError(
                 "`max_k=None` (every k up to the longest query) keeps the queries until "
