@@ -101,6 +101,16 @@ def _check_adaptive_k(adaptive_k: object) -> None:
         raise ValueError(f"`adaptive_k` has to be a boolean: `adaptive_k` {problem.text}")
 
 
+def check_max_k(max_k: object) -> None:
+    """The curves' ``max_k``: a positive int, or None (every k of the longest list)."""
+    if max_k is not None:
+        problem = V.positive_int_problem(max_k)
+        if problem is not None:
+            raise ValueError(
+                f"`max_k` has to be a positive integer or None: `max_k` {problem.text}"
+            )
+
+
 def _evaluate(
     metrics: Sequence[str],
     preds: object,
@@ -323,12 +333,7 @@ def retrieval_precision_recall_curve(
     tensor([1, 2, 3, 4])
     """
     _check_adaptive_k(adaptive_k)
-    if max_k is not None:
-        problem = V.positive_int_problem(max_k)
-        if problem is not None:
-            raise ValueError(
-                f"`max_k` has to be a positive integer or None: `max_k` {problem.text}"
-            )
+    check_max_k(max_k)
     size = _one_query(preds, target)[0].shape[-1]
     ks = list(range(1, (size if max_k is None else max_k) + 1))
     if not ks:  # no item and no max_k: curves of no point

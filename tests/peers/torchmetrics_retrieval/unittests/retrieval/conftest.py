@@ -2,9 +2,9 @@
 
 The test files of this folder are TorchMetrics' own (v1.9.0), with only the imports
 swapped (``from ranking_plugins.torchmetrics import RetrievalMRR``, ``from
-ranking_plugins.torchmetrics_functional import retrieval_reciprocal_rank``, ...);
-``test_precision_recall_curve.py`` is not copied, this package has no
-``RetrievalPrecisionRecallCurve``. The functional tests' differences are marked
+ranking_plugins.torchmetrics_functional import retrieval_reciprocal_rank``, ...;
+``test_precision_recall_curve.py`` also imports TorchMetrics' ``_retrieval_aggregate``
+from ``helpers.py``, where the same function is, not from ``torchmetrics``). The functional tests' differences are marked
 by ``functional_differences.py``, which says how. The helpers differ from TorchMetrics' in three places,
 each said where it is: an argument at TorchMetrics' default that a class here
 does not take is left out (``helpers.py``), TorchScript compiles each metric
