@@ -827,23 +827,28 @@ def _read_part(
     device = stats.num_ranked.device
     adaptive_k = options.adaptive_k
     list_end = stats.num_ranked.unsqueeze(1)
-    at_k = (
-        stats.at(list_end, adaptive_k, whole_list=True)
-        if ks is None
-        else stats.at(
-            # built on the host and copied without waiting on the device
-            torch.tensor(ks, dtype=torch.float64)
-            .to(device, non_blocking=True)
-            .expand(num_queries, len(ks)),
-            adaptive_k,
-            deepest=max(ks),
-        )
-    )
-    cutoffs = {
+
+    def at_k() -> Cutoff:
+        # built on the host and copied without waiting on the device
+        assert ks is not None
+        k = torch.tensor(ks, dtype=torch.float64).to(device, non_blocking=True)
+        return stats.at(k.expand(num_queries, len(ks)), adaptive_k, deepest=max(ks))
+
+    builders: dict[str, Callable[[], Cutoff]] = {
         "k": at_k,
-        "relevant_count": stats.at(stats.relevant_count.unsqueeze(1), adaptive_k),
-        "whole_list": stats.at(list_end, adaptive_k, whole_list=True),
+        "relevant_count": lambda: stats.at(stats.relevant_count.unsqueeze(1), adaptive_k),
+        "whole_list": lambda: stats.at(list_end, adaptive_k, whole_list=True),
     }
+    # each cutoff built once, when a metric reads it: a Cutoff caches what it computes,
+    # so two equal ones (the k of top_k=None is the whole list) would compute it twice
+    cutoffs: dict[str, Cutoff] = {}
+
+    def cutoff(kind: str) -> Cutoff:
+        kind = "whole_list" if kind == "k" and ks is None else kind
+        if kind not in cutoffs:
+            cutoffs[kind] = builders[kind]()
+        return cutoffs[kind]
+
     if any(metric.exposure for metric in metrics):
         assert ks is not None, "the request asks a cutoff of exposure metrics"
         top_list = stats.top_list
@@ -851,14 +856,14 @@ def _read_part(
             raise ValueError("the exposure metrics need a ranking that lists the items")
         cutoffs_k = torch.tensor(ks, dtype=torch.float64).to(device, non_blocking=True)
         top_items = TopItems(top_list, stats.num_ranked, stats.num_items, cutoffs_k, items)
-        at_k.top_items = top_items
+        cutoff("k").top_items = top_items
         if exposures is not None and any(metric.catalogue for metric in metrics):
             exposures.append(top_items.exposure())
     values: dict[str, MetricValue] = {}
     for metric in metrics:
         if metric.value is None:
             continue
-        value, defined = metric.value(cutoffs[metric.cutoff], options)
+        value, defined = metric.value(cutoff(metric.cutoff), options)
         for column, (_, key) in enumerate(result_columns(metric, ks)):
             values[key] = (value[:, column], defined[:, column])
     return values, stats.relevant_count

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import math
 import statistics
+from collections import Counter
+from pathlib import Path
 
 import numpy
 import pytest
@@ -13,6 +17,8 @@ from reference import reference_rank_metrics
 import ranking_plugins.kernel as kernel
 import ranking_plugins.request as request_module
 from ranking_plugins import rank_metrics
+from ranking_plugins.cli import main
+from ranking_plugins.kernel.statistics.list_stats import Cutoff, ListStats
 from ranking_plugins.request import RankingRequest
 from ranking_plugins.totals import Totals
 
@@ -276,3 +282,26 @@ def test_empty_totals_give_nan_and_merging_other_keys_fails() -> None:
     assert totals.mean().isnan().all() and totals.standard_error().isnan().all()
     with pytest.raises(ValueError, match="cannot merge"):
         totals.merge(Totals.zeros(("ndcg@5",)))
+
+
+def test_all_trec_builds_each_distinct_cutoff_once_per_part(
+    trec_eval_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A Cutoff caches the statistics it computes: two equal cutoffs of one part
+    # (the k of a whole-list request and the whole list itself) computed them twice.
+    built: list[tuple[int, bool, tuple[float, ...]]] = []
+    parts: list[ListStats] = []  # kept alive, so that no two parts share an id
+    real = Cutoff.__init__
+
+    def spying(self: Cutoff, stats: ListStats, k: torch.Tensor, *args, **keywords) -> None:  # type: ignore[no-untyped-def]
+        real(self, stats, k, *args, **keywords)
+        parts.append(stats)
+        built.append((id(stats), self.whole_list, tuple(k.flatten().tolist())))
+
+    monkeypatch.setattr(Cutoff, "__init__", spying)
+    files = [str(trec_eval_dir / "qrels.test"), str(trec_eval_dir / "results.test")]
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert main(["evaluate", "-m", "all_trec", *files]) == 0
+    assert built, "the spy saw no cutoff"
+    repeated = [cutoff for cutoff, count in Counter(built).items() if count > 1]
+    assert not repeated, f"cutoffs built more than once in one part: {repeated}"
