@@ -43,10 +43,13 @@ from ranking_plugins.metrics import (
     read_catalogue,
     read_metrics,
     result_columns,
+    result_key,
 )
 from ranking_plugins.options import OptionKeywords, Options
 
 TopK = int | Sequence[int] | None
+#: a metric and its cutoff (None: read on the whole list)
+MetricPair = tuple[str, int | None]
 
 
 @dataclass(frozen=True)
@@ -58,24 +61,35 @@ class RankingRequest:
     options: Options = field(default_factory=Options)
     #: the item inputs of the exposure metrics (popularity, tail set, features, categories)
     items: ItemInputs = NO_ITEM_INPUTS
+    #: the ``(metric, k)`` pairs asked, when made from pairs: then ``metrics`` and ``ks``
+    #: are their union, and only the pairs' keys are results
+    pairs: tuple[tuple[Metric, int | None], ...] | None = None
 
     @classmethod
     def create(
         cls,
-        metrics: str | Sequence[str],
-        top_k: TopK,
+        metrics: str | Sequence[str] | Sequence[MetricPair],
+        top_k: TopK = None,
         options: Options | None = None,
         items: ItemInputs | None = None,
         **keywords: Unpack[OptionKeywords],
     ) -> RankingRequest:
         """Check every argument (naming it in the error) and build the request.
 
+        ``metrics``: names, each read at every k of ``top_k``; or ``(metric, k)``
+        pairs, each with its own cutoff (k None: the whole list), ``top_k`` left None.
         The options come as an :class:`~ranking_plugins.options.Options` record,
         or as its keywords (not both). ``items``: the item inputs, given once
         (:meth:`ItemInputs.create <ranking_plugins.kernel.inputs.items.ItemInputs.create>`).
         """
-        metric_list = get_metrics(metrics)
-        ks = V.normalize_top_k(top_k)
+        pairs = _metric_pairs(metrics, top_k)
+        if pairs is not None:
+            metric_list = list(dict.fromkeys(metric for metric, _ in pairs))
+            at = {k for _, k in pairs if k is not None}
+            ks = tuple(sorted(at)) if at else None
+        else:
+            metric_list = get_metrics(metrics)  # type: ignore[arg-type]
+            ks = V.normalize_top_k(top_k)
         if options is None:
             options = Options.create("RankingRequest.create", **keywords)
         elif keywords:
@@ -83,7 +97,8 @@ class RankingRequest:
                 "RankingRequest.create takes an Options record or its keywords, not both"
             )
         items = NO_ITEM_INPUTS if items is None else items
-        _check_exposure_metrics(metric_list, ks, items)
+        for group_metrics, group_ks in _groups(pairs, tuple(metric_list), ks):
+            _check_exposure_metrics(group_metrics, group_ks, items)
         for metric in metric_list:
             problem = gain_threshold_problem(metric, options.relevance_threshold)
             if problem is not None:
@@ -91,11 +106,12 @@ class RankingRequest:
                     f"`relevance_threshold={options.relevance_threshold!r}`: {problem}. "
                     "Use a threshold > 0, or None"
                 )
-        return cls(metrics=tuple(metric_list), ks=ks, options=options, items=items)
+        return cls(tuple(metric_list), ks, options, items, pairs)
 
     @property
     def keys(self) -> tuple[str, ...]:
-        """The result keys in output order, metric by metric, each in ascending k."""
+        """The result keys in output order, metric by metric, each in ascending k
+        (made from pairs: in the pairs' order)."""
         return self._keys(self.metrics)
 
     @property
@@ -104,7 +120,16 @@ class RankingRequest:
         return self._keys(tuple(m for m in self.metrics if m.value is not None))
 
     def _keys(self, metrics: tuple[Metric, ...]) -> tuple[str, ...]:
+        if self.pairs is not None:
+            keys = (result_key(metric, k) for metric, k in self.pairs if metric in metrics)
+            return tuple(dict.fromkeys(keys))
         return tuple(key for metric in metrics for _, key in result_columns(metric, self.ks))
+
+    @property
+    def groups(self) -> tuple[tuple[tuple[Metric, ...], tuple[int, ...] | None], ...]:
+        """The ``(metrics, ks)`` reads of one ranking that give every key: one, or made
+        from pairs, the whole-list metrics and the @k metrics (at every k asked)."""
+        return _groups(self.pairs, self.metrics, self.ks)
 
     @property
     def identities(self) -> bool:
@@ -209,12 +234,25 @@ class RankingRequest:
         """Every metric at every k, per query, from a ranking at least :attr:`depth` deep."""
         with torch.no_grad():
             items = self.items.to(ranked.device) if self.identities else self.items
-            return read_metrics(ranked, self.metrics, self.ks, self.options, items)
+            reads = [
+                read_metrics(ranked, metrics, ks, self.options, items)
+                for metrics, ks in self.groups
+            ]
+        if len(reads) == 1 and self.pairs is None:
+            return reads[0]
+        found = {key: value for read in reads for key, value in read.results.items()}
+        exposures = [read.exposure for read in reads if read.exposure is not None]
+        return Evaluation(
+            {key: found[key] for key in self.query_keys},
+            reads[0].relevant_count,
+            exposures[0] if exposures else None,
+        )
 
     @property
     def depth(self) -> int | None:
         """How deep the ranked lists must go: the largest k, or None for whole lists."""
-        return rank_depth(self.metrics, self.ks)
+        depths = [rank_depth(metrics, ks) for metrics, ks in self.groups]
+        return None if None in depths else max(d for d in depths if d is not None)
 
     @property
     def ranking_key(self) -> tuple[object, ...]:
@@ -280,6 +318,47 @@ class RankingRequest:
                 "layout (`indexes`) has none (an entry is a position in its query's list); "
                 "pass (Q, N) scores with dense grades or item-index targets"
             )
+
+
+def _metric_pairs(metrics: object, top_k: TopK) -> tuple[tuple[Metric, int | None], ...] | None:
+    """``metrics`` as checked ``(metric, k)`` pairs, or None where they are names."""
+    if isinstance(metrics, str) or not isinstance(metrics, Sequence):
+        return None
+    if not any(isinstance(spec, tuple) for spec in metrics):
+        return None
+    if top_k is not None:
+        raise ValueError(
+            f"`top_k={top_k!r}`: `metrics` are (metric, k) pairs, each with its own "
+            "cutoff; leave top_k None"
+        )
+    pairs: list[tuple[Metric, int | None]] = []
+    for spec in metrics:
+        if not isinstance(spec, tuple) or len(spec) != 2:
+            raise ValueError(
+                f"`metrics`: expected names or (metric, k) pairs, not both; got {spec!r}"
+            )
+        name, k = spec
+        if not isinstance(name, str):
+            raise ValueError(f"`metrics`: the metric of {spec!r} must be a name (a str)")
+        (metric,) = get_metrics(name)
+        if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 1):
+            raise ValueError(f"`metrics`: the k of {spec!r} must be an int >= 1, or None")
+        if (metric, k) not in pairs:
+            pairs.append((metric, k))
+    return tuple(pairs)
+
+
+def _groups(
+    pairs: tuple[tuple[Metric, int | None], ...] | None,
+    metrics: tuple[Metric, ...],
+    ks: tuple[int, ...] | None,
+) -> tuple[tuple[tuple[Metric, ...], tuple[int, ...] | None], ...]:
+    """The reads of :attr:`RankingRequest.groups` (``metrics``, ``ks``: the union)."""
+    if pairs is None:
+        return ((metrics, ks),)
+    whole = tuple(dict.fromkeys(metric for metric, k in pairs if k is None))
+    at_k = tuple(dict.fromkeys(metric for metric, k in pairs if k is not None))
+    return tuple((group, group_ks) for group, group_ks in ((whole, None), (at_k, ks)) if group)
 
 
 def gain_threshold_problem(metric: Metric, threshold: float | None) -> str | None:
@@ -439,4 +518,4 @@ class _LastBatch(threading.local):
 
 _last_batch = _LastBatch()
 
-__all__ = ["ITEM_INPUTS", "RankingRequest", "TopK"]
+__all__ = ["ITEM_INPUTS", "MetricPair", "RankingRequest", "TopK"]

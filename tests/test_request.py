@@ -305,3 +305,48 @@ def test_all_trec_builds_each_distinct_cutoff_once_per_part(
     assert built, "the spy saw no cutoff"
     repeated = [cutoff for cutoff, count in Counter(built).items() if count > 1]
     assert not repeated, f"cutoffs built more than once in one part: {repeated}"
+
+
+def test_pairs_give_each_metric_its_own_cutoff_from_one_ranking(rank_calls: list) -> None:
+    preds, target = _batch(3)
+    pairs = [("map", None), ("ndcg", 10), ("precision", 5), ("ndcg", None), ("r_precision", None)]
+    request = RankingRequest.create(pairs)
+    assert request.keys == ("map", "ndcg@10", "precision@5", "ndcg", "r_precision")
+    evaluation = request.evaluate(preds, target)
+    assert rank_calls == [None]  # one ranking, of the whole lists, for every pair
+    assert tuple(evaluation.results) == request.keys  # no key that was not asked
+    for metrics, top_k in (
+        (["map", "ndcg", "r_precision"], None),
+        (["ndcg", "precision"], [5, 10]),
+    ):
+        separate = RankingRequest.create(metrics, top_k).evaluate(preds, target).results
+        for key, expected in separate.items():
+            if key in evaluation.results:
+                got = evaluation.results[key]
+                torch.testing.assert_close(got.values, expected.values, rtol=0, atol=0)
+                assert torch.equal(got.counted, expected.counted)
+
+
+def test_pairs_of_k_only_rank_to_the_largest_k(rank_calls: list) -> None:
+    request = RankingRequest.create([("ndcg", 3), ("precision", 7)])
+    assert request.depth == 7
+    request.evaluate(*_batch(4))
+    assert rank_calls == [7]
+
+
+@pytest.mark.parametrize(
+    ("metrics", "top_k", "message"),
+    [
+        ([("ndcg", 10)], 5, "`top_k=5`: `metrics` are \\(metric, k\\) pairs"),
+        (["map", ("ndcg", 10)], None, "expected names or \\(metric, k\\) pairs"),
+        ([("ndcg", 0)], None, "the k of \\('ndcg', 0\\) must be an int >= 1"),
+        ([("ndcg", 2.5)], None, "must be an int >= 1, or None"),
+        ([("nope", None)], None, "unknown metric 'nope'"),
+        ([(3, None)], None, "must be a name"),
+    ],
+)
+def test_bad_pairs_are_refused_naming_the_argument(
+    metrics: list, top_k: int | None, message: str
+) -> None:
+    with pytest.raises(ValueError, match=message):
+        RankingRequest.create(metrics, top_k)

@@ -23,6 +23,7 @@ from ranking_plugins import evaluate_run
 from ranking_plugins.cli import main
 from ranking_plugins.command import add_evaluation_arguments
 from ranking_plugins.options import OPTION_NAMES
+from ranking_plugins.request import RankingRequest
 from ranking_plugins.runs.names import trec_eval_name
 from ranking_plugins.runs.python_api import COMMAND_OPTIONS
 
@@ -515,3 +516,28 @@ def test_each_measure_reads_its_own_parameters(trec_eval_dir):
     expected = {m.query_id: m.value for m in ir_measures.iter_calc([ir_measures.Judged @ 5],
                 list(ir_measures.read_trec_qrels(str(qrels))), list(ir_measures.read_trec_run(str(run))))}  # fmt: skip
     assert results.per_query["Judged@5"] == pytest.approx(expected, abs=1e-12)
+
+
+def test_evaluate_builds_one_request_for_whole_list_and_at_k_pairs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # whole-list and @k measures in one request, ranked once: not two requests
+    # sharing a ranking by hand
+    made: list[RankingRequest] = []
+    real = RankingRequest.create.__func__  # type: ignore[attr-defined]
+
+    def counting(cls, *args, **keywords):  # type: ignore[no-untyped-def]
+        made.append(real(cls, *args, **keywords))
+        return made[-1]
+
+    monkeypatch.setattr(RankingRequest, "create", classmethod(counting))
+    qrels = {"q1": {"a": 1, "b": 0, "c": 2}, "q2": {"a": 0, "d": 1}}
+    run = {"q1": {"a": 0.9, "b": 0.5, "c": 0.1}, "q2": {"a": 0.3, "d": 0.2, "e": 0.1}}
+    results = evaluate_run(qrels, run, ["map", "ndcg@2", "P@1", "gm_map"])
+    assert len(made) == 1
+    assert [(m.name, k) for m, k in made[0].pairs or ()] == [
+        ("map", None),
+        ("ndcg", 2),
+        ("precision", 1),
+    ]
+    assert set(results.to_dict()["q1"]) >= {"map", "ndcg@2"}

@@ -60,10 +60,8 @@ def evaluate(
 ) -> Results:
     """Evaluate a joined collection, or its parts of whole queries, with the kernel.
 
-    ``rank_metrics`` takes one ``top_k`` for all its metrics, so the whole-list
-    metrics are one request and the @k metrics another (with every k asked
-    for); each part is ranked once, by the first, and both read that ranking.
-    Per-query values follow the query names, sorted as strings.
+    One request of ``(metric, k)`` pairs ranks each part once and reads every
+    pair from that ranking. Per-query values follow the query names, sorted as strings.
 
     A run document absent from the qrels is unjudged, any document of the
     qrels judged (grade 0 included; a negative grade is trec_eval's "in the
@@ -75,14 +73,8 @@ def evaluate(
     keys = result_keys(wanted)
     # a geometric mean (trec_eval's gm_map) aggregates its metric's per-query values
     computed = [(GEOMETRIC_MEANS.get(name, name), k) for name, k in wanted]
-    computed_keys = list(dict.fromkeys(result_key(METRICS[name], k) for name, k in computed))
-    whole = list(dict.fromkeys(name for name, k in computed if k is None))
-    at_k = list(dict.fromkeys(name for name, k in computed if k is not None))
-    ks = sorted({k for _, k in computed if k is not None})
-    groups = [(whole, None), (at_k, ks)]
-    requests = [RankingRequest.create(names, top_k, options) for names, top_k in groups if names]
-    first = requests[0]
-    judgments = any(request.judgments for request in requests)
+    request = RankingRequest.create(computed, None, options)
+    computed_keys = list(request.keys)
     results: dict[str, list[PerQuery]] = {key: [] for key in computed_keys}
     qids: list[str] = []
     for part in parts:
@@ -90,17 +82,11 @@ def evaluate(
             continue
         inputs = (part.preds, part.target)
         # read only by the measures of judged items: the others never pay for it
-        judged = part.judged if judgments else None
+        judged = part.judged if request.judgments else None
         try:
-            ranked = first.rank(*inputs, mask=part.mask, judged=judged)
-            for request in requests:
-                if request.reads(first.ranking_key, first.depth):
-                    evaluation = request.read(ranked)
-                else:
-                    evaluation = request.evaluate(*inputs, mask=part.mask, judged=judged)
-                for key in request.keys:
-                    if key in results:
-                        results[key].append(evaluation.results[key])
+            evaluation = request.evaluate(*inputs, mask=part.mask, judged=judged)
+            for key in computed_keys:
+                results[key].append(evaluation.results[key])
         except EmptyQueryError as error:
             # the kernel knows the query by its row; the user knows it by its id
             named = EmptyQueryError(error.metric, error.query, part.qids[error.query])
