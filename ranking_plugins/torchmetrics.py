@@ -87,7 +87,7 @@ from ranking_plugins.metrics import (
 from ranking_plugins.options import OPTION_NAMES, OptionKeywords, Options
 from ranking_plugins.request import RankingRequest, TopK
 from ranking_plugins.torchmetrics_functional import check_max_k, torchmetrics_dtype_refusal
-from ranking_plugins.totals import Totals, per_query_matrix
+from ranking_plugins.totals import AGGREGATIONS, Aggregation, Totals, aggregate, per_query_matrix
 
 try:
     from torchmetrics import Metric
@@ -139,6 +139,7 @@ class RankingOptions(OptionKeywords, AdapterItemKeywords, total=False):
     ignore_index: int | None
     whole_queries: bool
     keep_per_query: bool
+    aggregation: Aggregation
     # torchmetrics.Metric keywords
     compute_on_cpu: bool
     dist_sync_on_step: bool
@@ -198,7 +199,19 @@ class BaseRankingMetric(Metric):
             "cat" state, gathered across processes like the grouped entries),
             for :meth:`~BaseRankingMetric.compute_per_query` and the paired
             tests of :mod:`ranking_plugins.compare`. Memory grows by 8 bytes per
-            query and result key until ``reset``.
+            query and result key until ``reset``. True whenever ``aggregation``
+            is not the mean.
+        aggregation: how :meth:`~BaseRankingMetric.compute` aggregates the
+            per-query values, as TorchMetrics' ``aggregation``: ``"mean"`` (the
+            default: running sums, a constant-size state), ``"median"`` (the
+            lower median of an even count, :func:`torch.median`'s), ``"min"``,
+            ``"max"``, or a callable ``f(values, dim=None)`` returning one number,
+            given each result key's 1-D float64 values of the queries that count.
+            Any but the mean keeps the per-query values (``keep_per_query``),
+            synchronised across processes; NaN where no query counts (TorchMetrics:
+            0.0). The catalogue-level metrics (``coverage``, ...) are not per query
+            and ignore it; :meth:`~BaseRankingMetric.compute_standard_error` stays
+            the mean's.
         options: the fields of :class:`~ranking_plugins.options.Options`, by
             keyword (its docstring lists each with its default and meaning),
             ``gain`` defaulting to ``"linear"`` here (g, TorchMetrics' and
@@ -245,6 +258,7 @@ class BaseRankingMetric(Metric):
         ignore_index: int | None = None,
         whole_queries: bool = False,
         keep_per_query: bool = False,
+        aggregation: Aggregation = "mean",
         **kwargs: Any,
     ) -> None:
         # this package's options; the rest are torchmetrics.Metric's keywords
@@ -258,6 +272,7 @@ class BaseRankingMetric(Metric):
             given.get("empty_target_action", "neg"),
             ignore_index,
             given.get("adaptive_k", False),
+            aggregation,
         )
         self.request = RankingRequest.create(
             metrics,
@@ -269,9 +284,17 @@ class BaseRankingMetric(Metric):
             raise TypeError(f"`whole_queries` must be a bool, got {whole_queries!r}")
         if not isinstance(keep_per_query, bool):
             raise TypeError(f"`keep_per_query` must be a bool, got {keep_per_query!r}")
+        if not _is_mean(aggregation) and self.request.options.weighted:
+            raise ValueError(
+                f"`aggregation`={_aggregation_name(aggregation)} takes no `weighted=True`: "
+                "queries are weighted (by R) only in the mean; leave `weighted` False or "
+                "use aggregation='mean'"
+            )
         self.ignore_index = ignore_index
         self.whole_queries = whole_queries
-        self.keep_per_query = keep_per_query
+        # every per-query value is needed by any aggregation but the mean
+        self.keep_per_query = keep_per_query or not _is_mean(aggregation)
+        self.aggregation = aggregation
         self.keys = self.request.keys
         self._query_keys = self.request.query_keys  # the columns of the sums
         # The name of the sums state carries a digest of what is computed.
@@ -294,7 +317,7 @@ class BaseRankingMetric(Metric):
         # named by the same digest as the sums, so that a MetricCollection groups
         # only metrics that keep the same per-query values
         self._per_query_name = "per_query_" + self._sums_name[len("sums_") :]
-        if keep_per_query:
+        if self.keep_per_query:
             self.add_state(self._per_query_name, default=[], dist_reduce_fx="cat")
         self._seed_flat_states()
 
@@ -695,12 +718,17 @@ class BaseRankingMetric(Metric):
         return _read(self.request, ranked)
 
     def compute(self) -> Tensor | dict[str, Tensor]:
-        """The mean of every result key (float64; NaN where no query counted).
+        """The mean (or the ``aggregation``) of every result key (float64; NaN where no
+        query counted).
 
         The catalogue-level metrics (``coverage``, ``gini``, ``entropy``,
         ``personalisation``) come from the accumulated exposure.
         """
-        return self._format(self.request.assemble(self._all_totals().mean(), self._exposure()))
+        if _is_mean(self.aggregation):
+            values = self._all_totals().mean()
+        else:
+            values = aggregate(self._per_query_values(), self.aggregation)
+        return self._format(self.request.assemble(values, self._exposure()))
 
     def compute_standard_error(self) -> Tensor | dict[str, Tensor]:
         """Standard error of each mean (sample standard deviation / √n), as :meth:`compute`.
@@ -739,13 +767,19 @@ class BaseRankingMetric(Metric):
             should_sync=self._to_sync,
             should_unsync=self._should_unsync,
         ):
-            self._check_compute_group()
-            keys = self._query_keys  # the catalogue-level metrics have no per-query value
-            kept = dim_zero_cat(getattr(self, self._per_query_name)).reshape(-1, len(keys))
-            evaluation = self._grouped_evaluation()
-            if evaluation is not None:
-                kept = torch.cat([kept, per_query_matrix(evaluation, keys).to(kept)])
-        return dict(zip(keys, kept.unbind(1), strict=True))
+            kept = self._per_query_values()
+        return dict(zip(self._query_keys, kept.unbind(1), strict=True))
+
+    def _per_query_values(self) -> Tensor:
+        """``(Q, K)`` float64 values of every query (NaN: not counted), in
+        :meth:`compute_per_query`'s order: the kept ones, then the grouped queries."""
+        self._check_compute_group()
+        keys = self._query_keys  # the catalogue-level metrics have no per-query value
+        kept = dim_zero_cat(getattr(self, self._per_query_name)).reshape(-1, len(keys))
+        evaluation = self._grouped_evaluation()
+        if evaluation is not None:
+            kept = torch.cat([kept, per_query_matrix(evaluation, keys).to(kept)])
+        return kept
 
     def _format(self, values: Tensor) -> Tensor | dict[str, Tensor]:
         if len(self.keys) == 1 and not self._always_dict:
@@ -845,7 +879,11 @@ _TOP_K_FORMS = "a positive int, a non-empty sequence of positive ints, or None f
 
 
 def _check_arguments(
-    top_k: object, empty_target_action: object, ignore_index: object, adaptive_k: object
+    top_k: object,
+    empty_target_action: object,
+    ignore_index: object,
+    adaptive_k: object,
+    aggregation: object = "mean",
 ) -> None:
     """The constructor arguments ``torchmetrics.retrieval`` checks, in its order, each
     by the package's rule (:mod:`ranking_plugins._validation`) in TorchMetrics' words."""
@@ -862,6 +900,15 @@ def _check_arguments(
             "Argument `ignore_index` must be an integer or None. "
             f"`ignore_index` must be an int or None, got {ignore_index!r}"
         )
+    if not (
+        callable(aggregation) or (isinstance(aggregation, str) and aggregation in AGGREGATIONS)
+    ):
+        raise ValueError(
+            "Argument `aggregation` must be one of `mean`, `median`, `min`, `max` or a custom "
+            f"callable function which takes tensor of values, but got {aggregation}. "
+            f"`aggregation` must be one of {list(AGGREGATIONS)} or a callable "
+            f"f(values, dim=None), got {aggregation!r}"
+        )
     problem = V.top_k_problem(top_k)
     # a non-int k inside a sequence: TorchMetrics takes no sequence, the package's error
     if problem is not None and problem.kind != "item":
@@ -872,6 +919,15 @@ def _check_arguments(
     problem = V.flag_problem(adaptive_k)
     if problem is not None:
         raise ValueError(f"`adaptive_k` has to be a boolean: `adaptive_k` {problem.text}")
+
+
+def _is_mean(aggregation: object) -> bool:
+    """Whether ``aggregation`` is the mean, the running sums' (not a callable, whatever it does)."""
+    return isinstance(aggregation, str) and aggregation == "mean"
+
+
+def _aggregation_name(aggregation: object) -> str:
+    return repr(aggregation) if isinstance(aggregation, str) else "a callable"
 
 
 class _EmptyTargetError(EmptyQueryError):
@@ -1449,15 +1505,14 @@ class RankingMetrics(BaseRankingMetric):
 def _retrieval_keywords(
     empty_target_action: str, ignore_index: int | None, aggregation: object, **given: object
 ) -> dict[str, Any]:
-    """The keywords of the class above. ``aggregation`` and the AUROC arguments are
-    forwarded only away from TorchMetrics' defaults, so that a class that does not
-    take them refuses them by name and one that does gets them."""
+    """The keywords of the class above. The AUROC arguments are forwarded only away
+    from TorchMetrics' defaults, so that a class that does not take them refuses
+    them by name and one that does gets them; every class takes ``aggregation``."""
     keywords: dict[str, Any] = {
         "empty_target_action": empty_target_action,
         "ignore_index": ignore_index,
+        "aggregation": aggregation,
     }
-    if not (isinstance(aggregation, str) and aggregation == "mean"):
-        keywords["aggregation"] = aggregation
     keywords.update({name: value for name, value in given.items() if value is not None})
     return keywords
 

@@ -10,6 +10,7 @@ beyond float64 rounding.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -94,6 +95,58 @@ def per_query_matrix(evaluation: Evaluation, keys: tuple[str, ...]) -> Tensor:
     return torch.stack(columns, dim=1)
 
 
+#: TorchMetrics' names of the aggregations of per-query values (``aggregation``); any
+#: other is a callable. The mean is the totals' own; the others need every value.
+AGGREGATIONS = ("mean", "median", "min", "max")
+
+#: an aggregation: one of :data:`AGGREGATIONS` or a callable, as TorchMetrics takes it
+Aggregation = str | Callable[..., Tensor]
+
+
+def aggregate(per_query: Tensor, aggregation: Aggregation) -> Tensor:
+    """One value per column of a ``(Q, K)`` per-query matrix (:func:`per_query_matrix`),
+    over the queries that count in it (not NaN), as TorchMetrics' ``aggregation``.
+
+    ``"median"`` is :func:`torch.median`'s, the lower of the two middle values of
+    an even count; a callable is called as TorchMetrics calls it,
+    ``aggregation(values, dim=None)``, on each column's counted values (1-D
+    float64), and must return one number. NaN where no query counts, without
+    calling it (the mean's rule here; TorchMetrics gives 0.0).
+
+    >>> values = torch.tensor([[0.5, 1.0], [0.25, float("nan")], [1.0, 0.0], [0.0, 0.5]])
+    >>> aggregate(values, "median")
+    tensor([0.2500, 0.5000], dtype=torch.float64)
+    >>> aggregate(values, lambda x, dim=None: x.sum())
+    tensor([1.7500, 1.5000], dtype=torch.float64)
+    """
+    reduce: dict[str, Callable[[Tensor], Tensor]] = {
+        "mean": torch.mean,
+        "median": torch.median,
+        "min": torch.amin,
+        "max": torch.amax,
+    }
+    found = []
+    for column in per_query.to(torch.float64).unbind(1):
+        counted = column[~torch.isnan(column)]
+        if counted.numel() == 0:
+            found.append(column.new_full((), torch.nan))
+            continue
+        if isinstance(aggregation, str):
+            value = reduce[aggregation](counted)
+        else:
+            value = aggregation(counted, dim=None)
+        value = torch.as_tensor(value, dtype=torch.float64, device=column.device)
+        if value.numel() != 1:
+            raise ValueError(
+                f"`aggregation`: the callable must return one number for a tensor of "
+                f"per-query values, got a tensor of shape {tuple(value.shape)}"
+            )
+        found.append(value.reshape(()))
+    if not found:  # no per-query key (catalogue-level metrics only)
+        return per_query.new_empty(0, dtype=torch.float64)
+    return torch.stack(found)
+
+
 #: trec_eval's floor of a value in a geometric mean (``MIN_GEO_MEAN``): a 0 would make it 0
 GEOMETRIC_FLOOR = 1e-5
 
@@ -123,4 +176,12 @@ def geometric_terms(values: Tensor, floor: float = GEOMETRIC_FLOOR) -> Tensor:
     return torch.log(values.clamp(min=floor))
 
 
-__all__ = ["Totals", "geometric_mean", "geometric_terms", "per_query_matrix"]
+__all__ = [
+    "AGGREGATIONS",
+    "Aggregation",
+    "Totals",
+    "aggregate",
+    "geometric_mean",
+    "geometric_terms",
+    "per_query_matrix",
+]

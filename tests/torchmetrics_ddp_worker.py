@@ -50,6 +50,8 @@ def make_metrics() -> dict[str, Any]:
     return {
         "several": RankingMetrics(["mrr", "ndcg", "map", "auc"], top_k=[1, 3]),
         "single": NDCG(top_k=3),
+        # per-query values gathered across processes (issue 26)
+        "median": RankingMetrics(["mrr", "ndcg"], top_k=[1, 3], aggregation="median"),
     }
 
 

@@ -15,11 +15,10 @@ This file marks each test that meets a deliberate difference, documented in
 ``docs/migration_torchmetrics.rst``, as ``xfail(strict=True)``: it must fail, and for
 that reason. Where the difference depends on the data (which queries are empty,
 which relevant items fall below k), the mark is decided from the test's own
-inputs, batch by batch and over all batches, as the tester compares them:
+inputs, batch by batch and over all batches, as the tester compares them, under
+the test's ``aggregation`` (TorchMetrics' ``"mean"``, ``"median"``, ``"min"``,
+``"max"`` or a callable, taken here alike):
 
-* ``aggregation``: TorchMetrics' ``"median"``, ``"min"``, ``"max"`` or a callable.
-  These metrics keep running sums and return the mean (and its standard
-  error); they take no ``aggregation`` (``"mean"``, the default, is left out).
 * ``empty_target_action="skip"`` where no query of a batch counts:
   ``compute()`` is NaN here, 0.0 in TorchMetrics.
 * MAP with a ``top_k``, where a query has relevant items both in and below its
@@ -45,16 +44,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 from sklearn.metrics import roc_auc_score
 
 from unittests.retrieval import functional_differences
+from unittests.retrieval.helpers import _retrieval_aggregate
 
 HERE = Path(__file__).parent
 
-AGGREGATION = (
-    "no `aggregation`: these metrics keep running sums and return the mean; "
-    "TorchMetrics' median, min, max or callable aggregation is not offered"
-)
 SKIP_NAN = (
     'empty_target_action="skip" and no query of a batch counts: NaN here, 0.0 in TorchMetrics'
 )
@@ -78,7 +75,6 @@ SCORE_AT_MOST_0 = (
 
 #: what each difference makes the test raise: an xfail for another error is a failure
 RAISES = {
-    AGGREGATION: ValueError,  # torchmetrics.Metric: "Unexpected keyword arguments"
     SKIP_NAN: AssertionError,
     MAP_AT_K: AssertionError,
     FALL_OUT: AssertionError,
@@ -122,8 +118,7 @@ def _difference(item) -> str | None:
     if name not in ("test_class_metric", "test_class_metric_ignore_index"):
         return None
     k = params.get("k", params.get("top_k"))
-    if params.get("aggregation", "mean") != "mean":
-        return AGGREGATION
+    aggregation = params.get("aggregation", "mean")
     ignore_index = params.get("ignore_index", -100 if name.endswith("_ignore_index") else None)
     eta = params["empty_target_action"]
     units = _units(params["indexes"], params["preds"], params["target"], ignore_index)
@@ -132,7 +127,8 @@ def _difference(item) -> str | None:
         # FallOut's empty queries are others: its own comparison below covers them
         if metric != "fallout" and eta == "skip" and not any((t > 0).any() for _, t in groups):
             return SKIP_NAN
-        if metric in DIFFERS and DIFFERS[metric](groups, eta, k, params.get("max_fpr")):
+        differs = DIFFERS.get(metric)
+        if differs and differs(groups, eta, k, params.get("max_fpr"), aggregation):
             return reasons[metric]
     return None
 
@@ -158,12 +154,16 @@ def _top(p, t, k):
     return t[order][: len(t) if k is None else k]
 
 
-def _means_differ(groups, tm_value, our_value) -> bool:
-    """TorchMetrics' mean (0.0 when no query counts) against this package's (NaN then)."""
+def _means_differ(groups, tm_value, our_value, aggregation) -> bool:
+    """TorchMetrics' aggregation (0.0 when no query counts) against this package's (NaN then)."""
     tm = [v for v in map(tm_value, groups) if v is not None]
     ours = [v for v in map(our_value, groups) if v is not None]
-    tm_mean = float(np.mean(tm)) if tm else 0.0
-    our_mean = float(np.mean(ours)) if ours else float("nan")
+
+    def aggregate(values):
+        return float(_retrieval_aggregate(torch.tensor(values, dtype=torch.float64), aggregation))
+
+    tm_mean = aggregate(tm) if tm else 0.0
+    our_mean = aggregate(ours) if ours else float("nan")
     return not np.isclose(tm_mean, our_mean, rtol=0.0, atol=1e-6)
 
 
@@ -171,7 +171,7 @@ def _on_empty(eta):
     return {"skip": None, "neg": 0.0, "pos": 1.0}[eta]
 
 
-def _map_differs(groups, eta, k, max_fpr) -> bool:
+def _map_differs(groups, eta, k, max_fpr, aggregation) -> bool:
     if k is None:
         return False
 
@@ -191,10 +191,10 @@ def _map_differs(groups, eta, k, max_fpr) -> bool:
         relevant = int((t > 0).sum())
         return _on_empty(eta) if not relevant else float(precisions(p, t).sum()) / relevant
 
-    return _means_differ(groups, tm, ours)
+    return _means_differ(groups, tm, ours, aggregation)
 
 
-def _fall_out_differs(groups, eta, k, max_fpr) -> bool:
+def _fall_out_differs(groups, eta, k, max_fpr, aggregation) -> bool:
     def fall_out(p, t):
         nonrelevant = int((t <= 0).sum())
         return float((_top(p, t, k) <= 0).sum()) / nonrelevant if nonrelevant else 0.0
@@ -207,10 +207,10 @@ def _fall_out_differs(groups, eta, k, max_fpr) -> bool:
         p, t = group
         return {"skip": None, "neg": 1.0, "pos": 1.0}[eta] if not (t <= 0).any() else fall_out(p, t)
 
-    return _means_differ(groups, tm, ours)
+    return _means_differ(groups, tm, ours, aggregation)
 
 
-def _auc_differs(groups, eta, k, max_fpr) -> bool:
+def _auc_differs(groups, eta, k, max_fpr, aggregation) -> bool:
     if k is not None:  # auroc@k: TorchMetrics' rule, 0 where the top k holds one class
         return False
 
@@ -227,7 +227,7 @@ def _auc_differs(groups, eta, k, max_fpr) -> bool:
         p, t = group
         return auc(p, t) if (t > 0).any() and (t <= 0).any() else _on_empty(eta)
 
-    return _means_differ(groups, tm, ours)
+    return _means_differ(groups, tm, ours, aggregation)
 
 
 DIFFERS = {"map": _map_differs, "fallout": _fall_out_differs, "auroc": _auc_differs}

@@ -157,7 +157,7 @@ def _compute_sklearn_metric(
     return np.array(0.0)
 
 
-_TM_DEFAULTS = {"aggregation": "mean", "top_k": None, "max_fpr": None}
+_TM_DEFAULTS = {"top_k": None, "max_fpr": None}
 
 
 def _takes(metric_class, name: str) -> bool:
@@ -556,8 +556,7 @@ class RetrievalMetricTester(MetricTester):
         )
         # ranking_plugins: an argument at TorchMetrics' default that its metric does
         # not take is left out of the metric's arguments (the reference still gets
-        # it): `aggregation="mean"` (it computes the mean and takes no `aggregation`),
-        # and `top_k=None` and `max_fpr=None` for AUC (the whole list's AUC: it takes
+        # it): `top_k=None` and `max_fpr=None` for AUC (the whole list's AUC: it takes
         # neither).
         metric_args = {
             k: v
