@@ -228,6 +228,10 @@ def thresholds(draw: st.DrawFn, grades: Sequence[Any] = ()) -> float | None:
     return draw(st.sampled_from(THRESHOLDS))
 
 
+#: the fall_out_empty rules drawn (the package's, TorchMetrics')
+FALL_OUT_EMPTY = ("no_relevant", "no_nonrelevant")
+
+
 @st.composite
 def options(
     draw: st.DrawFn,
@@ -255,6 +259,8 @@ def options(
         ap_denominator=draw(st.sampled_from(["relevant", "min_k_relevant"])),
         adaptive_k=False if cli else draw(st.booleans()),
         weighted=False if cli else draw(st.booleans()),
+        # which query fall-out calls empty (TorchMetrics' rule, its adapter's default)
+        **({} if cli else {"fall_out_empty": draw(st.sampled_from(FALL_OUT_EMPTY))}),
     )
 
 

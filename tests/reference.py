@@ -120,6 +120,7 @@ def _metric_for_order(
     ap_denominator: str,
     adaptive_k: bool,
     persistence: float = 0.8,
+    fall_out_empty: str = "no_relevant",
 ) -> float | None:
     if metric in JUDGED_MEASURES:  # issue 13's judged measures, below: every item judged
         return _judged_measure_for_order(
@@ -144,10 +145,14 @@ def _metric_for_order(
         )
     rel_all = [is_relevant(g, relevance_threshold) for g in grades]
     R = sum(rel_all)
-    if R == 0:
-        return None
     n = len(order)
     rels = [rel_all[i] for i in order]  # rel at rank position 0..n-1
+    if metric == "fall_out" and fall_out_empty == "no_nonrelevant":
+        # TorchMetrics' rule: empty without a non-relevant item, defined without relevant ones
+        if all(rels):
+            return None
+    elif R == 0:
+        return None
 
     def hits(m: int) -> int:  # hits@m, list padded with non-relevant items
         return sum(rels[:m])
@@ -236,6 +241,7 @@ def reference_query(
     adaptive_k: bool = False,
     persistence: float = 0.8,
     pooled: Sequence[bool] | None = None,
+    fall_out_empty: str = "no_relevant",
 ) -> dict[tuple[str, int | None], float | None]:
     """Values of several (metric, k) pairs for one query, enumerating the
     orders only once.
@@ -282,6 +288,7 @@ def reference_query(
                 ap_denominator=ap_denominator,
                 adaptive_k=adaptive_k,
                 persistence=persistence,
+                fall_out_empty=fall_out_empty,
             )
             for order in orders
         ]
@@ -424,6 +431,7 @@ def reference_rank_metrics(
     weighted=False,
     rbp_persistence=0.8,
     judged=None,
+    fall_out_empty="no_relevant",
 ):
     """Mirror of ``ranking_plugins.rank_metrics``; returns a dict of float64
     tensors (0-d for reduction="mean", (Q,) for reduction="none")."""
@@ -453,6 +461,7 @@ def reference_rank_metrics(
                 adaptive_k=adaptive_k,
                 persistence=rbp_persistence,
                 pooled=pooled,
+                fall_out_empty=fall_out_empty,
             )
         )
         Rs.append(sum(is_relevant(float(g), relevance_threshold) for g in grades))

@@ -93,6 +93,7 @@ RANK_OPTIONS = (
     "adaptive_k",
     "weighted",
     "rbp_persistence",  # drawn only with the measures that read it
+    "fall_out_empty",
 )
 
 
