@@ -40,6 +40,11 @@ EMPTY = (
     "TorchMetrics raises ValueError"
 )
 
+FLOAT64 = (
+    "the functions return float64 (the package's precision), TorchMetrics' float32: "
+    "torch.allclose against a float32 tensor raises 'Double did not match Float'"
+)
+
 #: the function each test file calls
 FUNCTIONS = {
     "auroc": F.retrieval_auroc,
@@ -65,6 +70,10 @@ def mark(item: pytest.Function) -> bool:
     """
     metric = item.path.stem.removeprefix("test_")
     name = item.originalname
+    if metric == "ndcg" and name == "test_corner_case_with_tied_scores":
+        item.add_marker(pytest.mark.xfail(strict=True, reason=FLOAT64, raises=DocumentedDifference))
+        item.obj = _asserting(item.obj, FLOAT64, _check_tied_ndcg)
+        return True
     if name not in ("test_functional_metric", "test_arguments_functional_metric"):
         return False
     params = item.callspec.params
@@ -84,7 +93,7 @@ def _asserting(test, reason: str, check):
     def run(*args, **kwargs):
         try:
             test(*args, **kwargs)
-        except (AssertionError, ValueError, pytest.fail.Exception) as error:
+        except (AssertionError, ValueError, RuntimeError, pytest.fail.Exception) as error:
             check(error)
             raise DocumentedDifference(reason) from error
 
@@ -113,6 +122,20 @@ def _difference(metric: str, name: str, params: dict):
         return None
     reason = MAP_AT_K if metric == "map" else FALL_OUT
     return reason, functools.partial(_check_values, function, ours, queries, k)
+
+
+def _check_tied_ndcg(error) -> None:
+    """test_corner_case_with_tied_scores' inputs: the package's value is scikit-learn's
+    (both the expectation over a tie's orders) in float64, at each k it tries."""
+    from sklearn.metrics import ndcg_score
+
+    assert isinstance(error, RuntimeError) or "Double did not match Float" in str(error), error
+    target = torch.tensor([[10, 0, 0, 1, 5]])
+    preds = torch.tensor([[0.1, 0, 0, 0, 0.1]])
+    for k in (1, 3, 5):
+        got = F.retrieval_normalized_dcg(preds, target, top_k=k)
+        assert got.dtype == torch.float64
+        assert abs(float(got) - ndcg_score(target, preds, k=k)) < 1e-12, (k, float(got))
 
 
 def _compared(preds, target):
