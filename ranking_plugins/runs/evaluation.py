@@ -192,7 +192,7 @@ def evaluate_file(
     results: Results | None = None
     first: Collection | None = None
     for measures, measure_options, relevant_at in (p for p in passes if p[0]):
-        done, collection = evaluate_run(
+        done, collection = evaluate_pass(
             qrels, run_path, measures, settings, measure_options, progress, relevant_at
         )
         if results is None:
@@ -258,7 +258,7 @@ def _empty_list_nans(results: Results, wanted: Sequence[tuple[str, int | None]])
             results.mean[key] = math.nan
 
 
-def evaluate_run(
+def evaluate_pass(
     qrels: Records,
     run_path: str | Records,
     wanted: Sequence[tuple[str, int | None]],
@@ -369,7 +369,7 @@ __all__ = [
     "Settings",
     "evaluate",
     "evaluate_file",
-    "evaluate_run",
+    "evaluate_pass",
     "join_threshold",
     "result_keys",
     "torch_threads",
