@@ -66,6 +66,10 @@ FALL_OUT = (
 AUC_ONE_CLASS = (
     "AUC of a query with relevant items only: undefined (empty) here, 0 in RetrievalAUROC"
 )
+CURVE_AGGREGATION = (
+    "RetrievalPrecisionRecallCurve(max_k=None) averages its curves over the queries: another "
+    "`aggregation` needs a `max_k` here (refused by name); TorchMetrics aggregates per k"
+)
 INDEXES_OPTIONAL = "`indexes` is optional here: (Q, N) scores without it are the dense layout"
 EMPTY_BATCH = "an empty batch adds nothing here; TorchMetrics raises ValueError"
 SCORE_AT_MOST_0 = (
@@ -82,6 +86,7 @@ RAISES = {
     INDEXES_OPTIONAL: pytest.fail.Exception,  # DID NOT RAISE
     EMPTY_BATCH: pytest.fail.Exception,  # DID NOT RAISE
     SCORE_AT_MOST_0: AssertionError,
+    CURVE_AGGREGATION: ValueError,
 }
 
 #: test_arguments_class_metric: the expected message -> why this package differs
@@ -119,6 +124,8 @@ def _difference(item) -> str | None:
         return None
     k = params.get("k", params.get("top_k"))
     aggregation = params.get("aggregation", "mean")
+    if metric == "precision_recall_curve" and params.get("max_k") is None and aggregation != "mean":
+        return CURVE_AGGREGATION
     ignore_index = params.get("ignore_index", -100 if name.endswith("_ignore_index") else None)
     eta = params["empty_target_action"]
     units = _units(params["indexes"], params["preds"], params["target"], ignore_index)
