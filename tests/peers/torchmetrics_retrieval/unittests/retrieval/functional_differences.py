@@ -140,9 +140,14 @@ def _check_tied_ndcg(error) -> None:
 
 def _compared(preds, target):
     """The queries ``_functional_test`` compares: the first half of the batches, each
-    one query read flattened, as numpy arrays."""
+    one query read flattened, as numpy arrays.
+
+    Copies, not views: they are read when the test runs, and a DDP case run before
+    it moves the tensors' storage to shared memory (torch's pickling for the pool),
+    which leaves a view of the old memory reading freed bytes.
+    """
     for i in range(preds.shape[0] // 2):
-        yield preds[i].numpy().ravel(), target[i].numpy().ravel()
+        yield preds[i].numpy().ravel().copy(), target[i].numpy().ravel().copy()
 
 
 def _differs(tm, ours, p, t, k) -> bool:
