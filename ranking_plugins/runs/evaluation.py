@@ -254,8 +254,14 @@ def _empty_list_nans(results: Results, wanted: Sequence[tuple[str, int | None]])
         at = torch.tensor(levels, dtype=torch.float64)
         nan = empty & (recall_level_cut(at, relevant) == 0).any(dim=1)
         if bool(nan.any()):
-            results.per_query[key] = torch.where(nan, math.nan, results.per_query[key])
-            results.mean[key] = math.nan
+            _undefined_rows(results, key, nan)
+
+
+def _undefined_rows(results: Results, key: str, rows: Tensor) -> None:
+    """trec_eval's 0 / 0 in ``rows`` of ``key``: nan there, and so is its mean over the
+    queries (trec_eval averages the nan)."""
+    results.per_query[key] = torch.where(rows, math.nan, results.per_query[key])
+    results.mean[key] = math.nan
 
 
 def evaluate_pass(
@@ -296,8 +302,7 @@ def evaluate_pass(
             nan_qids = set(undefined)
             rows = torch.tensor([qid in nan_qids for qid in results.qids])
             for key in results.keys:
-                results.per_query[key] = torch.where(rows, math.nan, results.per_query[key])
-                results.mean[key] = math.nan
+                _undefined_rows(results, key, rows)
         return results
 
     if isinstance(run_path, Records):  # read already (the Python API's inputs)
