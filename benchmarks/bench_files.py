@@ -61,11 +61,27 @@ print(json.dumps(evaluate(qrels, run, ["map", "ndcg@10", "precision@10", "mrr"])
 """
 
 
+#: document ids: ``short`` ones of 8 bytes; ``long`` ones of 9 to 25 bytes in the styles
+#: of real collections, a third each (ClueWeb's and MS MARCO's share their first 8 bytes)
+ID_STYLES = ("short", "long")
+
+
+def document_id(d: int, style: str) -> str:
+    """Document ``d``'s id (``d`` < 10M) in ``style`` (:data:`ID_STYLES`)."""
+    if style == "short":
+        return f"D{d:07d}"
+    if d % 3 == 0:  # 9 or 10 bytes
+        return f"D{1000 + d // 1000}_{d % 1000:03d}"
+    if d % 3 == 1:  # ClueWeb09's 25 bytes
+        return f"clueweb09-en{d // 100_000:04d}-{d // 1000 % 100:02d}-{d % 1000:05d}"
+    return f"msmarco_doc_{d // 100_000:02d}_{d % 100_000}"  # MS MARCO v2's 16 to 20 bytes
+
+
 def write_files(
-    directory: Path, queries: int, docs: int, judged: int, seed: int
+    directory: Path, queries: int, docs: int, judged: int, seed: int, id_style: str = "short"
 ) -> tuple[Path, Path]:
     """A run in rank order (6-decimal scores, documents drawn from a corpus of 1M, or of
-    ``docs`` when more) and its qrels."""
+    ``docs`` when more) and its qrels; document ids in ``id_style``."""
     rng = random.Random(seed)
     qrels, run = directory / "bench.qrels", directory / "bench.run"
     corpus = max(1_000_000, docs)
@@ -75,7 +91,7 @@ def write_files(
             scores = sorted((rng.uniform(0.0, 30.0) for _ in ids), reverse=True)
             run_file.write(
                 "".join(
-                    f"{q} Q0 D{d:07d} {rank} {s:.6f} bench\n"
+                    f"{q} Q0 {document_id(d, id_style)} {rank} {s:.6f} bench\n"
                     for rank, (d, s) in enumerate(zip(ids, scores, strict=True), 1)
                 )
             )
@@ -83,7 +99,9 @@ def write_files(
             while len(chosen) < judged:
                 chosen.add(rng.randrange(corpus))
             qrels_file.write(
-                "".join(f"{q} 0 D{d:07d} {rng.randrange(3)}\n" for d in sorted(chosen))
+                "".join(
+                    f"{q} 0 {document_id(d, id_style)} {rng.randrange(3)}\n" for d in sorted(chosen)
+                )
             )
     return qrels, run
 
@@ -123,6 +141,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--judged", type=int, default=60)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--ids", choices=ID_STYLES, default="short",
+        help="document ids of 8 bytes (D0001234), or of 9-25 (D1234_567, "
+        "clueweb09-en0000-00-00000, msmarco_doc_00_123)",
+    )  # fmt: skip
     parser.add_argument("--tools", nargs="+", default=None, help="ours ours-first pytrec_eval ranx")
     parser.add_argument("--in-process", action="store_true", help="also time in this process")
     parser.add_argument("--quick", action="store_true", help="tiny files, one run: a smoke test")
@@ -135,11 +158,16 @@ def main(argv: list[str] | None = None) -> int:
     python = sys.executable
     with tempfile.TemporaryDirectory(prefix="bench-files-") as directory:
         start = time.perf_counter()
-        qrels, run = write_files(Path(directory), args.queries, args.docs, args.judged, args.seed)
+        qrels, run = write_files(
+            Path(directory), args.queries, args.docs, args.judged, args.seed, args.ids
+        )
         size = run.stat().st_size
         lines = args.queries * args.docs
         took = time.perf_counter() - start
-        print(f"run: {lines:,} lines, {size / MB:,.0f} MB (written in {took:.0f} s)")
+        print(
+            f"run: {lines:,} lines, {size / MB:,.0f} MB, {args.ids} document ids "
+            f"(written in {took:.0f} s)"
+        )
         metrics = [a for m in ("map", "ndcg@10", "P@10", "mrr") for a in ("-m", m)]
         ours = [python, "-m", "ranking_plugins", "evaluate", str(qrels), str(run), *metrics]
         commands = {

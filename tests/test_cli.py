@@ -1092,28 +1092,20 @@ def test_a_repeated_document_in_a_later_part_names_its_line(
     assert f"{run}:901: document" in outcome.err and "first at line 896" in outcome.err
 
 
-def test_two_ids_of_one_hash_are_told_apart() -> None:
-    """Ids of 9 to 32 bytes are sorted and looked up by a hash of their bytes: two distinct
-    ids of one hash in a query are not a repeated document, and each keeps its judgment."""
+def test_two_ids_of_one_hash_are_told_apart(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ids of more than 8 bytes are sorted and looked up by a hash of their bytes: two
+    distinct ids of one hash in a query are not a repeated document, and each keeps its
+    judgment; two equal ids still are one (a hash of the length alone makes them meet)."""
     pa = pytest.importorskip("pyarrow")
-    factor, mask = 0x9E3779B97F4A7C15, (1 << 64) - 1
-    rng = random.Random(0)
-    while True:  # two 16-byte ids whose first words differ and whose hashes are equal
-        first = [int.from_bytes(b"abcdefgh", "little"), int.from_bytes(b"abcdefgi", "little")]
-        second = int.from_bytes(bytes(rng.randrange(1, 256) for _ in range(8)), "little")
-        other = ((first[0] * factor) & mask) ^ second ^ ((first[1] * factor) & mask)
-        if all(other.to_bytes(8, "little")):
-            break
-    ids = [
-        w.to_bytes(8, "little") + v.to_bytes(8, "little") for w, v in zip(first, [second, other])
-    ]
+    monkeypatch.setattr(joining, "_hashed", lambda words, lengths: lengths.astype("uint64"))
+    ids = [b"abcdefgh-first", b"abcdefgh-other"]
     keys = [joining._document_keys(pa.array([i], pa.binary()), pa.array([], pa.binary()), False)
             for i in ids]  # fmt: skip
     assert keys[0][0].tolist() == keys[1][0].tolist() and not keys[0][2]  # one hash, not unique
 
     def records(kind: str, docnos: list[bytes], values: list[float]) -> reading.Records:
         qids = pa.array([b"q"] * len(docnos), pa.binary())
-        return reading.Records(kind, kind, "trec", qids, pa.array(docnos, pa.binary()),
+        return reading.Records(kind, kind, reading.IN_MEMORY, qids, pa.array(docnos, pa.binary()),
                                torch.tensor(values, dtype=torch.float64))  # fmt: skip
 
     qrels = records("qrels", [ids[1], b"x" * 12], [2.0, 1.0])
@@ -1122,6 +1114,71 @@ def test_two_ids_of_one_hash_are_told_apart() -> None:
     assert part.target[0].tolist() == [-math.inf, -math.inf, 2.0, 1.0]  # ids[1] judged 2
     assert part.judged[0].tolist() == [False, False, True, True]
     assert part.mask[0].tolist() == [True, True, True, False]
+    twice = records("run", [b"y" * 12, ids[0], ids[1], ids[0]], [3.0, 2.0, 1.0, 0.5])
+    with pytest.raises(reading.FileFormatError, match="lists a document twice"):
+        list(joining.collections(qrels, twice))
+
+
+def test_realistic_long_ids_meet_on_no_hash_key() -> None:
+    """ClueWeb09's ids, alike in all but a few bytes, get a key each, so that a part is
+    joined once by its hash keys, not again by pyarrow's codes (a hash folding the words
+    by xor and multiply alone gave ``clueweb09-en0004-61-00551`` and ``...en0008-61-00511``
+    one key, and most parts of such a run took the slow path)."""
+    pa = pytest.importorskip("pyarrow")
+    docnos = [f"clueweb09-en{a:04d}-{b:02d}-{c:05d}".encode()
+              for a in (4, 8) for b in range(100) for c in range(1000)]  # fmt: skip
+    docnos += [f"msmarco_doc_{a:02d}_{b}".encode() for a in range(10) for b in range(0, 99999, 97)]
+    ids = pa.array(docnos, pa.binary())
+    judged, retrieved, unique = joining._document_keys(ids.slice(0, 0), ids, False)
+    assert not unique and len(set(retrieved.tolist())) == len(docnos)
+
+
+@pytest.mark.parametrize("ids", ["short", "long"])
+def test_the_join_is_a_dict_join_for_ids_alike_in_their_first_bytes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ids: str
+) -> None:
+    """Each run line's grade is the qrels' for its (query, document), as a dict of bytes
+    says, for ids of exactly 8 bytes (one word each, ``short``) and, with ids of 9 to 40
+    bytes (hashed, ``long``), for ids equal in their first 8 bytes, of non-ASCII bytes,
+    and of 8 and 9 bytes that extend each other, over parts of several queries."""
+    rng = random.Random(1)
+    base = [b"doc-%04d" % i for i in range(40)] + ["dóc-%03d" % i for i in range(20)]
+    names = [n if isinstance(n, bytes) else n.encode() for n in base]  # "dóc-123" is 8 bytes
+    names += [b"\xff\xfe%06d" % i for i in range(20)]  # not UTF-8
+    if ids == "long":
+        names += [n + suffix for n in names[:30] for suffix in (b"x", b"-0", b"\xc3\xa9" * 16)]
+        names += [b"clueweb09-en0004-61-00551", b"clueweb09-en0008-61-00511"]
+    assert all(len(n) == 8 for n in names) if ids == "short" else min(map(len, names)) == 8
+    run_lines, qrels_lines, grades = [], [], {}
+    for q in range(12):
+        retrieved = rng.sample(names, rng.randrange(1, len(names) // 2))
+        for rank, doc in enumerate(retrieved):
+            run_lines.append(b"q%d Q0 %s %d %d run\n" % (q, doc, rank + 1, 100 - rank))
+        for doc in rng.sample(names, 25):
+            grades[(b"q%d" % q, doc)] = rng.randrange(3)
+            qrels_lines.append(b"q%d 0 %s %d\n" % (q, doc, grades[(b"q%d" % q, doc)]))
+    (tmp_path / "r").write_bytes(b"".join(run_lines))
+    (tmp_path / "q").write_bytes(b"".join(qrels_lines))
+    monkeypatch.setattr(joining, "PART_LINES", 64)  # parts of a few queries
+    qrels = reading.read_records(str(tmp_path / "q"), "qrels")
+    parts = list(joining.collections(qrels, reading.read_records(str(tmp_path / "r"), "run")))
+    assert len(parts) > 3
+    rows = {
+        qid: (part.target[r][part.mask[r]].tolist(),
+              sorted(part.target[r][~part.mask[r] & part.judged[r]].tolist()))
+        for part in parts for r, qid in enumerate(part.qids)
+    }  # fmt: skip
+    expected: dict[str, tuple[list[float], list[float]]] = {}
+    for line in run_lines:
+        qid, _, doc = line.split()[:3]
+        expected.setdefault(qid.decode(), ([], []))[0].append(
+            float(grades.get((qid, doc), -math.inf))
+        )
+    for (qid, doc), grade in grades.items():
+        retrieved = any(line.split()[0] == qid and line.split()[2] == doc for line in run_lines)
+        if not retrieved and grade > 0:
+            expected[qid.decode()][1].append(float(grade))
+    assert rows == {q: (found, sorted(added)) for q, (found, added) in expected.items()}
 
 
 def test_mixed_whitespace_is_read_by_the_exact_reader(tmp_path: Path) -> None:
@@ -1211,19 +1268,21 @@ def test_document_ids_packed_into_integers_or_not_give_the_same_numbers(tmp_path
         assert run_cli("evaluate", qrels, run, *args).json() == short, prefix
 
 
-def test_packed_ids_are_one_to_one_or_refused() -> None:
+def test_ids_are_loaded_as_words_or_hashed() -> None:
     pa = pytest.importorskip("pyarrow")
-    ids = pa.array([b"a", b"ab", b"abcdefgh", b"b", b"a", b"abcdefghi"], pa.binary())
-    words = joining._packed(ids, 2)
-    assert words is not None and words.shape == (6, 2)
-    assert (joining._packed(ids.slice(1), 2) == words[1:]).all()  # an offset into the buffers
-    rows = [tuple(row) for row in words.tolist()]
-    assert len(set(rows)) == 5 and rows[0] == rows[4]  # equal ids, equal integers
-    assert joining._packed(ids, 1) is None  # 9 bytes do not fit one word
-    assert joining._packed(pa.array([b"a\0", b"a"], pa.binary()), 1) is None  # would meet b"a"
-    # one word: the keys are the bytes, unique; the largest int64 (the padding of the
-    # sorted rows) and ids longer than 32 bytes take pyarrow's codes, unique too
+    ids = pa.array([b"a", b"ab", b"abcdefgh", b"b", b"a", b"abcdefghi", b""], pa.binary())
+    words, lengths, zero = joining._words(ids, 2)
+    assert words.shape == (2, 7) and lengths.tolist() == [1, 2, 8, 1, 1, 9, 0] and not zero
+    assert (joining._words(ids.slice(1), 2)[0] == words[:, 1:]).all()  # an offset into buffers
+    assert words[:, 5].tolist() == [int.from_bytes(b"abcdefgh", "little"), ord("i")]
+    columns = [tuple(column) for column in words.T.tolist()]
+    assert len(set(columns)) == 6 and columns[0] == columns[4]  # equal ids, equal words
+    assert joining._words(pa.array([b"a\0", b"a"], pa.binary()), 1)[2]  # would meet b"a"
+    # one word: the keys are the bytes, unique; else hashed (the largest int64 is the
+    # padding of the sorted rows: no key is it)
     none = pa.array([], pa.binary())
-    for docnos in ([b"\xff" * 7 + b"\x7f", b"a"], [b"x" * 33, b"a"], [b"a", b"b"]):
-        judged, retrieved, unique = joining._document_keys(pa.array(docnos), none, False)
-        assert unique and len(set(judged.tolist())) == 2 and retrieved.numel() == 0
+    for docnos, unique in ([[b"a", b"b"], True], [[b"\xff" * 7 + b"\x7f", b"a"], False],
+                           [[b"x" * 33, b"a"], False], [[b"a\0", b"a"], False]):  # fmt: skip
+        judged, retrieved, is_unique = joining._document_keys(pa.array(docnos), none, False)
+        assert is_unique == unique and len(set(judged.tolist())) == 2, docnos
+        assert torch.iinfo(torch.int64).max not in judged.tolist() and retrieved.numel() == 0

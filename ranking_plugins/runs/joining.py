@@ -300,19 +300,20 @@ def _find_judged(
     """Which judgments the run retrieves (``found``, one per judgment) and at which of the
     part's lines (``hit``, one per judgment found).
 
-    The ids are keys by :func:`_document_keys`: a hash first; pyarrow's codes when two
-    ids meet on one hash key (a repeated key then is a repeated document, an error).
+    The ids are keys by :func:`_document_keys`: their bytes, or a hash of them whose
+    meetings are checked on the ids themselves (a judgment found, two lines of a row
+    on one key); pyarrow's codes when two ids met on one hash key.
     """
-    found, hit, unique, repeated = _matches(rows, run, judged, line_row, line_place, count, False)
+    found, hit, unique, twice = _matches(rows, run, judged, line_row, line_place, count, False)
     if not unique:
-        # a hash: each judgment found must be the same id (no two ids met on one key)
         pc = arrow().compute
         same = pc.equal(judged.filter(found.numpy()), run.docnos.take(hit.numpy()))
-        if repeated or pc.all(same).as_py() is False:
-            found, hit, unique, repeated = _matches(
+        repeated = pc.equal(*(run.docnos.take(lines.numpy()) for lines in twice))
+        if pc.all(same).as_py() is False or pc.all(repeated).as_py() is False:
+            found, hit, unique, twice = _matches(
                 rows, run, judged, line_row, line_place, count, True
             )
-    if repeated and unique:
+    if twice.shape[1]:  # a row's two lines of one id
         diagnose(run.path, run.kind, run.format)
         raise FileFormatError(run.path, None, "a query lists a document twice")
     return found, hit
@@ -326,9 +327,9 @@ def _matches(
     line_place: Tensor,
     count: Tensor,
     exact: bool,
-) -> tuple[Tensor, Tensor, bool, bool]:
+) -> tuple[Tensor, Tensor, bool, Tensor]:
     """``found`` and ``hit`` of :func:`_find_judged` by keys; whether the keys are unique
-    to their ids, and whether a row repeats one.
+    to their ids, and the (2, pairs) lines of a row that meet on one key.
 
     Each row's keys are sorted (numpy's sort is the faster): a repeated one is
     adjacent, a judged one found by bisection; the padding sorts last (no key is
@@ -348,10 +349,12 @@ def _matches(
     place = place.clamp(max=rows.longest - 1)
     found &= keys[line_row, place] == judged_keys
     hit_row = line_row[found]
-    hit = (torch.cumsum(size, 0) - size)[hit_row] + slot[hit_row, place[found]]
+    row_start = torch.cumsum(size, 0) - size
+    hit = row_start[hit_row] + slot[hit_row, place[found]]
     real = torch.arange(rows.longest) < size.unsqueeze(1)
-    repeated = bool(((keys[:, 1:] == keys[:, :-1]) & real[:, 1:]).any())
-    return found, hit, unique, repeated
+    row, column = ((keys[:, 1:] == keys[:, :-1]) & real[:, 1:]).nonzero(as_tuple=True)
+    twice = torch.stack([row_start[row] + slot[row, column], row_start[row] + slot[row, column + 1]])
+    return found, hit, unique, twice
 
 
 def _added_columns(grades: Tensor, row: Tensor, rows: int) -> tuple[Tensor, ...] | None:
@@ -378,48 +381,68 @@ def _places(counts: Tensor) -> tuple[Tensor, Tensor]:
 
 def _document_keys(judged: Any, retrieved: Any, exact: bool) -> tuple[Tensor, Tensor, bool]:
     """int64 keys of two pyarrow arrays of ids, equal for equal ids; and whether only for
-    equal ids. An id's bytes when every id fits in 8, a hash of them up to 32 bytes, else
-    (and when ``exact``) pyarrow's codes (it hashes the ids themselves: slower)."""
+    equal ids. An id's bytes when every id fits in 8 bytes and none holds a zero byte,
+    else a hash of its bytes (:func:`_hashed`); pyarrow's codes when ``exact`` (it hashes
+    the ids in a table that grows with them: slower)."""
     import numpy as np
 
     pa, both = arrow(), (judged, retrieved)
-    longest = max(pa.compute.max(pa.compute.binary_length(ids)).as_py() or 0 for ids in both)
-    words = max(1, -(-longest // 8))
-    packed: list[Any] = [None if exact or words > 4 else _packed(ids, words) for ids in both]
-    if packed[0] is not None and packed[1] is not None:
-        keys = [np.zeros(len(p), np.uint64) for p in packed]
-        for key, words_of in zip(keys, packed, strict=True):
-            for word in words_of.view(np.uint64).T:  # one word: the bytes themselves
-                key ^= word
-                if words > 1:
-                    key *= np.uint64(0x9E3779B97F4A7C15)
+    if not exact:
+        longest = max(pa.compute.max(pa.compute.binary_length(ids)).as_py() or 0 for ids in both)
+        words = max(1, -(-longest // 8))
+        packed = [_words(ids, words) for ids in both]
+        # one word of nonzero bytes is the id itself (b"a" and b"a\0" would meet)
+        unique = words == 1 and not any(zero for _, _, zero in packed)
+        keys = [p[0][0] if unique else _hashed(p[0], p[1]) for p in packed]
+        big = np.uint64(torch.iinfo(torch.int64).max)  # the padding's: no key may be it
+        for key in keys:
+            at = key == big
+            if at.any():
+                key[at], unique = big - np.uint64(1), False
         signed = [torch.from_numpy(key.view(np.int64)) for key in keys]
-        if not any(bool((key == torch.iinfo(torch.int64).max).any()) for key in signed):
-            return signed[0], signed[1], words == 1
+        return signed[0], signed[1], unique
     codes = column_tensor(pa.compute.dictionary_encode(pa.concat_arrays(both)).indices)
     return codes[: len(judged)], codes[len(judged) :], True
 
 
-def _packed(ids: Any, words: int) -> Any:
-    """(n, words) int64 numpy: each id's bytes, zero-padded; None unless that is one-to-one
-    (no id longer than ``8 * words`` bytes, none holding a zero byte)."""
+#: the bytes of a word that a part of an id of 0 to 8 bytes fills
+_WORD_MASKS = [(1 << (8 * n)) - 1 for n in range(9)]
+
+
+def _words(ids: Any, words: int) -> tuple[Any, Any, bool]:
+    """(words, n) uint64 numpy: each id's first ``8 * words`` bytes, little-endian and
+    zero-padded; (n,) int64 its length; whether an id holds a zero byte. Each word is one
+    unaligned 8-byte load per id (a view of the bytes at every offset), not a loop over bytes."""
     import numpy as np
 
     n, buffers = len(ids), ids.buffers()
-    offsets = np.frombuffer(buffers[1], np.int32, n + 1, ids.offset * 4)
+    offsets = np.frombuffer(buffers[1], np.int32, n + 1, ids.offset * 4).astype(np.int64)
     lengths = np.diff(offsets)
-    data = np.frombuffer(buffers[2] or b"", np.uint8)[offsets[0] : offsets[-1]]
-    if n and (int(lengths.max()) > 8 * words or bool((data == 0).any())):
-        return None
-    width = int(lengths.max()) if n else 0
-    padded = np.zeros((n, 8 * words), np.uint8)
-    if n and int(lengths.min()) == width:
-        padded[:, :width] = data.reshape(n, width)
-    elif n:
-        column = np.arange(width)
-        at = np.minimum(offsets[:-1, None] - offsets[0] + column, max(data.size - 1, 0))
-        padded[:, :width] = np.where(column < lengths[:, None], data[at], 0)
-    return padded.view(np.int64)
+    data = np.zeros(int(offsets[-1] - offsets[0]) + 8, np.uint8)  # 8 zero bytes to load past
+    if buffers[2] is not None:
+        data[:-8] = np.frombuffer(buffers[2], np.uint8)[offsets[0] : offsets[-1]]
+    loads = np.ndarray((len(data) - 7,), np.dtype("<u8"), data, strides=(1,))
+    starts, masks = offsets[:-1] - offsets[0], np.array(_WORD_MASKS, np.uint64)
+    out = np.empty((words, n), np.uint64)
+    for word in range(words):
+        out[word] = loads[np.minimum(starts + 8 * word, len(data) - 8)]
+        out[word] &= masks[np.clip(lengths - 8 * word, 0, 8)]
+    return out, lengths, bool((data[:-8] == 0).any())
+
+
+def _hashed(words: Any, lengths: Any) -> Any:
+    """(n,) uint64 numpy: a hash of each id's words and length. Its quality is speed only:
+    the caller checks the ids that meet on one key."""
+    import numpy as np
+
+    key = lengths.astype(np.uint64)
+    for word in words:  # multiply and fold: each word's every bit reaches every bit
+        key ^= word
+        key *= np.uint64(0x9E3779B97F4A7C15)
+        key ^= key >> np.uint64(32)
+    key *= np.uint64(0xBF58476D1CE4E5B9)
+    key ^= key >> np.uint64(29)
+    return key
 
 
 def as_trec_eval_scores(scores: Tensor) -> Tensor:
