@@ -1117,6 +1117,21 @@ def test_two_ids_of_one_hash_are_told_apart(monkeypatch: pytest.MonkeyPatch) -> 
     twice = records("run", [b"y" * 12, ids[0], ids[1], ids[0]], [3.0, 2.0, 1.0, 0.5])
     with pytest.raises(reading.FileFormatError, match="lists a document twice"):
         list(joining.collections(qrels, twice))
+    # the qrels: two ids of one key are two documents; one id twice is judged twice
+    both = records("qrels", [ids[1], b"x" * 12, ids[0]], [2.0, 1.0, 1.0])
+    (part,) = [p for p in joining.collections(both, run) if p.qids]
+    assert part.target[0].tolist() == [-math.inf, 1.0, 2.0, 1.0]
+    with pytest.raises(reading.FileFormatError, match="judges a document twice"):
+        list(joining.collections(records("qrels", [ids[1], b"x" * 12, ids[1]], [2, 1, 1]), run))
+
+
+@pytest.mark.parametrize("docno", ["d1", "a-document-id-of-30-bytes-d1"])
+def test_a_document_judged_twice_names_its_line(tmp_path: Path, docno: str) -> None:
+    qrels, run = tmp_path / "q", tmp_path / "r"
+    qrels.write_text(f"1 0 {docno} 1\n1 0 d2 0\n2 0 {docno} 1\n1 0 {docno} 2\n")
+    run.write_text(f"1 Q0 {docno} 1 2.0 r\n2 Q0 {docno} 1 2.0 r\n")
+    outcome = run_cli("evaluate", qrels, run)
+    assert outcome.status == 1 and f"{qrels}:4: document" in outcome.err
 
 
 def test_realistic_long_ids_meet_on_no_hash_key() -> None:
@@ -1129,7 +1144,7 @@ def test_realistic_long_ids_meet_on_no_hash_key() -> None:
               for a in (4, 8) for b in range(100) for c in range(1000)]  # fmt: skip
     docnos += [f"msmarco_doc_{a:02d}_{b}".encode() for a in range(10) for b in range(0, 99999, 97)]
     ids = pa.array(docnos, pa.binary())
-    judged, retrieved, unique = joining._document_keys(ids.slice(0, 0), ids, False)
+    _, retrieved, unique = joining._document_keys(ids.slice(0, 0), ids, False)
     assert not unique and len(set(retrieved.tolist())) == len(docnos)
 
 
@@ -1142,8 +1157,8 @@ def test_the_join_is_a_dict_join_for_ids_alike_in_their_first_bytes(
     bytes (hashed, ``long``), for ids equal in their first 8 bytes, of non-ASCII bytes,
     and of 8 and 9 bytes that extend each other, over parts of several queries."""
     rng = random.Random(1)
-    base = [b"doc-%04d" % i for i in range(40)] + ["dóc-%03d" % i for i in range(20)]
-    names = [n if isinstance(n, bytes) else n.encode() for n in base]  # "dóc-123" is 8 bytes
+    names = [b"doc-%04d" % i for i in range(40)]
+    names += [f"dóc-{i:03d}".encode() for i in range(20)]  # 8 bytes, "ó" is two
     names += [b"\xff\xfe%06d" % i for i in range(20)]  # not UTF-8
     if ids == "long":
         names += [n + suffix for n in names[:30] for suffix in (b"x", b"-0", b"\xc3\xa9" * 16)]
@@ -1271,13 +1286,14 @@ def test_document_ids_packed_into_integers_or_not_give_the_same_numbers(tmp_path
 def test_ids_are_loaded_as_words_or_hashed() -> None:
     pa = pytest.importorskip("pyarrow")
     ids = pa.array([b"a", b"ab", b"abcdefgh", b"b", b"a", b"abcdefghi", b""], pa.binary())
-    words, lengths, zero = joining._words(ids, 2)
-    assert words.shape == (2, 7) and lengths.tolist() == [1, 2, 8, 1, 1, 9, 0] and not zero
+    words, lengths, itself = joining._words(ids, 2)
+    assert words.shape == (2, 7) and lengths.tolist() == [1, 2, 8, 1, 1, 9, 0] and not itself
+    assert joining._words(ids.slice(0, 5), 1)[2]  # one word each, the ids themselves
     assert (joining._words(ids.slice(1), 2)[0] == words[:, 1:]).all()  # an offset into buffers
     assert words[:, 5].tolist() == [int.from_bytes(b"abcdefgh", "little"), ord("i")]
     columns = [tuple(column) for column in words.T.tolist()]
     assert len(set(columns)) == 6 and columns[0] == columns[4]  # equal ids, equal words
-    assert joining._words(pa.array([b"a\0", b"a"], pa.binary()), 1)[2]  # would meet b"a"
+    assert not joining._words(pa.array([b"a\0", b"a"], pa.binary()), 1)[2]  # would meet b"a"
     # one word: the keys are the bytes, unique; else hashed (the largest int64 is the
     # padding of the sorted rows: no key is it)
     none = pa.array([], pa.binary())

@@ -78,19 +78,36 @@ class Judgments:
     @classmethod
     def of(cls, qrels: Records) -> Judgments:
         """Index ``qrels``; a document judged twice for one query is a :class:`FileFormatError`."""
-        pc = arrow().compute
-        queries, documents = (pc.dictionary_encode(ids) for ids in (qrels.qids, qrels.docnos))
+        queries = arrow().compute.dictionary_encode(qrels.qids)
         codes = column_tensor(queries.indices)
-        pairs = torch.sort(
-            codes * len(documents.dictionary) + column_tensor(documents.indices)
-        ).values
-        if bool((pairs[1:] == pairs[:-1]).any()):
+        if _judged_twice(qrels, codes):
             diagnose(qrels.path, qrels.kind, qrels.format)
             raise FileFormatError(qrels.path, None, "a query judges a document twice")
         counts = torch.bincount(codes, minlength=len(queries.dictionary))
         by_query, starts = torch.argsort(codes, stable=True), torch.cumsum(counts, 0) - counts
         names = queries.dictionary.to_pylist()
         return cls(qrels, names, queries.dictionary, by_query, starts, counts)
+
+
+def _judged_twice(qrels: Records, codes: Tensor) -> bool:
+    """Whether a query (``codes``: each line's) judges a document twice: two lines of one
+    query and one key (:func:`_document_keys`), and of one id where the keys are hashes
+    (pyarrow's codes decide when two ids meet on one hash key)."""
+    import numpy as np
+
+    pa = arrow()
+    keys, _, unique = _document_keys(qrels.docnos, qrels.docnos.slice(0, 0), False)
+    lines = torch.from_numpy(np.lexsort((keys.numpy(), codes.numpy())))  # by query, by key
+    code, key = codes[lines], keys[lines]
+    meet = ((code[1:] == code[:-1]) & (key[1:] == key[:-1])).nonzero().flatten()
+    if not meet.numel() or unique:
+        return bool(meet.numel())
+    pairs = (qrels.docnos.take(lines[at].numpy()) for at in (meet, meet + 1))
+    if pa.compute.all(pa.compute.equal(*pairs)).as_py():
+        return True
+    documents = column_tensor(pa.compute.dictionary_encode(qrels.docnos).indices)
+    pairs_of = torch.sort(codes * (int(documents.max()) + 1) + documents).values
+    return bool((pairs_of[1:] == pairs_of[:-1]).any())
 
 
 def collections(
@@ -353,7 +370,9 @@ def _matches(
     hit = row_start[hit_row] + slot[hit_row, place[found]]
     real = torch.arange(rows.longest) < size.unsqueeze(1)
     row, column = ((keys[:, 1:] == keys[:, :-1]) & real[:, 1:]).nonzero(as_tuple=True)
-    twice = torch.stack([row_start[row] + slot[row, column], row_start[row] + slot[row, column + 1]])
+    twice = torch.stack(
+        [row_start[row] + slot[row, column], row_start[row] + slot[row, column + 1]]
+    )
     return found, hit, unique, twice
 
 
@@ -391,8 +410,7 @@ def _document_keys(judged: Any, retrieved: Any, exact: bool) -> tuple[Tensor, Te
         longest = max(pa.compute.max(pa.compute.binary_length(ids)).as_py() or 0 for ids in both)
         words = max(1, -(-longest // 8))
         packed = [_words(ids, words) for ids in both]
-        # one word of nonzero bytes is the id itself (b"a" and b"a\0" would meet)
-        unique = words == 1 and not any(zero for _, _, zero in packed)
+        unique = all(itself for _, _, itself in packed)
         keys = [p[0][0] if unique else _hashed(p[0], p[1]) for p in packed]
         big = np.uint64(torch.iinfo(torch.int64).max)  # the padding's: no key may be it
         for key in keys:
@@ -405,29 +423,35 @@ def _document_keys(judged: Any, retrieved: Any, exact: bool) -> tuple[Tensor, Te
     return codes[: len(judged)], codes[len(judged) :], True
 
 
-#: the bytes of a word that a part of an id of 0 to 8 bytes fills
-_WORD_MASKS = [(1 << (8 * n)) - 1 for n in range(9)]
-
-
 def _words(ids: Any, words: int) -> tuple[Any, Any, bool]:
     """(words, n) uint64 numpy: each id's first ``8 * words`` bytes, little-endian and
-    zero-padded; (n,) int64 its length; whether an id holds a zero byte. Each word is one
-    unaligned 8-byte load per id (a view of the bytes at every offset), not a loop over bytes."""
+    zero-padded; (n,) int64 its length; whether each id is its one word (``words`` is 1
+    and no id holds a zero byte: b"a" and b"a\\0" would meet). Each word is one
+    unaligned 8-byte load per id (a view of the bytes at every offset), then the bytes past
+    the id's end cleared: no loop over bytes."""
     import numpy as np
 
     n, buffers = len(ids), ids.buffers()
     offsets = np.frombuffer(buffers[1], np.int32, n + 1, ids.offset * 4).astype(np.int64)
-    lengths = np.diff(offsets)
-    data = np.zeros(int(offsets[-1] - offsets[0]) + 8, np.uint8)  # 8 zero bytes to load past
+    lengths, size = np.diff(offsets), int(offsets[-1] - offsets[0])
+    data = np.zeros(size + 8 * words, np.uint8)  # zeros to load past the last id
     if buffers[2] is not None:
-        data[:-8] = np.frombuffer(buffers[2], np.uint8)[offsets[0] : offsets[-1]]
+        data[:size] = np.frombuffer(buffers[2], np.uint8)[offsets[0] : offsets[-1]]
     loads = np.ndarray((len(data) - 7,), np.dtype("<u8"), data, strides=(1,))
-    starts, masks = offsets[:-1] - offsets[0], np.array(_WORD_MASKS, np.uint64)
+    # keep[w, length]: the bits of word w that an id of that length fills
+    filled = np.clip(np.arange(8 * words + 1) - 8 * np.arange(words)[:, None], 0, 8)
+    keep = np.where(
+        filled == 8,
+        np.uint64(2**64 - 1),
+        (np.uint64(1) << (8 * filled).astype(np.uint64)) - np.uint64(1),
+    )
     out = np.empty((words, n), np.uint64)
+    starts = offsets[:-1] - offsets[0]
     for word in range(words):
-        out[word] = loads[np.minimum(starts + 8 * word, len(data) - 8)]
-        out[word] &= masks[np.clip(lengths - 8 * word, 0, 8)]
-    return out, lengths, bool((data[:-8] == 0).any())
+        out[word] = loads[starts + 8 * word]
+        if not n or int(lengths.min()) < 8 * (word + 1):  # some id ends in this word
+            out[word] &= keep[word][lengths]
+    return out, lengths, words == 1 and not bool((data[:size] == 0).any())
 
 
 def _hashed(words: Any, lengths: Any) -> Any:
