@@ -2,8 +2,10 @@
 
 A TREC run of ``--queries`` x ``--docs`` lines (10,000 x 1,000 = 10M lines by
 default) and its qrels (``--judged`` graded judgments per query, half of them
-retrieved) are written to a temporary directory, then each tool evaluates
-MAP, nDCG@10, P@10 and MRR from the files, as a user runs it:
+retrieved) are written to a temporary directory, once with document ids of 8
+bytes (``D0001234``) and once with ids of 9 to 25 (``D1234_567``,
+``clueweb09-en0000-00-00000``, ``msmarco_doc_00_123``: ``--ids``), then each
+tool evaluates MAP, nDCG@10, P@10 and MRR from the files, as a user runs it:
 
 * ``ranking-plugins evaluate QRELS RUN -m map -m ndcg@10 -m P@10 -m mrr`` (the
   defaults, and ``--ties first``, trec_eval's tie break);
@@ -11,13 +13,14 @@ MAP, nDCG@10, P@10 and MRR from the files, as a user runs it:
 * a ranx script: ``Qrels.from_file``, ``Run.from_file``, ``evaluate`` (numba
   compiles on first use: one untimed run fills its cache first).
 
-Each is timed as a fresh process (``--repeats`` runs, the median) with its
+Each is timed as a fresh process (``--repeats`` runs of each tool in turn, the median) with its
 peak RSS (``os.wait4``'s ``ru_maxrss`` of that process), and the means are
 compared. ``--in-process`` also times, in this process, our command and
 pytrec_eval's parse + evaluate without their imports (workload 6 of
 ``suite.py`` at 2,000 x 1,000).
 
-    python benchmarks/bench_files.py                  # 10M lines
+    python benchmarks/bench_files.py                  # 10M lines, 8-byte ids then 9-25
+    python benchmarks/bench_files.py --ids long       # 10M lines, ids of 9-25 bytes only
     python benchmarks/bench_files.py --quick          # tiny, a few seconds (CI)
     python benchmarks/bench_files.py --queries 2000 --in-process
     python benchmarks/bench_files.py --queries 1 --docs 3000000 --tools ours pytrec_eval
@@ -142,9 +145,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
-        "--ids", choices=ID_STYLES, default="short",
-        help="document ids of 8 bytes (D0001234), or of 9-25 (D1234_567, "
-        "clueweb09-en0000-00-00000, msmarco_doc_00_123)",
+        "--ids", choices=[*ID_STYLES, "both"], default="both",
+        help="document ids of 8 bytes (D0001234), of 9-25 (D1234_567, "
+        "clueweb09-en0000-00-00000, msmarco_doc_00_123), or both workloads (the default)",
     )  # fmt: skip
     parser.add_argument("--tools", nargs="+", default=None, help="ours ours-first pytrec_eval ranx")
     parser.add_argument("--in-process", action="store_true", help="also time in this process")
@@ -155,17 +158,25 @@ def main(argv: list[str] | None = None) -> int:
         # ranx's first run compiles its numba kernels (about a minute): not in a smoke run
         args.tools = args.tools or ["ours", "ours-first", "pytrec_eval"]
     args.tools = args.tools or ["ours", "ours-first", "pytrec_eval", "ranx"]
+    for id_style in ID_STYLES if args.ids == "both" else [args.ids]:
+        workload(args, id_style)
+    return 0
+
+
+def workload(args: argparse.Namespace, id_style: str) -> None:
+    """Write the files with ``id_style`` document ids, time each tool on them (one run of
+    each in turn, ``--repeats`` times: the machine's load falls on all alike), print a table."""
     python = sys.executable
     with tempfile.TemporaryDirectory(prefix="bench-files-") as directory:
         start = time.perf_counter()
         qrels, run = write_files(
-            Path(directory), args.queries, args.docs, args.judged, args.seed, args.ids
+            Path(directory), args.queries, args.docs, args.judged, args.seed, id_style
         )
         size = run.stat().st_size
         lines = args.queries * args.docs
         took = time.perf_counter() - start
         print(
-            f"run: {lines:,} lines, {size / MB:,.0f} MB, {args.ids} document ids "
+            f"run: {lines:,} lines, {size / MB:,.0f} MB, {id_style} document ids "
             f"(written in {took:.0f} s)"
         )
         metrics = [a for m in ("map", "ndcg@10", "P@10", "mrr") for a in ("-m", m)]
@@ -181,14 +192,21 @@ def main(argv: list[str] | None = None) -> int:
         }
         if "ranx" in args.tools and not args.quick:
             run_and_measure(commands["ranx"][1], Path(directory))  # numba's cache, untimed
+        # a smoke run tries --ties first once, on the first workload
+        tools = [
+            t for t in args.tools if not (args.quick and id_style != "short" and t == "ours-first")
+        ]
+        runs: dict[str, list[tuple[float, float, str, float]]] = {t: [] for t in tools}
+        for _ in range(args.repeats):
+            for tool in tools:
+                runs[tool].append(run_and_measure(commands[tool][1], Path(directory)))
         rows = []
-        for tool in args.tools:
-            name, command = commands[tool]
-            runs = [run_and_measure(command, Path(directory)) for _ in range(args.repeats)]
-            seconds = statistics.median(r[0] for r in runs)
-            cpu = statistics.median(r[3] for r in runs)
-            peak = max(r[1] for r in runs)
-            rows.append((name, seconds, peak, means(name, runs[0][2]), cpu))
+        for tool in tools:
+            seconds = statistics.median(r[0] for r in runs[tool])
+            cpu = statistics.median(r[3] for r in runs[tool])
+            peak = max(r[1] for r in runs[tool])
+            name = commands[tool][0]
+            rows.append((name, seconds, peak, means(name, runs[tool][0][2]), cpu))
         load = os.getloadavg()
         print(f"load average {load[0]:.2f}, {load[1]:.2f}, {load[2]:.2f}; {os.cpu_count()} CPUs")
         print(
@@ -208,11 +226,10 @@ def main(argv: list[str] | None = None) -> int:
             for name, (seconds, cpu) in by_name.items():
                 print(
                     f"{name}: {seconds / ours_s:.2f}x the time of ranking-plugins evaluate "
-                    f"({cpu / ours_cpu:.2f}x its CPU time)"
+                    f"({cpu / ours_cpu:.2f}x its CPU time; {id_style} ids)"
                 )
         if args.in_process:
             in_process(qrels, run, args.repeats)
-    return 0
 
 
 def in_process(qrels: Path, run: Path, repeats: int) -> None:
