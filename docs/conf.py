@@ -16,7 +16,8 @@ sys.path.insert(0, str(ROOT))
 project = "ranking-plugins"
 author = "ranking-plugins contributors"
 copyright = "ranking-plugins contributors"
-release = "0.1.0"
+# the package's one version number (ranking_plugins/__init__.py; importing it loads no torch)
+from ranking_plugins import __version__ as release  # noqa: E402
 
 extensions = [
     "sphinx.ext.autodoc",
@@ -24,6 +25,9 @@ extensions = [
     "sphinx.ext.mathjax",
     "sphinx.ext.doctest",
     "sphinx.ext.viewcode",
+    # MathJax 3 copied into _static/mathjax and loaded from there, not from a CDN,
+    # so the formulas render offline (the docs extra installs it)
+    "sphinx-mathjax-offline",
 ]
 # No intersphinx: the build machines reach only the package registries, and a
 # failed inventory fetch would be a warning, i.e. an error under -W.
