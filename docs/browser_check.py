@@ -21,7 +21,7 @@ site (not ``_modules``, ``genindex``, ``search``, ``py-modindex``), at a
 
 Chromium is Debian's ``chromium``; the check installs it with apt-get when it
 is missing and it runs as root (CI), and otherwise says how to. Each page
-is also saved as a screenshot (the top 1280 x 2400 pixels) under
+is also saved as a screenshot (the top 1280 x 4800 pixels) under
 ``--screenshots``, for a person to look at; the measurements do not use them.
 """
 
@@ -40,7 +40,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 DOCS = Path(__file__).resolve().parent
-WIDTH, HEIGHT, SHOT_HEIGHT = 1280, 900, 2400
+WIDTH, HEIGHT, SHOT_HEIGHT = 1280, 900, 4800
 SKIPPED = {"genindex.html", "search.html", "py-modindex.html"}
 
 #: Injected at the end of a copy of each page: waits for MathJax, measures, and
