@@ -268,18 +268,20 @@ def _plot_results() -> Any:
     return plot_results
 
 
-def machine() -> str:
-    """RESULTS.md's ``Machine:`` line, without its date and load."""
-    match = re.search(r"^Machine: (.*)$", RESULTS.read_text(encoding="utf-8"), re.MULTILINE)
+def machine(text: str | None = None) -> str:
+    """RESULTS.md's ``Machine:`` line (or ``text``'s), without its date and load."""
+    text = RESULTS.read_text(encoding="utf-8") if text is None else text
+    match = re.search(r"^Machine: (.*)$", text, re.MULTILINE)
     if match is None:
         raise KeyError(f"{RESULTS} has no 'Machine:' line")
     return match.group(1).split(", 20")[0]  # the date and load after it change per run
 
 
-def measured() -> list[tuple[Speedup, float]]:
-    """Each headline comparison and its ratio (peer time / ours) as RESULTS.md has it."""
+def measured(text: str | None = None) -> list[tuple[Speedup, float]]:
+    """Each headline comparison and its ratio (peer time / ours) as RESULTS.md (or ``text``)
+    has it; a KeyError naming the section and rows when one is not there."""
     pr = _plot_results()
-    results = pr.parse_results(RESULTS.read_text(encoding="utf-8"))
+    results = pr.parse_results(RESULTS.read_text(encoding="utf-8") if text is None else text)
     out = []
     for speedup in SPEEDUPS:
         sections = [s for s in results.sections if s.title.startswith(speedup.section)]
