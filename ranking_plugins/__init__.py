@@ -32,7 +32,8 @@ __all__ = [
     "evaluate_run",
     "rank_metrics",
 ]
-__version__ = "0.1.0"
+#: the one version number: pyproject.toml reads it (tool.setuptools.dynamic), so does docs/conf.py
+__version__ = "0.2.0"
 
 
 def __getattr__(name: str) -> Any:

@@ -815,6 +815,56 @@ class ComparisonReport:
         ]
         return "\n".join(lines) + "\n"
 
+    def plot(self, ax: Any = None) -> tuple[Any, Any]:
+        """A forest plot: each comparison's difference (system − baseline) with its interval.
+
+        One line per row of :meth:`to_table`, top to bottom: a dot at the
+        difference, a bar from ``ci_low`` to ``ci_high``, a filled dot where the
+        adjusted p is below alpha (hollow otherwise) and a dashed line at 0. A
+        metric where lower is better says so in its label. Needs matplotlib
+        (imported here, not with the package).
+
+        Args:
+            ax: the matplotlib axes to draw on; a new figure when omitted.
+
+        Returns:
+            ``(figure, axes)``, as the adapters' ``plot``.
+        """
+        try:
+            import matplotlib.pyplot as plt
+        except ImportError as error:
+            raise ImportError(
+                "ComparisonReport.plot needs matplotlib: pip install matplotlib"
+            ) from error
+        if ax is None:
+            fig, ax = plt.subplots(figsize=(6.4, 0.9 + 0.45 * max(len(self.rows), 1)))
+        else:
+            fig = ax.figure
+        positions = list(range(len(self.rows)))[::-1]  # first row at the top
+        labels = []
+        for y, row in zip(positions, self.rows, strict=True):
+            lower = "" if self._higher_is_better(row.metric) else " (lower is better)"
+            labels.append(f"{row.metric or 'value'}{lower}: {row.system} − {row.baseline}")
+            ax.plot([row.ci_low, row.ci_high], [y, y], color="C0", linewidth=2)
+            ax.plot(
+                [row.difference],
+                [y],
+                "o",
+                color="C0",
+                markerfacecolor="C0" if row.significant else "white",
+                markersize=7,
+            )
+        ax.axvline(0.0, color="0.4", linestyle="--", linewidth=1)
+        ax.set_yticks(positions, labels)
+        ax.set_ylim(-0.7, len(self.rows) - 0.3)
+        interval = "bootstrap percentile" if self.test != "t" else "t"
+        ax.set_xlabel(
+            f"difference of means, {self.confidence:.0%} {interval} interval\n"
+            f"filled: adjusted p < {self.alpha:g} ({self.test}, {self.correction}; "
+            f"{self.queries} queries)"
+        )
+        return fig, ax
+
     def __str__(self) -> str:
         return self.to_table()
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -80,3 +81,22 @@ def test_readme_links_every_documentation_page_and_example() -> None:
     assert not (pages | examples) - linked, sorted((pages | examples) - linked)
     missing = [target for target in linked if "://" not in target and not (ROOT / target).exists()]
     assert not missing, missing
+
+
+def test_readme_speed_ratios_are_those_of_the_benchmark_results() -> None:
+    """Each "Nx faster than P" of the README is RESULTS.md's ratio, as the docs draw it."""
+    sys.path.insert(0, str(ROOT / "docs" / "_ext"))
+    try:
+        import figures
+    finally:
+        sys.path.pop(0)
+    text = README.read_text(encoding="utf-8")
+    quoted = dict(
+        (peer, ratio) for ratio, peer in re.findall(r"\*\*([\d,.]+x) faster than ([^*]+)\*\*", text)
+    )
+    assert quoted, "the README quotes speed ratios"
+    measured = {speedup.peer: figures._times(ratio) for speedup, ratio in figures.measured()}
+    for peer, ratio in quoted.items():
+        assert peer in measured, f"the README quotes {peer!r}, which RESULTS.md is not read for"
+        assert ratio == measured[peer], f"{peer}: README {ratio}, RESULTS.md {measured[peer]}"
+    assert figures.machine().split(" (CPU)")[0].replace("+cpu", "") in text.replace("+cpu", "")
