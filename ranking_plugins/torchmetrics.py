@@ -65,12 +65,12 @@ from torch import Tensor
 from typing_extensions import Unpack
 
 from ranking_plugins import _validation as V
+from ranking_plugins.accumulator import Accumulator
 from ranking_plugins.embeddings import EmbeddingInput
 from ranking_plugins.kernel import (
     ITEM_FIELDS,
     ITEM_KEYWORDS,
     AdapterItemKeywords,
-    Exposure,
     ItemInputs,
     check_grouped,
     check_inputs,
@@ -87,7 +87,7 @@ from ranking_plugins.metrics import (
 from ranking_plugins.options import OPTION_NAMES, OptionKeywords, Options
 from ranking_plugins.request import RankingRequest, TopK
 from ranking_plugins.torchmetrics_functional import check_max_k, torchmetrics_dtype_refusal
-from ranking_plugins.totals import AGGREGATIONS, Aggregation, Totals, aggregate, per_query_matrix
+from ranking_plugins.totals import AGGREGATIONS, Aggregation, Totals
 
 try:
     from torchmetrics import Metric
@@ -343,10 +343,8 @@ class BaseRankingMetric(Metric):
         empty = self.request.empty_exposure()
         assert empty is not None  # checked just above
         self._exposure_name = "exposure_" + self._sums_name[len("sums_") :]
-        self.add_state(self._exposure_name, default=empty.sums, dist_reduce_fx="sum")
-        self.add_state(
-            self._exposure_name + "_queries", default=empty.queries, dist_reduce_fx="sum"
-        )
+        packed = Accumulator.empty(self.request).flat()[1]  # Accumulator.flat's form
+        self.add_state(self._exposure_name, default=packed, dist_reduce_fx="sum")
 
     def _item_inputs(self) -> ItemInputs:
         """The item inputs on the metric's device (rebuilt only when it moved)."""
@@ -360,19 +358,20 @@ class BaseRankingMetric(Metric):
             return self.request
         return dataclasses.replace(self.request, items=self._item_inputs())
 
-    def _exposure(self) -> Exposure | None:
-        if self._exposure_name is None:
-            return None
-        return Exposure(
-            getattr(self, self._exposure_name), getattr(self, self._exposure_name + "_queries")
+    def _kept(self) -> Accumulator:
+        """The states as one record (views of them): sums, exposure, per-query values."""
+        exposure = (
+            torch.zeros(0, dtype=torch.float64, device=self.device)
+            if self._exposure_name is None
+            else getattr(self, self._exposure_name)
         )
-
-    def _add_exposure(self, evaluation: Evaluation) -> None:
-        if self._exposure_name is not None and evaluation.exposure is not None:
-            getattr(self, self._exposure_name).add_(evaluation.exposure.sums.to(self.device))
-            getattr(self, self._exposure_name + "_queries").add_(
-                evaluation.exposure.queries.to(self.device)
-            )
+        per_query = None
+        if self.keep_per_query:
+            width = len(self._query_keys)
+            per_query = dim_zero_cat(getattr(self, self._per_query_name)).reshape(-1, width)
+        return Accumulator.from_flat(
+            self.request, getattr(self, self._sums_name), exposure, per_query
+        )
 
     def _seed_flat_states(self) -> None:
         """Start every "cat" list with an empty tensor of its storage dtype.
@@ -399,7 +398,6 @@ class BaseRankingMetric(Metric):
             if self._exposure_name is None
             else {
                 self._exposure_name: torch.float64,
-                self._exposure_name + "_queries": torch.float64,
             }
         )
         dtypes = {self._sums_name: torch.float64, **self._flat_dtypes(), **exposure}
@@ -433,6 +431,13 @@ class BaseRankingMetric(Metric):
             and prefix + _JUDGED_STATE not in state_dict
             and prefix + "flat_mask" in state_dict
         )
+        if self._exposure_name is not None:
+            # saved as two states (the sums, then `_queries`) before Accumulator.flat's form
+            name = prefix + self._exposure_name
+            queries = state_dict.pop(name + "_queries", None)
+            if queries is not None and name in state_dict:
+                sums = state_dict[name]
+                state_dict[name] = torch.cat([sums.flatten(), queries.reshape(1).to(sums)])
         super()._load_from_state_dict(state_dict, prefix, *args)  # pops the states' keys
         if judged_missing:
             # saved before the grouped layout kept judged flags, when it took no
@@ -505,15 +510,16 @@ class BaseRankingMetric(Metric):
         extra = {} if judged is None else {"judged": judged}
         evaluation = _evaluate(self._current_request(), preds, target, mask=mask, **extra)
         self._add(evaluation)
-        self._add_exposure(evaluation)
 
     def _add(self, evaluation: Evaluation) -> None:
-        """One ranked batch into the sums (and the per-query values, when kept)."""
-        batch = Totals.of(evaluation, self._query_keys, self.request.options.weighted).sums
-        getattr(self, self._sums_name).add_(batch)
-        if self.keep_per_query:
-            per_query = per_query_matrix(evaluation, self._query_keys)
-            getattr(self, self._per_query_name).append(per_query)
+        """One ranked batch into the states (:class:`Accumulator`'s flat form)."""
+        batch = Accumulator.of(evaluation, self.request, self.keep_per_query)
+        sums, exposure = batch.flat()
+        getattr(self, self._sums_name).add_(sums)
+        if self._exposure_name is not None:
+            getattr(self, self._exposure_name).add_(exposure.to(self.device))
+        if batch.per_query is not None:
+            getattr(self, self._per_query_name).append(batch.per_query)
 
     def _update_flat(
         self,
@@ -676,14 +682,14 @@ class BaseRankingMetric(Metric):
             "metrics of this module may share a group"
         )
 
-    def _all_totals(self) -> Totals:
-        """Dense sums plus the grouped queries, ranked here in one kernel call."""
+    def _all_kept(self) -> Accumulator:
+        """The states plus the grouped queries, ranked here in one kernel call."""
         self._check_compute_group()
-        totals = self.totals
+        kept = self._kept()
         evaluation = self._grouped_evaluation()
         if evaluation is None:
-            return totals
-        return totals.merge(Totals.of(evaluation, self._query_keys, self.request.options.weighted))
+            return kept
+        return kept.merge(Accumulator.of(evaluation, self.request, self.keep_per_query))
 
     def _grouped_evaluation(self) -> Evaluation | None:
         """The kept grouped entries ranked in one kernel call; None when there are none."""
@@ -724,11 +730,7 @@ class BaseRankingMetric(Metric):
         The catalogue-level metrics (``coverage``, ``gini``, ``entropy``,
         ``personalisation``) come from the accumulated exposure.
         """
-        if _is_mean(self.aggregation):
-            values = self._all_totals().mean()
-        else:
-            values = aggregate(self._per_query_values(), self.aggregation)
-        return self._format(self.request.assemble(values, self._exposure()))
+        return self._format(self._all_kept().values(self.request, self.aggregation))
 
     def compute_standard_error(self) -> Tensor | dict[str, Tensor]:
         """Standard error of each mean (sample standard deviation / √n), as :meth:`compute`.
@@ -741,9 +743,8 @@ class BaseRankingMetric(Metric):
             should_sync=self._to_sync,
             should_unsync=self._should_unsync,
         ):
-            standard_error = self._all_totals().standard_error()
             # the catalogue-level metrics have none: NaN
-            return self._format(self.request.assemble(standard_error, None, catalogue=False))
+            return self._format(self._all_kept().standard_error(self.request))
 
     def compute_per_query(self) -> dict[str, Tensor]:
         """Every query's value per result key, ``{"ndcg@10": (Q,) float64, ...}``.
@@ -767,19 +768,9 @@ class BaseRankingMetric(Metric):
             should_sync=self._to_sync,
             should_unsync=self._should_unsync,
         ):
-            kept = self._per_query_values()
+            kept = self._all_kept().per_query
+        assert kept is not None  # kept: checked above
         return dict(zip(self._query_keys, kept.unbind(1), strict=True))
-
-    def _per_query_values(self) -> Tensor:
-        """``(Q, K)`` float64 values of every query (NaN: not counted), in
-        :meth:`compute_per_query`'s order: the kept ones, then the grouped queries."""
-        self._check_compute_group()
-        keys = self._query_keys  # the catalogue-level metrics have no per-query value
-        kept = dim_zero_cat(getattr(self, self._per_query_name)).reshape(-1, len(keys))
-        evaluation = self._grouped_evaluation()
-        if evaluation is not None:
-            kept = torch.cat([kept, per_query_matrix(evaluation, keys).to(kept)])
-        return kept
 
     def _format(self, values: Tensor) -> Tensor | dict[str, Tensor]:
         if len(self.keys) == 1 and not self._always_dict:
@@ -1811,8 +1802,8 @@ class RetrievalPrecisionRecallCurve(BaseRankingMetric):
         finally:
             self.request = kept
         assert evaluation is not None
-        means = Totals.of(evaluation, request.query_keys, request.options.weighted).mean()
-        values = dict(zip(request.keys, request.assemble(means, None).unbind(0), strict=True))
+        means = Accumulator.of(evaluation, request).values(request)
+        values = dict(zip(request.keys, means.unbind(0), strict=True))
         return self._curves(values, request)
 
     def plot(  # type: ignore[override]
