@@ -89,3 +89,24 @@ def test_flat_round_trip_and_merge_are_sums() -> None:
     back = Accumulator.from_flat(request, sums, exposure, merged.per_query)
     assert torch.equal(back.values(request), merged.values(request))
     assert torch.equal(back.values(request, "median"), merged.values(request, "median"))
+
+
+def test_torchmetrics_loads_a_checkpoint_of_two_exposure_states() -> None:
+    """Before the accumulator, TorchMetrics kept the exposure as two states (its sums,
+    then ``<name>_queries``); such a checkpoint still loads, to the same values."""
+    from ranking_plugins.torchmetrics import RankingMetrics
+
+    metric = RankingMetrics(["coverage", "gini"], KS, num_items=NUM_ITEMS)
+    metric.persistent(True)
+    for preds, target in _batches():
+        metric.update(preds, target)
+    state = metric.state_dict()
+    name = metric._exposure_name
+    assert name is not None
+    packed = state[name]
+    state[name] = packed[:-1].view(3, len(KS), NUM_ITEMS)
+    state[name + "_queries"] = packed[-1]
+    restored = RankingMetrics(["coverage", "gini"], KS, num_items=NUM_ITEMS)
+    restored.load_state_dict(state)
+    got, expected = restored.compute(), metric.compute()
+    assert all(torch.equal(got[key], expected[key]) for key in expected)
