@@ -13,7 +13,12 @@ Then the curves: ``RetrievalPrecisionRecallCurve(max_k=100)`` against
 grouped and dense; the target is the curve within 1.3x.
 Runs alternate between the two sides; the median of the runs is shown.
 
-    python benchmarks/bench_aggregation.py [--repeats 7] [--threads 1]
+With ``--cache``, instead: a ``MetricCollection`` of ``MRR``, ``NDCG``, ``MAP``
+(``top_k=10``) on the same data, with and without the package's one cache
+(``ranking_plugins.request._last_batch``, its look-ups answering nothing), dense
+and grouped: the measurement behind that cache.
+
+    python benchmarks/bench_aggregation.py [--repeats 7] [--threads 1] [--cache]
 """
 
 from __future__ import annotations
@@ -94,6 +99,42 @@ def compare(
     print(f"{label:<26} {first:>9.1f} {second:>10.1f} {first / second:>6.2f}")
 
 
+def cache_rows(args: argparse.Namespace) -> None:
+    """A collection's update-then-compute time with the cache and without it."""
+    from torchmetrics import MetricCollection
+
+    from ranking_plugins.torchmetrics import MAP, MRR, NDCG
+
+    def run(data: list[tuple], cached: bool) -> float:
+        for name in ("lookup", "copies", "kept_ranking"):  # the cache's look-ups
+            if cached:
+                _last_batch.__dict__.pop(name, None)
+            else:
+                setattr(_last_batch, name, lambda *_, **__: None)
+        _last_batch.clear()
+        collection = MetricCollection({"mrr": MRR(10), "ndcg": NDCG(10), "map": MAP(10)})
+        batches = copies(data)
+        start = time.perf_counter()
+        for preds, target, keywords in batches:
+            collection.update(preds, target, **keywords)
+        collection.compute()
+        return time.perf_counter() - start
+
+    print(f"{'MRR+NDCG+MAP collection':<26} {'cache ms':>9} {'none ms':>10} {'ratio':>6}")
+    for layout in ("dense", "grouped"):
+        data = batches(args.queries, args.candidates, args.updates, layout)
+        times: dict[bool, list[float]] = {True: [], False: []}
+        for cached in (True, False):  # warm-up
+            run(data, cached)
+        for _ in range(args.repeats):
+            for cached in (True, False):
+                times[cached].append(run(data, cached))
+        with_cache, without = (statistics.median(times[c]) * 1000 for c in (True, False))
+        print(f"{layout:<26} {with_cache:>9.1f} {without:>10.1f} {without / with_cache:>6.2f}")
+    for name in ("lookup", "copies", "kept_ranking"):  # the look-ups back
+        _last_batch.__dict__.pop(name, None)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=7)
@@ -101,10 +142,14 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=10_000)
     parser.add_argument("--candidates", type=int, default=100)
     parser.add_argument("--updates", type=int, default=50)
+    parser.add_argument("--cache", action="store_true", help="the cache's measurement instead")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads")
+    if args.cache:
+        cache_rows(args)
+        return
     print(f"{'layout':<26} {'median ms':>9} {'mean ms':>10} {'ratio':>6}")
     for layout, whole in (("grouped", False), ("grouped, whole_queries", True), ("dense", False)):
         data = batches(args.queries, args.candidates, args.updates, layout.split(",")[0])
