@@ -428,11 +428,12 @@ class BaseRankingMetric(FixedDtypes):
         judged: Tensor | None = None,
     ) -> None:
         tensors = (preds, target, indexes) + (() if mask is None else (mask,))
-        if (
+        flattened = (
             all(isinstance(t, Tensor) for t in tensors)
             and preds.ndim > 1
             and all(t.shape == preds.shape for t in tensors)
-        ):
+        )
+        if flattened:
             # TorchMetrics' retrieval input: any shape, flattened
             if judged is not None:  # checked against the shape given, then flattened
                 judged = V.check_tensor("judged", judged)
@@ -440,11 +441,11 @@ class BaseRankingMetric(FixedDtypes):
                 judged = judged.flatten()
             preds, target, indexes = preds.flatten(), target.flatten(), indexes.flatten()
             mask = None if mask is None else mask.flatten()
-        else:
-            # checked, but kept as given: the next metric of a collection is proved
-            # to get the same batch by the objects it is given
-            check_judged(judged, preds, target, "grouped")
         _check_flat(preds, target, indexes, mask, self.request.options.target_format)
+        if not flattened:
+            # checked (once: a flattened one was above), but kept as given: the next
+            # metric of a collection is proved to get the same batch by its objects
+            check_judged(judged, preds, target, "grouped")
         # the request's refusal of this layout, at update rather than compute
         self.request.check_layout(preds, indexes)
         if preds.dtype == _UINT64:
