@@ -121,12 +121,12 @@ except ImportError as error:  # pragma: no cover - exercised only without the ex
     ) from error
 
 from ranking_plugins import _validation as V
+from ranking_plugins.accumulator import Accumulator
 from ranking_plugins.embeddings import EmbeddingInput
-from ranking_plugins.kernel import ITEM_KEYWORDS, AdapterItemKeywords, Exposure, ItemInputs
+from ranking_plugins.kernel import ITEM_KEYWORDS, AdapterItemKeywords, ItemInputs
 from ranking_plugins.metrics import result_columns
 from ranking_plugins.options import OPTION_NAMES, Options, unknown_keywords
 from ranking_plugins.request import RankingRequest, TopK
-from ranking_plugins.totals import Totals, per_query_matrix
 
 __all__ = [
     "AUC",
@@ -456,15 +456,16 @@ class BaseRankingMetric(Metric):
 
     A subclass names what it computes in ``_metrics`` (names of
     :data:`ranking_plugins.metrics.METRICS`); nothing else differs between
-    them. State is one float64 ``(4, K)`` tensor, ``_sums``
-    (:class:`ranking_plugins.totals.Totals`), on ``device``.
+    them. State is an :class:`~ranking_plugins.accumulator.Accumulator` in
+    Ignite's attributes (``Accumulator.flat``): ``_sums``, one float64 ``(4, K)``
+    tensor (:class:`ranking_plugins.totals.Totals`), and ``_exposure``, on ``device``.
     """
 
     _metrics: ClassVar[tuple[str, ...]] = ()
     required_output_keys = ("y_pred", "y")
     _state_dict_all_req_keys: tuple[str, ...] = ("_sums",)
     #: exposure metrics only (issue 14): Σp, Σp², Σlog(1 - p) per k and item, then the
-    #: number of queries, flat; an empty tensor otherwise (see ``_reset_exposure``)
+    #: number of queries, flat (``Accumulator.flat``); an empty tensor otherwise
     _exposure: Tensor
 
     def __init__(
@@ -548,27 +549,18 @@ class BaseRankingMetric(Metric):
 
     @reinit__is_reduced
     def reset(self) -> None:
-        self._sums = Totals.zeros(self._request.query_keys, self._device).sums
-        self._reset_exposure()
+        empty = Accumulator.empty(self._request, self.keep_per_query, self._device)
+        self._sums, self._exposure = empty.flat()
         self._per_query: list[Tensor] = []
 
-    def _reset_exposure(self) -> None:
-        empty = self._request.empty_exposure(self._device)
-        self._exposure = (
-            torch.zeros(0, dtype=torch.float64, device=self._device)
-            if empty is None
-            else torch.cat([empty.sums.flatten(), empty.queries.reshape(1)])
-        )
-
-    def _reset_exposure_size(self) -> int:
-        empty = self._request.empty_exposure()
-        return 0 if empty is None else empty.sums.numel() + 1
-
-    def _exposure_sums(self) -> Exposure | None:
-        empty = self._request.empty_exposure(self._device)
-        if empty is None:
-            return None
-        return Exposure(self._exposure[:-1].view_as(empty.sums), self._exposure[-1])
+    def _kept(self) -> Accumulator:
+        """The states as one record (views of them; the per-query values of this process)."""
+        per_query = None
+        if self.keep_per_query:
+            width = len(self._request.query_keys)
+            empty = torch.empty(0, width, dtype=torch.float64, device=self._device)
+            per_query = torch.cat([empty, *self._per_query])
+        return Accumulator.from_flat(self._request, self._sums, self._exposure, per_query)
 
     @reinit__is_reduced
     def update(self, output: Any) -> None:
@@ -581,18 +573,14 @@ class BaseRankingMetric(Metric):
         # engine find this batch's ranking in the kernel's last-batch cache.
         judged = _judged(output, type(self).__name__)
         evaluation = request.evaluate(y_pred, y, indexes=indexes, mask=mask, judged=judged)
-        sums = Totals.of(evaluation, request.query_keys, request.options.weighted).sums
+        batch = Accumulator.of(evaluation, request, self.keep_per_query)
+        sums, exposure = batch.flat()
         # Not in place: a state_dict taken (or loaded) mid-epoch holds this very
         # tensor, and must not change under the caller as later batches come.
         self._sums = self._sums + sums.to(self._device)
-        if evaluation.exposure is not None:
-            exposure = evaluation.exposure
-            batch = torch.cat([exposure.sums.flatten(), exposure.queries.reshape(1)])
-            self._exposure = self._exposure + batch.to(self._device)
-        if self.keep_per_query:
-            self._per_query.append(
-                per_query_matrix(evaluation, request.query_keys).to(self._device)
-            )
+        self._exposure = self._exposure + exposure.to(self._device)
+        if batch.per_query is not None:
+            self._per_query.append(batch.per_query.to(self._device))
 
     def compute_per_query(self) -> dict[str, Tensor]:
         """Every query's value per result key, ``{"ndcg@10": (Q,) float64, ...}``.
@@ -610,11 +598,8 @@ class BaseRankingMetric(Metric):
                 "in the constructor (per-query values are not kept by default)"
             )
         width = len(self._request.query_keys)
-        local = (
-            torch.cat(self._per_query)
-            if self._per_query
-            else torch.empty(0, width, dtype=torch.float64, device=self._device)
-        )
+        local = self._kept().per_query
+        assert local is not None  # kept: checked above
         if idist.get_world_size() > 1:
             sizes = torch.as_tensor(idist.all_gather(local.shape[0])).tolist()
             parts = idist.all_gather_tensors_with_shapes(local, [[int(n), width] for n in sizes])
@@ -635,7 +620,7 @@ class BaseRankingMetric(Metric):
                 "saved from a metric with other metrics or ks?"
             )
         self._sums = sums.to(self._device, torch.float64)
-        exposure, expected_size = self._exposure, self._reset_exposure_size()
+        exposure, expected_size = self._exposure, Accumulator.exposure_size(self._request)
         if not isinstance(exposure, Tensor) or exposure.shape != (expected_size,):
             shape = tuple(exposure.shape) if isinstance(exposure, Tensor) else type(exposure)
             self.reset()
@@ -672,17 +657,15 @@ class BaseRankingMetric(Metric):
 
         The catalogue-level metrics come from the accumulated exposure.
         """
-        totals = Totals(self._request.query_keys, self._sums)
-        exposure = self._exposure_sums()
-        seen = exposure is not None and bool(exposure.queries > 0)
-        if not bool((totals.weight > 0).any()) and not seen:
+        kept = self._kept()
+        if not kept.seen:
             # Ignite's message first (its metrics raise the same error), then ours
             raise NotComputableError(
                 f"{type(self).__name__} must have at least one example. No query was "
                 "counted before `compute` (with ignore_zero_hits=True, queries without "
                 "a relevant item do not count)"
             )
-        return self._request.assemble(totals.mean(), exposure)
+        return kept.values(self._request)
 
     @sync_all_reduce("_sums", "_exposure")
     def compute(self) -> Any:

@@ -907,6 +907,29 @@ def _apply_empty_action(
     return torch.where(defined, value, metric.empty_value(action)), torch.ones_like(defined)
 
 
+def recall_at_fixed_precision(
+    precision: Tensor, recall: Tensor, top_k: Tensor, min_precision: float
+) -> tuple[Tensor, Tensor]:
+    """TorchMetrics' choice on a precision-recall curve over the ks ``top_k``
+    (``RetrievalRecallAtFixedPrecision``): the largest recall among the ks whose
+    precision is >= ``min_precision``, and the largest such k; ``(0, len(top_k))``
+    where no k reaches it or the largest recall is 0. A pure function of the
+    averaged curves.
+
+    >>> precision, recall = torch.tensor([1.0, 0.5, 0.6]), torch.tensor([0.5, 0.5, 1.0])
+    >>> recall_at_fixed_precision(precision, recall, torch.tensor([1, 2, 3]), 0.8)
+    (tensor(0.5000), tensor(1))
+    """
+    reached = precision >= min_precision  # NaN (no query counted) reaches nothing
+    last = torch.tensor(len(top_k), dtype=top_k.dtype, device=top_k.device)
+    if not bool(reached.any()):
+        return torch.zeros((), dtype=recall.dtype, device=recall.device), last
+    best = recall[reached].max()
+    if best == 0:
+        return best, last
+    return best, top_k[reached & (recall == best)].max()
+
+
 __all__ = [
     "CATALOGUE_METRICS",
     "METRICS",
@@ -919,6 +942,7 @@ __all__ = [
     "rank_depth",
     "read_catalogue",
     "read_metrics",
+    "recall_at_fixed_precision",
     "result_columns",
     "result_key",
 ]

@@ -24,6 +24,7 @@ import ranking_plugins.kernel
 import ranking_plugins.request
 from ranking_plugins import torchmetrics as rp
 from ranking_plugins.metrics import HOST_UNDER_AVERAGE, METRICS
+from ranking_plugins.torchmetrics_messages import _torchmetrics_refusal
 from tests.host_reads import forbid_host_reads
 
 SINGLE = {
@@ -598,7 +599,7 @@ def assert_adapter_error(error: BaseException, expected: BaseException, case: di
     """The kernel's error; in the grouped layout, where TorchMetrics refuses the
     inputs too, its ValueError with its message first and the kernel's after
     (issue 12, item 7: tests/peers runs TorchMetrics' own tests)."""
-    refused = None if "mask" in case else rp._torchmetrics_refusal(*map(case.get, TRIPLE))
+    refused = None if "mask" in case else _torchmetrics_refusal(*map(case.get, TRIPLE))
     if refused is None:
         assert type(error) is type(expected)
         assert str(error) == str(expected)

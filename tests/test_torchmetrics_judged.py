@@ -24,7 +24,8 @@ pytest.importorskip("torchmetrics")
 
 from torchmetrics import MetricCollection
 
-import ranking_plugins.torchmetrics as tm
+import ranking_plugins.torchmetrics_base as tm_base
+import ranking_plugins.torchmetrics_grouped as tm_grouped
 from ranking_plugins.torchmetrics import NDCG, RankingMetrics
 
 KS = [1, 3, 10]
@@ -131,8 +132,8 @@ def test_collection_mixes_judged_and_other_metrics(monkeypatch: pytest.MonkeyPat
     # the plain metric keeps its own grades: an unjudged one as not relevant
     assert not any(map(operator.is_, kept(plain, "flat_target"), kept(first, "flat_target")))
     calls: list[bool] = []
-    rank = tm._rank
-    monkeypatch.setattr(tm, "_rank", lambda *a, **k: calls.append(True) or rank(*a, **k))
+    rank = tm_base._rank
+    monkeypatch.setattr(tm_base, "_rank", lambda *a, **k: calls.append(True) or rank(*a, **k))
     got = {name: metric.compute() for name, metric in collection.items()}
     assert len(calls) == 2
     grouped = {"indexes": x, "mask": m, "judged": j, **options}
@@ -225,9 +226,9 @@ def test_metric_without_judged_measures_keeps_its_state_keys() -> None:
     plain = _persistent(NDCG(top_k=3))
     keys = set(plain.state_dict())
     assert "flat_judged" not in keys
-    assert keys == {plain._sums_name, *tm._FLAT_STATES}
+    assert keys == {plain._sums_name, *tm_grouped.FLAT_STATES}
     judged = _persistent(RankingMetrics(["ndcg", "bpref"], 3))
-    assert set(judged.state_dict()) == {judged._sums_name, *tm._FLAT_STATES, "flat_judged"}
+    assert set(judged.state_dict()) == {judged._sums_name, *tm_grouped.FLAT_STATES, "flat_judged"}
 
 
 @pytest.mark.parametrize("name", ["bpref", "ndcg"])
