@@ -680,7 +680,7 @@ class BaseRankingMetric(FixedDtypes):
     def _format(self, values: Tensor) -> Tensor | dict[str, Tensor]:
         if len(self.keys) == 1 and not self._always_dict:
             return values[0]
-        _refuse_lightning_log(self)
+        _refuse_lightning_log(self, self.keys)
         return dict(zip(self.keys, values.unbind(0), strict=True))
 
     # ------------------------------------------------------------------- plot

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import sys
 import types
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -22,10 +23,6 @@ from ranking_plugins.request import RankingRequest
 from ranking_plugins.torchmetrics_functional import torchmetrics_dtype_refusal
 from ranking_plugins.totals import AGGREGATIONS
 
-if TYPE_CHECKING:
-    from ranking_plugins.torchmetrics_base import BaseRankingMetric
-
-
 _MIXED_SCORES = (
     "`preds`: the grouped layout (`indexes`) of one metric takes either floating-point "
     "or integer scores, not both: {found}. Converting one kind to the other could "
@@ -33,7 +30,7 @@ _MIXED_SCORES = (
 )
 
 
-def _refuse_lightning_log(metric: BaseRankingMetric) -> None:
+def _refuse_lightning_log(metric: object, keys: Sequence[str]) -> None:
     """A clear error where Lightning's ``self.log(name, metric)`` computes a metric of several keys.
 
     Lightning logs one number per name: a metric logged by ``self.log`` (and
@@ -53,10 +50,10 @@ def _refuse_lightning_log(metric: BaseRankingMetric) -> None:
     else:
         return
     name = getattr(getattr(owner, "meta", None), "name", "?")
-    keys = ", ".join(repr(key) for key in metric.keys)
+    names = ", ".join(repr(key) for key in keys)
     raise ValueError(
         f"Lightning logs one number per name, and {type(metric).__name__} logged as {name!r} "
-        f"computes {len(metric.keys)} ({keys}): `self.log(name, metric)` and "
+        f"computes {len(keys)} ({names}): `self.log(name, metric)` and "
         "`self.log_dict(collection)` take metrics of one key. Log its values at the epoch's end "
         "instead, `self.log_dict(metrics.compute())` then `metrics.reset()` (a "
         "MetricCollection's compute() gives every key of its metrics), use one k per metric "
