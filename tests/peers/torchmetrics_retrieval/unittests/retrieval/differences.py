@@ -205,7 +205,9 @@ def _class_difference(metric: str, name: str, params: dict) -> str | None:
         reverse = metric == "fallout"
         tm = [_tm_query(p, t, model, eta, reverse, kwargs) for p, t in groups]
         ours = [_rule_query(metric, p, t, model, eta, reverse, kwargs) for p, t in groups]
-        if not np.isclose(_aggregate(tm, aggregation, 0.0), _aggregate(ours, aggregation), atol=1e-6):
+        if not np.isclose(
+            _aggregate(tm, aggregation, 0.0), _aggregate(ours, aggregation), rtol=0.0, atol=1e-6
+        ):
             return reasons[metric]
     return None
 
