@@ -19,5 +19,6 @@ def pytest_configure(config):
         "multinode_distributed: Ignite: a test run across several nodes",
         "tpu: Ignite: a test run on a TPU",
         "DDP: TorchMetrics: a test run in its pool of DDP processes",
+        "documented_difference(reason): TorchMetrics: a case checked against a documented rule",
     ):
         config.addinivalue_line("markers", line)

@@ -18,10 +18,11 @@
 # marked DDP in it (thousands: too slow for this project's CI); without it a DDP
 # test runs exactly as its ddp=False twin. Here the pool (two spawned processes
 # in one gloo group, on a free port) starts at the first DDP test that runs, and
-# only the first DDP case of each test function runs in it, one that meets no
-# documented difference (the metrics' sync over processes has its own tests:
-# tests/test_torchmetrics_ddp.py, tests/test_adapter_grouped_ddp.py); the other
-# DDP cases are skipped, saying so.
+# the first DDP case of each test function runs in it, and the first of each
+# documented difference that function meets (checked against the rule, as its
+# other cases: retrieval/differences.py); the metrics' sync over processes has
+# its own tests (tests/test_torchmetrics_ddp.py, tests/test_adapter_grouped_ddp.py).
+# The other DDP cases are skipped, saying so.
 import os
 import sys
 
@@ -92,31 +93,36 @@ def _find_free_port():
 
 def _start_pool():
     """TorchMetrics' pytest_sessionstart, started at the first DDP test that runs."""
-    global CURRENT_PORT
     if hasattr(pytest, "pool"):
         return
     import multiprocessing
 
-    CURRENT_PORT = _find_free_port()  # the workers' setup_ddp reads it
+    port = _find_free_port()
     pool = multiprocessing.get_context("spawn").Pool(processes=NUM_PROCESSES)
-    pool.starmap(setup_ddp, [(rank, NUM_PROCESSES) for rank in range(NUM_PROCESSES)])
+    pool.starmap(_setup_worker, [(rank, NUM_PROCESSES, port) for rank in range(NUM_PROCESSES)])
     pytest.pool = pool
 
 
+def _setup_worker(rank, world_size, port):
+    """setup_ddp on ``port``: a spawned worker imports this module afresh (START_PORT)."""
+    global CURRENT_PORT
+    CURRENT_PORT = port
+    setup_ddp(rank, world_size)
+
+
 def pytest_runtest_setup(item):
-    """Run the first DDP case of each test (not an expected failure) in the pool; skip the rest."""
+    """Run the first DDP case of each test, and of each documented difference it meets,
+    in the pool; skip the rest."""
     if item.get_closest_marker("DDP") is None:
         return
     if sys.platform in ("win32", "cygwin"):
         pytest.skip("DDP not supported on windows")
-    key = (item.path, item.cls, item.originalname)
-    if (
-        item.get_closest_marker("xfail") is not None
-        or _DDP_CHOSEN.setdefault(key, item.nodeid) != item.nodeid
-    ):
+    difference = item.get_closest_marker("documented_difference")
+    key = (item.path, item.cls, item.originalname, difference and difference.args[0])
+    if _DDP_CHOSEN.setdefault(key, item.nodeid) != item.nodeid:
         pytest.skip(
-            "TorchMetrics' DDP cases: only the first of each test runs here "
-            "(CI time; the metrics' own DDP tests are tests/test_torchmetrics_ddp.py)"
+            "TorchMetrics' DDP cases: only the first of each test and documented difference "
+            "runs here (CI time; the metrics' own DDP tests are tests/test_torchmetrics_ddp.py)"
         )
     _start_pool()
 
