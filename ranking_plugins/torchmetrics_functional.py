@@ -55,6 +55,9 @@ __all__ = [
 #: TorchMetrics' linear gain, and its functions' 0 for a query without relevant items
 _GAIN = "linear"
 _EMPTY_TARGET_ACTION = "neg"
+# TorchMetrics computes the fall-out of a query without relevant items (as the
+# adapter's FallOut does by default); one without non-relevant items is empty
+_FALL_OUT_EMPTY = "no_nonrelevant"
 
 
 def _one_query(preds: object, target: object) -> tuple[Tensor, Tensor]:
@@ -132,6 +135,7 @@ def _evaluate(
             max_fpr=max_fpr,
             gain=_GAIN,
             empty_target_action=_EMPTY_TARGET_ACTION,
+            fall_out_empty=_FALL_OUT_EMPTY,
         )
     except (TypeError, ValueError) as error:
         refused = torchmetrics_dtype_refusal(preds, target)
@@ -259,9 +263,10 @@ def retrieval_fall_out(preds: Tensor, target: Tensor, top_k: TopK = None) -> Ten
     """Fall-out@k of one query: non-relevant items in the top k over the non-relevant
     items; lower is better (``retrieval_fall_out``).
 
-    A query without relevant items counts 1 here (its worst value), as in
-    :class:`ranking_plugins.torchmetrics.FallOut`; TorchMetrics computes its
-    fall-out.
+    A query without relevant items has its fall-out, as in TorchMetrics and
+    :class:`ranking_plugins.torchmetrics.FallOut`; one without non-relevant
+    items counts 1 here (its worst value, the empty query under ``"neg"``),
+    0 in TorchMetrics.
 
     >>> import torch
     >>> from ranking_plugins.torchmetrics_functional import retrieval_fall_out

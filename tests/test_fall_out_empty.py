@@ -65,3 +65,21 @@ def test_the_package_default_and_the_option() -> None:
 def test_a_bad_rule_is_refused() -> None:
     with pytest.raises(ValueError, match="`fall_out_empty` must be one of"):
         FallOut(fall_out_empty="none")  # type: ignore[typeddict-item]
+
+
+@pytest.mark.parametrize("top_k", [1, 2, None])
+def test_the_function_gives_retrieval_fall_out_of_a_query_without_relevant_items(
+    top_k: int | None,
+) -> None:
+    """Before: ``retrieval_fall_out`` gave 1 for query 0, the class its fall-out."""
+    from torchmetrics.functional.retrieval import retrieval_fall_out as theirs
+
+    from ranking_plugins.torchmetrics_functional import retrieval_fall_out as ours
+
+    for query in (0, 1):
+        rows = INDEXES.eq(query)
+        expected = theirs(PREDS[rows], TARGET[rows], top_k=top_k)
+        torch.testing.assert_close(ours(PREDS[rows], TARGET[rows], top_k=top_k), expected.double())
+    # no non-relevant item: the empty query under "neg", the worst fall-out (0 in TorchMetrics)
+    rows = INDEXES.eq(2)
+    assert float(ours(PREDS[rows], TARGET[rows], top_k=top_k)) == 1.0

@@ -64,8 +64,8 @@ SCORE_AT_MOST_0 = (
     "here a score only ranks (every item is tied at 0: the expectation over their orders)"
 )
 FALL_OUT_FUNCTION = (
-    "retrieval_fall_out of a query without relevant items: 1 here (its worst value, as "
-    "FallOut's empty query under 'neg'); TorchMetrics computes its fall-out"
+    "retrieval_fall_out of a query without non-relevant items: 1 here (its worst value, as "
+    "FallOut's empty query under 'neg'); 0 in TorchMetrics"
 )
 GRADED = (
     "graded targets: every function takes them here (a grade > 0 is relevant); "
@@ -502,8 +502,9 @@ def _tm_average_precision(t, p, top_k=None, **_) -> float:
 
 
 def _fall_out(t, p, k=None, **_) -> float:
-    """retrieval_fall_out@k: 1 for a query without relevant items, else TorchMetrics' value."""
-    return _tm_fall_out(t, p, k) if (t > 0).any() else 1.0
+    """retrieval_fall_out@k: 1 for a query without non-relevant items, else TorchMetrics'
+    value."""
+    return _tm_fall_out(t, p, k) if (t <= 0).any() else 1.0
 
 
 def _tm_fall_out(t, p, top_k=None, **_) -> float:
