@@ -466,3 +466,27 @@ def test_graded_ideal_dcg_to_the_largest_k_equals_the_whole_ideal_list_read_at_k
     for key in at_k.keys:
         got, want = read.results[key].values, alone.results[key].values
         torch.testing.assert_close(got, want, rtol=0, atol=0, equal_nan=True)
+
+
+@pytest.mark.parametrize("gain", ["exponential", "linear"])
+def test_graded_ndcg_at_k_counts_no_relevant_items(
+    gain: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 27 (W4): ndcg@k of integer grades reads the ideal list's top k, never R.
+
+    R's walk over the grades (``DenseGrades.summary``) is a pass of its own; the
+    values equal those of a request that counts R (map with it), ties included.
+    """
+    generator = torch.Generator().manual_seed(27)
+    preds = torch.randint(0, 5, (16, 40), generator=generator).float()  # many ties
+    grades = torch.randint(0, 5, (16, 40), generator=generator)
+    grades[3] = 0  # no relevant item: undefined, skipped
+    counted = rank_metrics(preds, grades, ["ndcg", "map"], [1, 5, 10], gain=gain)
+
+    def walk(self: kernel.DenseGrades, *args: object) -> None:
+        raise AssertionError("R counted")
+
+    monkeypatch.setattr(kernel.DenseGrades, "summary", walk)
+    alone = rank_metrics(preds, grades, "ndcg", [1, 5, 10], gain=gain)
+    for k in (1, 5, 10):
+        assert torch.equal(alone[f"ndcg@{k}"], counted[f"ndcg@{k}"])
