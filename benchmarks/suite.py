@@ -1350,9 +1350,46 @@ def write_results(
     """Write RESULTS.md: all of it after a run of every workload; otherwise replace only
     the sections (and target rows) of the workloads that ran and keep the rest."""
     if set(results) == set(WORKLOADS) or not RESULTS.exists():
-        RESULTS.write_text("# Benchmark results\n\n" + "\n".join(lines))
+        old = RESULTS.read_text() if RESULTS.exists() else ""
+        RESULTS.write_text(new_full_run(old, lines, machine()["date"]))
         return
     RESULTS.write_text(merge_results(RESULTS.read_text(), args, results))
+
+
+LATEST = "## Latest full run"
+HISTORY = "## History"
+HISTORY_NOTE = (
+    "Older measurements, each as it was written: a later one may overturn "
+    "an earlier one's figures (the issue sections say which commit and load they had)."
+)
+
+
+def split_history(text: str) -> tuple[str, str]:
+    """RESULTS.md as (its latest full run, with the title; its History section, or "")."""
+    at = text.find("\n" + HISTORY + "\n")
+    return (text, "") if at < 0 else (text[: at + 1], text[at + 1 :])
+
+
+def new_full_run(old: str, lines: list[str], date: str) -> str:
+    """RESULTS.md opening with a full run's ``lines``; the run it replaces (its
+    workload sections as ``####`` headings) goes first into the History below."""
+    latest, history = split_history(old)
+    # the text after the latest run's heading (after the title, in a file without one)
+    body = latest.split("\n" + LATEST, 1)[1] if ("\n" + LATEST) in latest else latest
+    folded: list[str] = []
+    if body.strip():
+        run_date = re.search(r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}", body)
+        folded = [f"### The full run of {run_date.group(0) if run_date else 'before'}", ""]
+        for line in body.split("\n", 1)[1].strip("\n").splitlines():
+            folded.append("#" + line if line.startswith("### ") else line)
+        folded.append("")
+    kept = history.split("\n", 1)[1].lstrip("\n") if history else ""
+    if kept.startswith(HISTORY_NOTE):
+        kept = kept[len(HISTORY_NOTE) :].lstrip("\n")
+    out = ["# Benchmark results", "", f"{LATEST} ({date})", "", *lines]
+    if folded or kept:
+        out += ["", HISTORY, "", HISTORY_NOTE, "", *folded, kept.rstrip("\n")]
+    return "\n".join(out).rstrip("\n") + "\n"
 
 
 _SECTION = re.compile(r"^### (\d+)\. ")
@@ -1361,7 +1398,9 @@ _SECTION = re.compile(r"^### (\d+)\. ")
 def merge_results(
     old: str, args: argparse.Namespace, results: dict[int, tuple[Workload, list[Row]]]
 ) -> str:
-    """``old`` RESULTS.md with the sections of the workloads in ``results`` replaced."""
+    """``old`` RESULTS.md with the sections of the workloads in ``results`` replaced
+    (in its latest full run; its History is kept as it is)."""
+    old, history = split_history(old)
     preamble: list[str] = []
     sections: list[list[str]] = []
     for line in old.splitlines():
@@ -1412,7 +1451,7 @@ def merge_results(
         out += numbered[number]
     for section in others:
         out += section
-    return "\n".join(out) + "\n"
+    return "\n".join(out).rstrip("\n") + "\n" + ("\n" + history if history else "")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -761,6 +761,9 @@ def read_metrics(
         ranked = RankedBatch(ranked.num_ranked.shape[0], device, ((slice(None), ranked),))
     exposures: list[Exposure] = []
     depth = rank_depth(metrics, ks)
+    # one part (the whole batch): R is counted only if read (Evaluation.relevant_count);
+    # several: each part's R now, so that no part's statistics outlive its reading
+    whole = len(ranked.parts) == 1 and isinstance(ranked.parts[0][0], slice)
     read = [
         (
             queries,
@@ -771,6 +774,7 @@ def read_metrics(
                 options,
                 items,
                 exposures,
+                later=whole,
             ),
         )
         for queries, stats in ranked.parts
@@ -780,13 +784,14 @@ def read_metrics(
         exposure = part_exposure if exposure is None else exposure.merge(part_exposure)
     relevant_count: Tensor | Callable[[], Tensor]
     if len(read) == 1 and isinstance(read[0][0], slice):  # one part: the whole batch
-        values, stats = read[0][1]
-        relevant_count = lambda: stats.relevant_count  # noqa: E731 (read when asked)
+        values, relevant_count = read[0][1]
     else:
         values = {}
-        relevant_count = torch.zeros(ranked.num_queries, dtype=torch.float64, device=ranked.device)
-        for queries, (part_values, part_stats) in read:
-            relevant_count[queries] = part_stats.relevant_count
+        counts = torch.zeros(ranked.num_queries, dtype=torch.float64, device=ranked.device)
+        relevant_count = counts
+        for queries, (part_values, part_relevant) in read:
+            assert isinstance(part_relevant, Tensor)  # counted by each part (not ``later``)
+            counts[queries] = part_relevant
             for key, (value, defined) in part_values.items():
                 if key not in values:
                     values[key] = (
@@ -833,8 +838,12 @@ def _read_part(
     options: Options,
     items: ItemInputs = NO_ITEM_INPUTS,
     exposures: list[Exposure] | None = None,
-) -> tuple[dict[str, MetricValue], ListStats]:
-    """(value, defined) (Q,) of every result key, and the statistics (R), for one part.
+    later: bool = False,
+) -> tuple[dict[str, MetricValue], Tensor | Callable[[], Tensor]]:
+    """(value, defined) (Q,) of every result key, and R, for one part.
+
+    ``later``: R may be a function that counts it, where no metric read it
+    (:meth:`ListStats.relevant_count_later`).
 
     With a catalogue-level metric, the part's :class:`Exposure` is appended to ``exposures``.
     """
@@ -881,7 +890,7 @@ def _read_part(
         value, defined = metric.value(cutoff(metric.cutoff), options)
         for column, (_, key) in enumerate(result_columns(metric, ks)):
             values[key] = (value[:, column], defined[:, column])
-    return values, stats
+    return values, stats.relevant_count_later() if later else stats.relevant_count
 
 
 class EmptyQueryError(ValueError):

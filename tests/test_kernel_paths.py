@@ -100,9 +100,18 @@ def test_ideal_gains_shortcut_for_rows_with_one_relevant_grade(
         for gain in ("exponential", "linear"):
             relevance = kernel.DenseGrades(grades, kernel.GainRule(threshold, gain))
             count = relevance.relevant_count()
-            got = relevance.ideal_gains(12, count)
+            got = relevance.ideal_gains(12, lambda count=count: count)
             want = relevance._top_gains(grades, 12)
             torch.testing.assert_close(got, want, rtol=0, atol=0)
+            # not counted: the selection itself, kept for shallower reads (issue 27)
+            uncounted = kernel.DenseGrades(grades, kernel.GainRule(threshold, gain))
+            got = uncounted.ideal_gains(12, _no_count)
+            torch.testing.assert_close(got, want, rtol=0, atol=0)
+            assert uncounted.ideal_gains(1, _no_count).data_ptr() == got.data_ptr()
+
+
+def _no_count() -> torch.Tensor:
+    raise AssertionError("R counted")
 
 
 @pytest.mark.parametrize("width", [0, 1, 7, 8, 9, 255, 2039, 2040, 2048, 2049, 4100])

@@ -137,6 +137,12 @@ class RankStats(ListStats):
             return self.relevant_count
         return (found if isinstance(found, Tensor) else found()).to(torch.float64)
 
+    def relevant_count_later(self) -> Tensor | Callable[[], Tensor]:
+        if "relevant_count" in self.__dict__ or isinstance(self._relevant_count_of, Tensor):
+            return self.relevant_count
+        count = self._relevant_count_of
+        return lambda: count().to(torch.float64)
+
     def _ideal_gains(self, length: int) -> Tensor:
         """The ideal list's ``length`` top gains; R is read only if the targets need it."""
         return self._relevance.ideal_gains(length, lambda: self._relevant_count_int)
