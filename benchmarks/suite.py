@@ -26,9 +26,12 @@ Workloads:
     python benchmarks/suite.py --quick             # tiny sizes, a few seconds (CI)
     python benchmarks/suite.py --workload 1 3      # some workloads only
     python benchmarks/suite.py --write-results     # also write benchmarks/RESULTS.md
+    python benchmarks/suite.py --check --threads 1 2   # judge the targets at 1 and 2 threads
 
-``--write-results`` after a run of some workloads replaces only their sections
-(and their rows of the targets) in RESULTS.md and keeps the others.
+``--write-results`` after a run of every workload puts it at the top of
+RESULTS.md ("Latest full run") and moves the run it replaces into the
+"History" section below; after a run of some workloads it replaces only their
+sections (and their rows of the targets) in the latest run and keeps the rest.
 """
 
 from __future__ import annotations
