@@ -499,3 +499,28 @@ def test_graded_ndcg_at_k_counts_no_relevant_items(
     alone = rank_metrics(preds, grades, "ndcg", [1, 5, 10], gain=gain)
     for k in (1, 5, 10):
         assert torch.equal(alone[f"ndcg@{k}"], counted[f"ndcg@{k}"])
+
+
+def test_integer_grades_checked_and_ideal_list_from_one_selection(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 27 (W4): under the exponential gain the check of integer grades reads their
+    maxima; a ranking to depth k takes them from the ideal list's own top-k selection."""
+    generator = torch.Generator().manual_seed(7)
+    grades = torch.randint(0, 5, (6, 50), generator=generator)
+    rule = kernel.GainRule(None, "exponential")
+    want = kernel.DenseGrades(grades, rule)._top_gains(grades, 10)
+    selections = []
+    topk = torch.topk
+
+    def counted(*args: object, **kwargs: object) -> object:
+        selections.append(args[1] if len(args) > 1 else kwargs["k"])
+        return topk(*args, **kwargs)  # type: ignore[call-overload]
+
+    monkeypatch.setattr(torch, "topk", counted)
+    relevance = kernel.DenseGrades(grades, rule, select_depth=10)
+    assert torch.equal(relevance.largest(), grades.amax(dim=1))
+    got = relevance.ideal_gains(10, _no_count)
+    assert torch.equal(relevance.ideal_gains(1, _no_count), got[:, :1])
+    assert selections == [10]
+    torch.testing.assert_close(got, want, rtol=0, atol=0)

@@ -178,6 +178,7 @@ class DenseGrades:
         rule: GainRule,
         judged: Tensor | None = None,
         summary: GradeSummary | None = None,
+        select_depth: int | None = None,
     ) -> None:
         if grades.dtype == torch.bool and (rule.grade_zero_is_relevant or judged is not None):
             # not every relevant item has gain 1 any more: grades 0/1 as numbers
@@ -189,6 +190,10 @@ class DenseGrades:
         self._summary = summary  # read once, when first asked (:meth:`summary`)
         self._largest: Tensor | None = None  # each row's largest grade (:meth:`largest`)
         self._top: Tensor | None = None  # the top gains selected (:meth:`ideal_gains`)
+        #: how deep the scores will be ranked (None: whole rows): an ideal list (ndcg@k)
+        #: is selected to that depth at most, so :meth:`largest` may select it instead
+        self.select_depth = select_depth
+        self._top_grades: Tensor | None = None  # that selection's grades (:meth:`largest`)
 
     def summary(self) -> GradeSummary | None:
         """Each row's relevant count, largest grade and how many items hold it.
@@ -231,7 +236,14 @@ class DenseGrades:
         """
         integers = not self.binary and not self.grades.is_floating_point()
         if integers and self._summary is None and self._largest is None and self.judged is None:
-            self._largest = self.grades.amax(dim=1)
+            num_items = self.grades.shape[1]
+            if self.select_depth is not None and 0 < self.select_depth < num_items:
+                # a ranking to a depth reads an ideal list to that depth at most (ndcg@k):
+                # its selection gives the maxima too, one pass over the grades for both
+                top = torch.topk(self.grades, self.select_depth, dim=1).values
+                self._top_grades, self._largest = top, top[:, 0]
+            else:
+                self._largest = self.grades.amax(dim=1)
         if self._largest is not None:
             return self._largest
         summary = self.summary()
@@ -300,7 +312,11 @@ class DenseGrades:
             # shortcut through R (below) would cost a pass over the grades more than.
             # Kept at its deepest: ndcg@k's IDCG, then its largest gain, select once.
             if self._top is None or self._top.shape[1] < length:
-                self._top = self._top_gains(self.grades, length)
+                chosen = self._top_grades
+                if chosen is not None and chosen.shape[1] >= length:
+                    self._top = self._relevant_and_gain(chosen)[1]  # selected by largest()
+                else:
+                    self._top = self._top_gains(self.grades, length)
             return self._top[:, :length]
         return self._ideal_from_counts(length, relevant_count())
 
