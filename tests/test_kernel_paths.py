@@ -524,3 +524,29 @@ def test_integer_grades_checked_and_ideal_list_from_one_selection(
     assert torch.equal(relevance.ideal_gains(1, _no_count), got[:, :1])
     assert selections == [10]
     torch.testing.assert_close(got, want, rtol=0, atol=0)
+
+
+def test_grouped_mask_of_true_ranks_by_score_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 27 (W3): the adapters' mask of True (no user mask) costs no sort by the flag,
+    and the values are those without a mask."""
+    from ranking_plugins.kernel.ranking import tie_groups
+
+    sorted_by: list[int] = []
+    lexsort = tie_groups.lexsort_desc
+
+    def counted(keys: list[torch.Tensor]) -> torch.Tensor:
+        sorted_by.append(len(keys))
+        return lexsort(keys)
+
+    monkeypatch.setattr(tie_groups, "lexsort_desc", counted)
+    generator = torch.Generator().manual_seed(3)
+    preds = torch.randint(0, 4, (60,), generator=generator).float()  # ties
+    target = torch.randint(0, 2, (60,), generator=generator)
+    indexes = torch.arange(6).repeat_interleave(10)
+    mask = torch.ones(60, dtype=torch.bool)
+    metrics = ["mrr", "ndcg", "map"]
+    unmasked = rank_metrics(preds, target, metrics, indexes=indexes)
+    masked = rank_metrics(preds, target, metrics, indexes=indexes, mask=mask)
+    assert sorted_by == [1, 1]
+    for key, value in unmasked.items():
+        assert torch.equal(masked[key], value), key
