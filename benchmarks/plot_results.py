@@ -120,8 +120,10 @@ class Results:
 
     @property
     def plotted(self) -> list[Section]:
-        """Sections with a timing table, in file order."""
-        return [s for s in self.sections if s.timing_table is not None]
+        """Sections with a timing table, in file order, up to the History (older runs)."""
+        titles = [s.title for s in self.sections]
+        latest = self.sections[: titles.index("History")] if "History" in titles else self.sections
+        return [s for s in latest if s.timing_table is not None]
 
 
 @dataclass

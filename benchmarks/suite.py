@@ -26,9 +26,12 @@ Workloads:
     python benchmarks/suite.py --quick             # tiny sizes, a few seconds (CI)
     python benchmarks/suite.py --workload 1 3      # some workloads only
     python benchmarks/suite.py --write-results     # also write benchmarks/RESULTS.md
+    python benchmarks/suite.py --check --threads 1 2   # judge the targets at 1 and 2 threads
 
-``--write-results`` after a run of some workloads replaces only their sections
-(and their rows of the targets) in RESULTS.md and keeps the others.
+``--write-results`` after a run of every workload puts it at the top of
+RESULTS.md ("Latest full run") and moves the run it replaces into the
+"History" section below; after a run of some workloads it replaces only their
+sections (and their rows of the targets) in the latest run and keeps the rest.
 """
 
 from __future__ import annotations
@@ -85,7 +88,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="Q at which torchmetrics.retrieval runs on workloads 1, 2 and 4 (too slow at 1024)",
     )
     parser.add_argument("--chunk-size", type=int, default=32768, help="workload 5 chunk size")
-    parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        nargs="+",
+        default=None,
+        help="torch.set_num_threads; several values run every workload at each in turn "
+        "(--check then judges the targets at each: `--check --threads 1 2`)",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-memory", action="store_true", help="skip the peak-memory runs")
     parser.add_argument(
@@ -106,8 +116,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--_peak", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if args.cpu_time and (args.threads != 1 or 6 in args.workload):
+    #: the thread counts to run at; ``args.threads`` is the one being run (None: torch's)
+    args.thread_counts = args.threads or [None]
+    args.threads = args.thread_counts[0]
+    if args.cpu_time and (args.thread_counts != [1] or 6 in args.workload):
         parser.error("--cpu-time needs --threads 1 and workloads 1 to 5 only")
+    if args.write_results and len(args.thread_counts) > 1:
+        parser.error("--write-results takes one --threads value")
     if args.quick:
         args.repeats, args.warmup, args.tm_queries = 2, 1, 8
         args.chunk_size = min(args.chunk_size, 4096)
@@ -1141,8 +1156,11 @@ def targets(results: dict[int, tuple[Workload, list[Row]]]) -> list[Target]:
         if number not in results:
             continue
         workload, rows = results[number]
-        # issue 17: W1 <= 1.5x torch.topk, its bool target <= 1.3x; W2 <= 1.0x
+        # issue 17: W1 <= 1.5x torch.topk, its bool target <= 1.3x; W2 <= 1.0x;
+        # issue 27: W1's rank_metrics <= 1.4x (at 1 and at 2 threads)
         limits = {name: limit for name in ours_names} | {"rank_metrics, bool target": 1.3}
+        if number == 1:
+            limits["rank_metrics"] = 1.4
         for name, row_limit in limits.items():
             row = find(rows, name)
             if row:
@@ -1200,12 +1218,33 @@ def targets(results: dict[int, tuple[Workload, list[Row]]]) -> list[Target]:
             out.append(
                 Target(f"W3 torchmetrics.retrieval / {ours.entry.name}", factor, 1000.0, False)
             )
+        # issue 27: the default <= 3x the sort of every query; whole_queries=True (constant
+        # memory) no slower than the default (5% for the noise of two rows' ratios)
+        default = find(rows, "ranking_plugins.torchmetrics.RankingMetrics")
+        whole = find(rows, "ranking_plugins.torchmetrics.RankingMetrics" + WHOLE)
+        if default:
+            out.append(Target("W3 RankingMetrics / floor", default.ratio, 3.0, True))
+        if default and whole:
+            text = f"W3 RankingMetrics{WHOLE} / RankingMetrics"
+            out.append(Target(text, whole.ratio / default.ratio, 1.05, True))
+    if 4 in results:
+        workload, rows = results[4]
+        for gain in ("exponential", "linear"):
+            # issue 27: NDCG@10 <= 1.8x topk(10), and faster than the hand-written code
+            row = find(rows, f"rank_metrics, {gain} gain")
+            hand = find(rows, f"hand-written topk + gather, {gain}")
+            if row:
+                out.append(Target(f"W4 rank_metrics, {gain} gain / floor", row.ratio, 1.8, True))
+            if row and hand:
+                text = f"W4 hand-written topk + gather, {gain} / rank_metrics"
+                out.append(Target(text, hand.ratio / row.ratio, 1.0, False))
     if 5 in results:
         workload, rows = results[5]
         row = find(rows, "rank_metrics(EmbeddingScores)")
         if row:
             out.append(
-                Target("W5 rank_metrics(EmbeddingScores) / chunked floor", row.ratio, 1.3, True)
+                # issue 27 (was 1.3x)
+                Target("W5 rank_metrics(EmbeddingScores) / chunked floor", row.ratio, 1.2, True)
             )
             if row.peak_bytes is not None:
                 out.append(
@@ -1314,9 +1353,46 @@ def write_results(
     """Write RESULTS.md: all of it after a run of every workload; otherwise replace only
     the sections (and target rows) of the workloads that ran and keep the rest."""
     if set(results) == set(WORKLOADS) or not RESULTS.exists():
-        RESULTS.write_text("# Benchmark results\n\n" + "\n".join(lines))
+        old = RESULTS.read_text() if RESULTS.exists() else ""
+        RESULTS.write_text(new_full_run(old, lines, machine()["date"]))
         return
     RESULTS.write_text(merge_results(RESULTS.read_text(), args, results))
+
+
+LATEST = "## Latest full run"
+HISTORY = "## History"
+HISTORY_NOTE = (
+    "Older measurements, each as it was written: a later one may overturn "
+    "an earlier one's figures (the issue sections say which commit and load they had)."
+)
+
+
+def split_history(text: str) -> tuple[str, str]:
+    """RESULTS.md as (its latest full run, with the title; its History section, or "")."""
+    at = text.find("\n" + HISTORY + "\n")
+    return (text, "") if at < 0 else (text[: at + 1], text[at + 1 :])
+
+
+def new_full_run(old: str, lines: list[str], date: str) -> str:
+    """RESULTS.md opening with a full run's ``lines``; the run it replaces (its
+    workload sections as ``####`` headings) goes first into the History below."""
+    latest, history = split_history(old)
+    # the text after the latest run's heading (after the title, in a file without one)
+    body = latest.split("\n" + LATEST, 1)[1] if ("\n" + LATEST) in latest else latest
+    folded: list[str] = []
+    if body.strip():
+        run_date = re.search(r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}", body)
+        folded = [f"### The full run of {run_date.group(0) if run_date else 'before'}", ""]
+        for line in body.split("\n", 1)[1].strip("\n").splitlines():
+            folded.append("#" + line if line.startswith("### ") else line)
+        folded.append("")
+    kept = history.split("\n", 1)[1].lstrip("\n") if history else ""
+    if kept.startswith(HISTORY_NOTE):
+        kept = kept[len(HISTORY_NOTE) :].lstrip("\n")
+    out = ["# Benchmark results", "", f"{LATEST} ({date})", "", *lines]
+    if folded or kept:
+        out += ["", HISTORY, "", HISTORY_NOTE, "", *folded, kept.rstrip("\n")]
+    return "\n".join(out).rstrip("\n") + "\n"
 
 
 _SECTION = re.compile(r"^### (\d+)\. ")
@@ -1325,7 +1401,9 @@ _SECTION = re.compile(r"^### (\d+)\. ")
 def merge_results(
     old: str, args: argparse.Namespace, results: dict[int, tuple[Workload, list[Row]]]
 ) -> str:
-    """``old`` RESULTS.md with the sections of the workloads in ``results`` replaced."""
+    """``old`` RESULTS.md with the sections of the workloads in ``results`` replaced
+    (in its latest full run; its History is kept as it is)."""
+    old, history = split_history(old)
     preamble: list[str] = []
     sections: list[list[str]] = []
     for line in old.splitlines():
@@ -1376,25 +1454,43 @@ def merge_results(
         out += numbered[number]
     for section in others:
         out += section
-    return "\n".join(out) + "\n"
+    return "\n".join(out).rstrip("\n") + "\n" + ("\n" + history if history else "")
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    if args.threads is not None:
-        torch.set_num_threads(args.threads)
     if args._peak:
+        if args.threads is not None:
+            torch.set_num_threads(args.threads)
         return peak_child(args)
-    results: dict[int, tuple[Workload, list[Row]]] = {}
-    for number in args.workload:
-        print(f"workload {number} ...", file=sys.stderr, flush=True)
-        results[number] = run_workload(args, number)
-    lines, found = report(args, results)
-    print("\n".join(lines))
-    if args.write_results:
-        write_results(args, results, lines)
-        print(f"wrote {RESULTS}", file=sys.stderr)
-    return 1 if (args.check and not all(t.ok for t in found)) else 0
+    judged: list[tuple[int | None, Target]] = []
+    for threads in args.thread_counts:
+        args.threads = threads
+        if threads is not None:
+            torch.set_num_threads(threads)
+        results: dict[int, tuple[Workload, list[Row]]] = {}
+        for number in args.workload:
+            print(f"workload {number} ({threads or 'default'} threads) ...", file=sys.stderr)
+            results[number] = run_workload(args, number)
+        lines, found = report(args, results)
+        if len(args.thread_counts) > 1:
+            print(f"## {threads} threads\n")
+        print("\n".join(lines))
+        judged += [(threads, t) for t in found]
+        if args.write_results:
+            write_results(args, results, lines)
+            print(f"wrote {RESULTS}", file=sys.stderr)
+    if args.check:
+        missed = [(threads, t) for threads, t in judged if not t.ok]
+        for threads, t in missed:
+            print(
+                f"MISS ({threads or 'default'} threads): {t.text}: {t.value:,.2f} "
+                f"(limit {'<=' if t.at_most else '>='} {t.limit:g})",
+                file=sys.stderr,
+            )
+        print(f"--check: {len(judged) - len(missed)} of {len(judged)} targets met", file=sys.stderr)
+        return 1 if missed else 0
+    return 0
 
 
 if __name__ == "__main__":

@@ -54,7 +54,8 @@ def _has_gain(c: Cutoff) -> Tensor:
     """A relevant item with a positive gain: the measures normalised by the gains (the
     largest, or the ideal list's) are 0 / 0 without one, undefined as ndcg with IDCG = 0
     (a threshold <= 0 makes grades <= 0 relevant, with gain 0)."""
-    return _has_relevant(c) & (c.stats.max_gain > 0).unsqueeze(1).expand_as(c.k)
+    # a positive largest gain is a relevant item's: R > 0 follows (and R is not counted)
+    return (c.stats.max_gain > 0).unsqueeze(1).expand_as(c.k)
 
 
 def _hit_rate(c: Cutoff, options: Options) -> MetricValue:
@@ -85,7 +86,8 @@ def _map(c: Cutoff, options: Options) -> MetricValue:
 
 
 def _ndcg(c: Cutoff, options: Options) -> MetricValue:
-    return _ratio(c.dcg, c.idcg), _has_relevant(c) & (c.idcg > 0)
+    # a positive IDCG holds a relevant item's gain: R > 0 follows (and R is not counted)
+    return _ratio(c.dcg, c.idcg), c.idcg > 0
 
 
 def _fall_out(c: Cutoff, options: Options) -> MetricValue:
@@ -719,9 +721,20 @@ class PerQuery:
 @dataclass(frozen=True)
 class Evaluation:
     results: dict[str, PerQuery]
-    relevant_count: Tensor  # (Q,) float64: R, the weight of ``weighted=True``
+    #: (Q,) float64: R, the weight of ``weighted=True`` (:attr:`relevant_count`); or a
+    #: function giving it, called when first read (counting R is a pass over dense
+    #: targets that the metrics may not have needed)
+    relevant_count_of: Tensor | Callable[[], Tensor]
     #: the batch's item exposure, when a catalogue-level metric was asked
     exposure: Exposure | None = None
+
+    @property
+    def relevant_count(self) -> Tensor:
+        """(Q,) float64: R, the weight of ``weighted=True``."""
+        if not isinstance(self.relevant_count_of, Tensor):
+            object.__setattr__(self, "relevant_count_of", self.relevant_count_of())
+        assert isinstance(self.relevant_count_of, Tensor)
+        return self.relevant_count_of
 
 
 def rank_depth(metrics: Sequence[Metric], ks: tuple[int, ...] | None) -> int | None:
@@ -748,6 +761,9 @@ def read_metrics(
         ranked = RankedBatch(ranked.num_ranked.shape[0], device, ((slice(None), ranked),))
     exposures: list[Exposure] = []
     depth = rank_depth(metrics, ks)
+    # one part (the whole batch): R is counted only if read (Evaluation.relevant_count);
+    # several: each part's R now, so that no part's statistics outlive its reading
+    whole = len(ranked.parts) == 1 and isinstance(ranked.parts[0][0], slice)
     read = [
         (
             queries,
@@ -758,6 +774,7 @@ def read_metrics(
                 options,
                 items,
                 exposures,
+                later=whole,
             ),
         )
         for queries, stats in ranked.parts
@@ -765,13 +782,16 @@ def read_metrics(
     exposure = None
     for part_exposure in exposures:
         exposure = part_exposure if exposure is None else exposure.merge(part_exposure)
+    relevant_count: Tensor | Callable[[], Tensor]
     if len(read) == 1 and isinstance(read[0][0], slice):  # one part: the whole batch
         values, relevant_count = read[0][1]
     else:
         values = {}
-        relevant_count = torch.zeros(ranked.num_queries, dtype=torch.float64, device=ranked.device)
+        counts = torch.zeros(ranked.num_queries, dtype=torch.float64, device=ranked.device)
+        relevant_count = counts
         for queries, (part_values, part_relevant) in read:
-            relevant_count[queries] = part_relevant
+            assert isinstance(part_relevant, Tensor)  # counted by each part (not ``later``)
+            counts[queries] = part_relevant
             for key, (value, defined) in part_values.items():
                 if key not in values:
                     values[key] = (
@@ -818,8 +838,12 @@ def _read_part(
     options: Options,
     items: ItemInputs = NO_ITEM_INPUTS,
     exposures: list[Exposure] | None = None,
-) -> tuple[dict[str, MetricValue], Tensor]:
+    later: bool = False,
+) -> tuple[dict[str, MetricValue], Tensor | Callable[[], Tensor]]:
     """(value, defined) (Q,) of every result key, and R, for one part.
+
+    ``later``: R may be a function that counts it, where no metric read it
+    (:meth:`ListStats.relevant_count_later`).
 
     With a catalogue-level metric, the part's :class:`Exposure` is appended to ``exposures``.
     """
@@ -866,7 +890,7 @@ def _read_part(
         value, defined = metric.value(cutoff(metric.cutoff), options)
         for column, (_, key) in enumerate(result_columns(metric, ks)):
             values[key] = (value[:, column], defined[:, column])
-    return values, stats.relevant_count
+    return values, stats.relevant_count_later() if later else stats.relevant_count
 
 
 class EmptyQueryError(ValueError):

@@ -100,9 +100,18 @@ def test_ideal_gains_shortcut_for_rows_with_one_relevant_grade(
         for gain in ("exponential", "linear"):
             relevance = kernel.DenseGrades(grades, kernel.GainRule(threshold, gain))
             count = relevance.relevant_count()
-            got = relevance.ideal_gains(12, count)
+            got = relevance.ideal_gains(12, lambda count=count: count)
             want = relevance._top_gains(grades, 12)
             torch.testing.assert_close(got, want, rtol=0, atol=0)
+            # not counted: the selection itself, kept for shallower reads (issue 27)
+            uncounted = kernel.DenseGrades(grades, kernel.GainRule(threshold, gain))
+            got = uncounted.ideal_gains(12, _no_count)
+            torch.testing.assert_close(got, want, rtol=0, atol=0)
+            assert uncounted.ideal_gains(1, _no_count).data_ptr() == got.data_ptr()
+
+
+def _no_count() -> torch.Tensor:
+    raise AssertionError("R counted")
 
 
 @pytest.mark.parametrize("width", [0, 1, 7, 8, 9, 255, 2039, 2040, 2048, 2049, 4100])
@@ -466,3 +475,78 @@ def test_graded_ideal_dcg_to_the_largest_k_equals_the_whole_ideal_list_read_at_k
     for key in at_k.keys:
         got, want = read.results[key].values, alone.results[key].values
         torch.testing.assert_close(got, want, rtol=0, atol=0, equal_nan=True)
+
+
+@pytest.mark.parametrize("gain", ["exponential", "linear"])
+def test_graded_ndcg_at_k_counts_no_relevant_items(
+    gain: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 27 (W4): ndcg@k of integer grades reads the ideal list's top k, never R.
+
+    R's walk over the grades (``DenseGrades.summary``) is a pass of its own; the
+    values equal those of a request that counts R (map with it), ties included.
+    """
+    generator = torch.Generator().manual_seed(27)
+    preds = torch.randint(0, 5, (16, 40), generator=generator).float()  # many ties
+    grades = torch.randint(0, 5, (16, 40), generator=generator)
+    grades[3] = 0  # no relevant item: undefined, skipped
+    counted = rank_metrics(preds, grades, ["ndcg", "map"], [1, 5, 10], gain=gain)
+
+    def walk(self: kernel.DenseGrades, *args: object) -> None:
+        raise AssertionError("R counted")
+
+    monkeypatch.setattr(kernel.DenseGrades, "summary", walk)
+    alone = rank_metrics(preds, grades, "ndcg", [1, 5, 10], gain=gain)
+    for k in (1, 5, 10):
+        assert torch.equal(alone[f"ndcg@{k}"], counted[f"ndcg@{k}"])
+
+
+def test_integer_grades_checked_and_ideal_list_from_one_selection(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 27 (W4): under the exponential gain the check of integer grades reads their
+    maxima; a ranking to depth k takes them from the ideal list's own top-k selection."""
+    generator = torch.Generator().manual_seed(7)
+    grades = torch.randint(0, 5, (6, 50), generator=generator)
+    rule = kernel.GainRule(None, "exponential")
+    want = kernel.DenseGrades(grades, rule)._top_gains(grades, 10)
+    selections = []
+    topk = torch.topk
+
+    def counted(*args: object, **kwargs: object) -> object:
+        selections.append(args[1] if len(args) > 1 else kwargs["k"])
+        return topk(*args, **kwargs)  # type: ignore[call-overload]
+
+    monkeypatch.setattr(torch, "topk", counted)
+    relevance = kernel.DenseGrades(grades, rule, select_depth=10)
+    assert torch.equal(relevance.largest(), grades.amax(dim=1))
+    got = relevance.ideal_gains(10, _no_count)
+    assert torch.equal(relevance.ideal_gains(1, _no_count), got[:, :1])
+    assert selections == [10]
+    torch.testing.assert_close(got, want, rtol=0, atol=0)
+
+
+def test_grouped_mask_of_true_ranks_by_score_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 27 (W3): the adapters' mask of True (no user mask) costs no sort by the flag,
+    and the values are those without a mask."""
+    from ranking_plugins.kernel.ranking import tie_groups
+
+    sorted_by: list[int] = []
+    lexsort = tie_groups.lexsort_desc
+
+    def counted(keys: list[torch.Tensor]) -> torch.Tensor:
+        sorted_by.append(len(keys))
+        return lexsort(keys)
+
+    monkeypatch.setattr(tie_groups, "lexsort_desc", counted)
+    generator = torch.Generator().manual_seed(3)
+    preds = torch.randint(0, 4, (60,), generator=generator).float()  # ties
+    target = torch.randint(0, 2, (60,), generator=generator)
+    indexes = torch.arange(6).repeat_interleave(10)
+    mask = torch.ones(60, dtype=torch.bool)
+    metrics = ["mrr", "ndcg", "map"]
+    unmasked = rank_metrics(preds, target, metrics, indexes=indexes)
+    masked = rank_metrics(preds, target, metrics, indexes=indexes, mask=mask)
+    assert sorted_by == [1, 1]
+    for key, value in unmasked.items():
+        assert torch.equal(masked[key], value), key

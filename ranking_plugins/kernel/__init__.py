@@ -176,6 +176,7 @@ def rank_inputs(
         rule=rule,
         validate_args=validate_args,
         judged=judged,
+        depth=depth,
     )
     return rank_batch(batch, ties, depth, identities=identities, judgments=judgments)
 

@@ -68,11 +68,11 @@ def rank_stats(
         if data.ranked is None
         else count_true(data.ranked)
     )
-    relevant_count = relevance.relevant_count()
+    mask = data.ranked
     return RankStats(
         ranked_list,
-        relevant_count,
-        relevant_count if data.ranked is None else relevance.relevant_count(data.ranked),
+        relevance.relevant_count,  # counted when read
+        None if mask is None else lambda: relevance.relevant_count(mask),
         relevance,
         num_ranked,
         data.num_items,

@@ -45,11 +45,14 @@ def normalize_input(
     rule: GainRule,
     validate_args: bool,
     judged: Tensor | None = None,
+    depth: int | None = None,
 ) -> Batch:
     """Check the inputs and bring any layout to :class:`Batch` (SPEC section 2).
 
     ``judged`` (issue 13): which items carry a judgment, in the layout's own form
     (:func:`~ranking_plugins.kernel.inputs.checks.check_judged`); None: every item.
+    ``depth``: how deep the batch will be ranked (None: whole lists), where dense
+    grades may select their own top as deep (:class:`DenseGrades`).
     """
     preds, target, indexes, mask = check_inputs(preds, target, indexes, mask, target_format)
     if preds.ndim == 1:
@@ -70,7 +73,7 @@ def normalize_input(
         target_format = "dense" if target.shape == preds.shape else "indices"
     if target_format == "dense":
         judged = check_judged(judged, preds, target, "dense", validate_args)
-        return dense(preds, target, mask, rule, validate_args, judged)
+        return dense(preds, target, mask, rule, validate_args, judged, depth)
     judged = check_judged(judged, preds, target, "indices", validate_args)
     return item_ids(preds, target, mask, rule, validate_args, judged)
 

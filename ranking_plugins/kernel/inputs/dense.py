@@ -22,11 +22,14 @@ def dense(
     rule: GainRule,
     validate_args: bool,
     judged: Tensor | None = None,
+    depth: int | None = None,
 ) -> Batch:
-    """Checked (Q, N) scores and (Q, N) grades as one part; ``judged``: (Q, N) bool or None."""
+    """Checked (Q, N) scores and (Q, N) grades as one part; ``judged``: (Q, N) bool or None.
+
+    ``depth``: how deep the rows will be ranked (:class:`DenseGrades`' ``select_depth``)."""
     check_dense(preds, target)
     deferred = nan_check_deferred(preds, mask, validate_args)
-    grades = DenseGrades(target, rule, judged)
+    grades = DenseGrades(target, rule, judged, select_depth=depth)
     if validate_args:
         if not deferred:
             V.check_values(preds, None, None, preds.shape[1])

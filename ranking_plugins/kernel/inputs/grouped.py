@@ -6,6 +6,7 @@ import torch
 from torch import Tensor
 
 from ranking_plugins import _validation as V
+from ranking_plugins.kernel.host_reads import host_reads_are_free
 from ranking_plugins.kernel.inputs.checks import check_grades
 from ranking_plugins.kernel.inputs.parts import (
     Batch,
@@ -35,6 +36,10 @@ def grouped(
     class, so 20,000 one-item lists beside one 20,000-item list cost 60,000
     slots, not 400 million.
     """
+    if mask is not None and host_reads_are_free(mask) and bool(mask.all()):
+        # every item ranked (the adapters keep a mask of True where the user gave none):
+        # without a mask the ranking sorts by score alone, not by score and flag
+        mask = None
     # padding is parked below every score, never over a NaN: the ranking meets them all
     deferred = nan_check_deferred(preds, mask, validate_args)
     if validate_args and not deferred:
@@ -78,10 +83,14 @@ def grouped(
         scores = _padded(preds, lowest(preds.dtype), *at)
         grades = _padded(target, 0, *at)
         real = _padded(torch.ones_like(preds, dtype=torch.bool), False, *at)
-        ranked = real.clone() if mask is None else _padded(mask, False, *at)
-        judged = real if judged_items is None else _padded(judged_items, False, *at)
         # lists of one length (the usual batch of candidates) have no padding
         padded = int(lengths.min()) < width
+        ranked: Tensor | None = None  # no mask and no padding: every item is ranked,
+        if mask is not None:  # and the ranking sorts by score alone (not by a flag too)
+            ranked = _padded(mask, False, *at)
+        elif padded:
+            ranked = real.clone()
+        judged = real if judged_items is None else _padded(judged_items, False, *at)
         relevance = DenseGrades(
             grades, rule, judged if padded or judged_items is not None else None
         )

@@ -9,6 +9,7 @@ of the relevant items).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -125,8 +126,10 @@ class Relevance(Protocol):
         """R: relevant items per query, int64 (Q,); only those where ``within`` if given."""
         ...
 
-    def ideal_gains(self, length: int, relevant_count: Tensor) -> Tensor:
-        """The ``length`` largest gains of each query (all items), descending, float64."""
+    def ideal_gains(self, length: int, relevant_count: Callable[[], Tensor]) -> Tensor:
+        """The ``length`` largest gains of each query (all items), descending, float64.
+
+        ``relevant_count()``: R, :meth:`relevant_count` (read only where it helps)."""
         ...
 
     def take(self, rows: slice) -> Relevance:
@@ -175,6 +178,7 @@ class DenseGrades:
         rule: GainRule,
         judged: Tensor | None = None,
         summary: GradeSummary | None = None,
+        select_depth: int | None = None,
     ) -> None:
         if grades.dtype == torch.bool and (rule.grade_zero_is_relevant or judged is not None):
             # not every relevant item has gain 1 any more: grades 0/1 as numbers
@@ -184,6 +188,12 @@ class DenseGrades:
         self.judged = judged
         self.binary = grades.dtype == torch.bool
         self._summary = summary  # read once, when first asked (:meth:`summary`)
+        self._largest: Tensor | None = None  # each row's largest grade (:meth:`largest`)
+        self._top: Tensor | None = None  # the top gains selected (:meth:`ideal_gains`)
+        #: how deep the scores will be ranked (None: whole rows): an ideal list (ndcg@k)
+        #: is selected to that depth at most, so :meth:`largest` may select it instead
+        self.select_depth = select_depth
+        self._top_grades: Tensor | None = None  # that selection's grades (:meth:`largest`)
 
     def summary(self) -> GradeSummary | None:
         """Each row's relevant count, largest grade and how many items hold it.
@@ -202,13 +212,15 @@ class DenseGrades:
         rows = compare_rows(width)
         device = grades.device
         buffer = torch.empty((min(rows, num_rows), width), dtype=torch.float32, device=device)
-        high = torch.empty(num_rows, dtype=grades.dtype, device=device)
+        known = self._largest  # the row maxima, when :meth:`largest` took them already
+        high = torch.empty(num_rows, dtype=grades.dtype, device=device) if known is None else known
         relevant = torch.zeros(num_rows, dtype=torch.float32, device=device)
         holders = torch.empty_like(relevant)
         test = self.rule.relevance_test(grades.dtype)
         for low in range(0, num_rows, rows):
             block, at = grades[low : low + rows], slice(low, low + rows)
-            torch.amax(block, dim=1, out=high[at])
+            if known is None:
+                torch.amax(block, dim=1, out=high[at])
             if test is not None:
                 count_compared(test[0], block, test[1], buffer, relevant[at])
             count_compared(torch.eq, block, high[at].unsqueeze(1), buffer, holders[at])
@@ -216,7 +228,24 @@ class DenseGrades:
         return self._summary
 
     def largest(self) -> Tensor:
-        """The largest grade of each row (Q,), from :meth:`summary` where it has them."""
+        """The largest grade of each row (Q,), from :meth:`summary` where it has them.
+
+        Integer grades (graded labels, whose ndcg selects the ideal list and needs
+        no counts) take a max of their own when nothing was counted yet: the counts
+        are then made only if a metric reads them, and their walk reuses the max.
+        """
+        integers = not self.binary and not self.grades.is_floating_point()
+        if integers and self._summary is None and self._largest is None and self.judged is None:
+            num_items = self.grades.shape[1]
+            if self.select_depth is not None and 0 < self.select_depth < num_items:
+                # a ranking to a depth reads an ideal list to that depth at most (ndcg@k):
+                # its selection gives the maxima too, one pass over the grades for both
+                top = torch.topk(self.grades, self.select_depth, dim=1).values
+                self._top_grades, self._largest = top, top[:, 0]
+            else:
+                self._largest = self.grades.amax(dim=1)
+        if self._largest is not None:
+            return self._largest
         summary = self.summary()
         return self.grades.amax(dim=1) if summary is None else summary.largest
 
@@ -270,14 +299,28 @@ class DenseGrades:
         relevant, _ = self._relevant_and_gain(self.grades, self.judged)
         return count_true(judged & ~relevant)
 
-    def ideal_gains(self, length: int, relevant_count: Tensor) -> Tensor:
+    def ideal_gains(self, length: int, relevant_count: Callable[[], Tensor]) -> Tensor:
         if self.binary:
-            return binary_ideal_gains(relevant_count, length)
+            return binary_ideal_gains(relevant_count(), length)
         length = min(length, self.grades.shape[1])
         if self.judged is not None:
             # unjudged positions may hold any grade: select among relevant gains
             gains = self._relevant_and_gain(self.grades, self.judged)[1]
             return torch.topk(gains, length, dim=1).values
+        if self._summary is None:
+            # R is not counted (no metric read it): the selection alone, which a
+            # shortcut through R (below) would cost a pass over the grades more than.
+            # Kept at its deepest: ndcg@k's IDCG, then its largest gain, select once.
+            if self._top is None or self._top.shape[1] < length:
+                chosen = self._top_grades
+                if chosen is not None and chosen.shape[1] >= length:
+                    self._top = self._relevant_and_gain(chosen)[1]  # selected by largest()
+                else:
+                    self._top = self._top_gains(self.grades, length)
+            return self._top[:, :length]
+        return self._ideal_from_counts(length, relevant_count())
+
+    def _ideal_from_counts(self, length: int, relevant_count: Tensor) -> Tensor:
         # Rows whose relevant items all have one grade (0/1 floats, the common
         # case) need no selection: R copies of that grade's gain.
         top_grade, one_grade = self._single_relevant_grade(relevant_count)
@@ -382,8 +425,8 @@ class ItemIds:
             counted &= within.gather(1, ids.clamp(min=0))
         return counted.sum(dim=1)
 
-    def ideal_gains(self, length: int, relevant_count: Tensor) -> Tensor:
-        return binary_ideal_gains(relevant_count, length)
+    def ideal_gains(self, length: int, relevant_count: Callable[[], Tensor]) -> Tensor:
+        return binary_ideal_gains(relevant_count(), length)
 
 
 def binary_ideal_gains(relevant_count: Tensor, length: int) -> Tensor:

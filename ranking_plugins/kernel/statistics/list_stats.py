@@ -10,6 +10,7 @@ query and k, and is what the metric table's formulas see.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from functools import cached_property
 from typing import TYPE_CHECKING
 
@@ -39,6 +40,11 @@ class ListStats(ABC):
     num_items: int | None = None
     #: "average": a tie group may hold relevant and other items (else its items are alike)
     shared_ties: bool = True
+
+    def relevant_count_later(self) -> Tensor | Callable[[], Tensor]:
+        """R, or a function that counts it (without holding these statistics) where
+        no metric has read it yet."""
+        return self.relevant_count
 
     @abstractmethod
     def hits_at(self, k: Tensor) -> Tensor:

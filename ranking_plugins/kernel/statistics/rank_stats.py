@@ -98,26 +98,54 @@ class RankStats(ListStats):
     def __init__(
         self,
         ranked_list: RankedList,
-        relevant_count: Tensor,
-        relevant_ranked: Tensor,
+        relevant_count: Tensor | Callable[[], Tensor],
+        relevant_ranked: Tensor | Callable[[], Tensor] | None,
         relevance: Relevance,
         num_ranked: Tensor,
         num_items: int | None = None,
     ) -> None:
+        """``relevant_count`` (R) and ``relevant_ranked`` (None: R, every item is ranked)
+        may be given as functions, called when first read: a pass over the targets
+        that no metric may need (ndcg@k reads the ideal list's top k, not R)."""
         self.list = ranked_list
         self.top_list = ranked_list
         self.shared_ties = ranked_list.shared_ties
         self.num_items = num_items  # the columns of the scores: catalogue items
-        self.relevant_count = relevant_count.to(torch.float64)
-        self.relevant_ranked = relevant_ranked.to(torch.float64)
         self.num_ranked = num_ranked.to(torch.float64)
         self._relevance = relevance
-        self._relevant_count_int = relevant_count
+        self._relevant_count_of = relevant_count
+        self._relevant_ranked_of = relevant_ranked
         length = ranked_list.ranked.shape[1]
         self.length = length
         self.position = torch.arange(
             1, length + 1, dtype=torch.float64, device=ranked_list.ranked.device
         )
+
+    @cached_property
+    def _relevant_count_int(self) -> Tensor:
+        found = self._relevant_count_of
+        return found if isinstance(found, Tensor) else found()
+
+    @cached_property
+    def relevant_count(self) -> Tensor:  # type: ignore[override]
+        return self._relevant_count_int.to(torch.float64)
+
+    @cached_property
+    def relevant_ranked(self) -> Tensor:  # type: ignore[override]
+        found = self._relevant_ranked_of
+        if found is None:
+            return self.relevant_count
+        return (found if isinstance(found, Tensor) else found()).to(torch.float64)
+
+    def relevant_count_later(self) -> Tensor | Callable[[], Tensor]:
+        if "relevant_count" in self.__dict__ or isinstance(self._relevant_count_of, Tensor):
+            return self.relevant_count
+        count = self._relevant_count_of
+        return lambda: count().to(torch.float64)
+
+    def _ideal_gains(self, length: int) -> Tensor:
+        """The ideal list's ``length`` top gains; R is read only if the targets need it."""
+        return self._relevance.ideal_gains(length, lambda: self._relevant_count_int)
 
     # -- per-position expected values --------------------------------------
 
@@ -253,7 +281,7 @@ class RankStats(ListStats):
             n = torch.arange(self.length + 1, device=self.position.device)
             return self.discount_prefix[torch.minimum(n, self._ideal_depth.unsqueeze(1))]
         # the ideal list needs its own selection over the targets: only for ndcg
-        ideal = self._relevance.ideal_gains(self.length, self._relevant_count_int)
+        ideal = self._ideal_gains(self.length)
         discount = self.discount[: ideal.shape[1]]
         return self._cumulative(ideal, times=discount)
 
@@ -319,7 +347,7 @@ class RankStats(ListStats):
     def _ideal_dcg_to(self, depth: int) -> Tensor:
         """(Q, depth + 1) the ideal DCG's prefix sums to ``depth``: cum_idcg's first columns."""
         if depth not in self._ideal_dcgs:
-            ideal = self._relevance.ideal_gains(depth, self._relevant_count_int)
+            ideal = self._ideal_gains(depth)
             self._ideal_dcgs[depth] = self._cumulative(ideal, times=self.discount[: ideal.shape[1]])
         return self._ideal_dcgs[depth]
 
@@ -358,7 +386,7 @@ class RankStats(ListStats):
 
     @cached_property
     def max_gain(self) -> Tensor:
-        return self._relevance.ideal_gains(1, self._relevant_count_int)[:, 0]
+        return self._ideal_gains(1)[:, 0]
 
     # -- whole-list statistics ---------------------------------------------
 
@@ -440,7 +468,7 @@ class RankStats(ListStats):
     @cached_property
     def _ideal(self) -> Tensor:
         """(Q, L') the ideal list's gains, descending (zeros after R)."""
-        return self._relevance.ideal_gains(self.length, self._relevant_count_int)
+        return self._ideal_gains(self.length)
 
     @cached_property
     def ideal_gain_sum(self) -> Tensor:
