@@ -152,13 +152,22 @@ class RankingRequest:
         return Exposure.zeros(len(self.ks), num_items, device)
 
     def check_exposure_size(self, owner: str) -> None:
-        """An adapter's exposure state is made before any scores: it needs N given."""
-        if self.catalogue and self.empty_exposure() is None:
-            names = ", ".join(m.name for m in self.metrics if m.catalogue is not None)
+        """An adapter's exposure state is made before any scores: it needs N given,
+        and N > 0 (a batch of an empty catalogue is ranked with one phantom column,
+        which a state of N = 0 items cannot take)."""
+        if not self.catalogue:
+            return
+        names = ", ".join(m.name for m in self.metrics if m.catalogue is not None)
+        if self.empty_exposure() is None:
             raise ValueError(
                 f"{owner}: {names} keep one count per catalogue item: give "
                 "`num_items` (or an item input: `item_popularity`, `tail_items`, "
                 "`item_features`, `item_categories`)"
+            )
+        if self.items.num_items == 0:
+            raise ValueError(
+                f"{owner}: {names} keep one count per catalogue item, and the catalogue "
+                "is empty: `num_items` (or the item inputs' length) must be positive, got 0"
             )
 
     def assemble(

@@ -243,23 +243,13 @@ def test_torchmetrics_takes_bfloat16_item_features() -> None:
         assert torch.equal(got[key], value), key
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=RuntimeError,
-    reason="open (found by test_fuzz.py::test_exposure): a (Q, 0) batch is ranked with one "
-    "phantom column, so its exposure has N = 1 (hence coverage 0 / 1 = 0, see "
-    "test_beyond_accuracy.py::test_coverage_of_an_empty_catalogue) while Ignite's state, "
-    "sized by the item inputs, has N = 0: a RuntimeError at compute. How an empty "
-    "catalogue is evaluated (NaN, or refused) is a design decision",
-)
-def test_ignite_takes_an_empty_catalogue() -> None:
-    from ranking_plugins import rank_metrics
-
-    popularity = torch.ones(0)
-    preds, target = torch.zeros(2, 0), torch.zeros(2, 0)
-    expected = rank_metrics(preds, target, ["gini", "arp"], [1], item_popularity=popularity)
-    metric = rp_ignite.RankingMetrics(["gini", "arp"], [1], item_popularity=popularity)
-    metric.update((preds, target))
-    got = metric.compute()
-    for key, value in expected.items():
-        assert _close(float(got[key]), float(value)), key
+@pytest.mark.parametrize("adapter", [rp_ignite.RankingMetrics, rp_tm.RankingMetrics])
+def test_an_adapter_refuses_an_empty_catalogue(adapter: type) -> None:
+    """Found by test_fuzz.py::test_exposure: a (Q, 0) batch is ranked with one phantom
+    column, so its exposure has N = 1 while the adapter's state, sized by the item
+    inputs, has N = 0 (a RuntimeError at update or compute). The adapters' exposure
+    state needs N > 0: refused by name when made."""
+    with pytest.raises(ValueError, match=r"catalogue is empty: `num_items`.*must be positive"):
+        adapter(["gini", "arp"], [1], item_popularity=torch.ones(0))
+    with pytest.raises(ValueError, match=r"`num_items` must be None or a positive int, got 0"):
+        adapter(["coverage"], [1], num_items=0)

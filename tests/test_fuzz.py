@@ -907,11 +907,8 @@ def test_exposure(data: st.DataObject) -> None:
             return preds[low:high], target[low:high], None if mask is None else mask[low:high]
 
         which = data.draw(st.sampled_from(["torchmetrics", "ignite"]), label="adapter")
-        if n == 0:
-            # open: Ignite's exposure state of an empty catalogue cannot take a batch's
-            # (a RuntimeError; strict xfail: test_beyond_accuracy_adapters.py::
-            # test_ignite_takes_an_empty_catalogue)
-            which = "torchmetrics"
+        # n == 0: both adapters refuse an empty catalogue (a ValueError, may_raise above;
+        # test_beyond_accuracy_adapters.py::test_an_adapter_refuses_an_empty_catalogue)
         if which == "torchmetrics":
             from ranking_plugins.torchmetrics import RankingMetrics
 
