@@ -506,9 +506,21 @@ PER_QUERY_EXPOSURE = ("novelty", "arp", "tail_share", "diversity")
 CATALOGUE_EXPOSURE = ("coverage", "gini", "entropy", "personalisation")
 
 
+def _power_of_two_scaled(vector) -> list[float]:
+    """``vector`` times a power of two that brings its largest entry near 1: exact
+    (only the exponents change), and the cosine is the same, but a subnormal entry
+    (5e-324) becomes a normal number, so its norm keeps its digits (hypot of two
+    5e-324 rounds to 5e-324, a unit vector's norm would then read as 1, not sqrt 2)."""
+    largest = max((abs(x) for x in vector), default=0.0)
+    if largest == 0 or not math.isfinite(largest):
+        return list(vector)
+    exponent = math.frexp(largest)[1]
+    return [math.ldexp(x, -exponent) for x in vector]
+
+
 def _similarity(i: int, j: int, features, categories) -> float:
     if features is not None:
-        a, b = features[i], features[j]
+        a, b = _power_of_two_scaled(features[i]), _power_of_two_scaled(features[j])
         na, nb = math.hypot(*a), math.hypot(*b)  # no overflow nor underflow on the way
         if na == 0 or nb == 0:
             return 0.0

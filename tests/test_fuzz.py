@@ -1245,6 +1245,8 @@ def test_ignite_adapter(data: st.DataObject) -> None:
         adaptive_k=opts["adaptive_k"],
         weighted=opts["weighted"],
     )
+    if "fall_out_empty" in opts:
+        kw["fall_out_empty"] = opts["fall_out_empty"]
     if spelling:
         kw["ignore_zero_hits"] = action == "skip"
     else:
@@ -1442,8 +1444,13 @@ def test_cli(data: st.DataObject) -> None:
             for i, (_, ss, gs, rs, jds) in enumerate(ref_queries)
             for s, g, r, jd in zip(ss, gs, rs, jds)
         ]
+        ref_scores = torch.tensor([f[1] for f in flat], dtype=torch.float64)
+        if opts["ties"] == "first":
+            # where the command reproduces trec_eval it reads scores as C floats: two
+            # equal as float32 tie (issue 24; docs/cli.rst)
+            ref_scores = ref_scores.float().double()
         expected = oracle(
-            torch.tensor([f[1] for f in flat], dtype=torch.float64),
+            ref_scores,
             torch.tensor([f[2] for f in flat], dtype=torch.float64),
             opts,
             indexes=torch.tensor([f[0] for f in flat], dtype=torch.int64),
