@@ -125,7 +125,7 @@ def rank_inputs(
     counts the judged items too, in the same pass or walk.
     """
     # the layouts a request's metrics cannot read are refused by the request, which
-    # names them from the metric table (``RankingRequest._check_layout``)
+    # names them from the metric table (``RankingRequest.check_layout``)
     if judged is not None and isinstance(preds, ShardedEmbeddingScores):
         raise ValueError(
             "`judged` does not take ShardedEmbeddingScores yet; pass EmbeddingScores or "
