@@ -380,7 +380,11 @@ def _gain_of(grade: float, relevance_threshold: float | None, gain: str) -> floa
         return g * 2.0**-s
     if s == 0:
         return _exp_gain(g)
-    return 2.0 ** (g - s) - 2.0**-s
+    scaled = 2.0 ** (g - s) - 2.0**-s
+    # a positive gain stays positive under the scaling (the measures that count the
+    # items of positive gain, as ndcg_rel's R, must count it): the smallest subnormal
+    # where 2^-s (2^g - 1) underflows, a gain no sum of the others can tell from 0
+    return scaled if scaled > 0 or g == 0 else math.ulp(0.0)
 
 
 def gain_scale(relevant_grades: Sequence[float], gain: str) -> tuple[float, bool]:

@@ -45,7 +45,9 @@ def gain_of(grade: float, relevance_threshold: float | None, gain: str) -> float
         return 0.0
     g = max(grade, 0.0)
     if gain == "exponential":
-        return 2.0**g - 1.0
+        # 2^g - 1 without cancellation below 1: 2.0**1e-310 is 1.0, a relevant item with
+        # no gain, where the gain is 6.9e-311
+        return math.expm1(g * math.log(2.0)) if g < 1 else 2.0**g - 1.0
     if gain == "linear":
         return float(g)
     raise ValueError(f"unknown gain {gain!r}")
