@@ -38,7 +38,6 @@ from reference import ALL_METRICS, EMPTY_ACTIONS, JUDGED_MEASURES, TIES, TREC_ME
 from ranking_plugins.metrics import METRICS
 
 INF = math.inf
-LN2 = math.log(2.0)
 BIG = 2**60  # int64 scores far above 2**53, where float64 no longer tells n from n + 1
 
 # --------------------------------------------------------------------------- #
@@ -356,10 +355,6 @@ def reference_scores(preds: torch.Tensor) -> torch.Tensor:
 # --------------------------------------------------------------------------- #
 # the oracle
 # --------------------------------------------------------------------------- #
-def _exp_gain(g: float) -> float:
-    return math.expm1(g * LN2) if g < 1 else 2.0**g - 1.0
-
-
 class _Oracle:
     """State of the patched reference while it runs (one query at a time)."""
 
@@ -379,7 +374,7 @@ def _gain_of(grade: float, relevance_threshold: float | None, gain: str) -> floa
     if gain == "linear":
         return g * 2.0**-s
     if s == 0:
-        return _exp_gain(g)
+        return reference.exponential_gain(g)
     scaled = 2.0 ** (g - s) - 2.0**-s
     # a positive gain stays positive under the scaling (the measures that count the
     # items of positive gain, as ndcg_rel's R, must count it): the smallest subnormal
@@ -543,7 +538,7 @@ def oracle(
         # G's costs of 1 per place are lost past 2^53: refused there (rank_stats.g_sum)
         for _, grades, _, _ in reference.split_queries(ref_preds, target, **args):
             relevant = [g for g in grades if reference.is_relevant(g, threshold)]
-            gains = [_exp_gain(max(g, 0.0)) if kw.get("gain", "linear") == "exponential"
+            gains = [reference.exponential_gain(max(g, 0.0)) if kw.get("gain", "linear") == "exponential"
                      else max(g, 0.0) for g in relevant if g < 1024]  # fmt: skip
             if len(gains) < len(relevant) or sum(gains) + len(grades) >= 2.0**52:
                 out.may_raise, out.why = True, "G of gains past 2^53"

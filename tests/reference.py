@@ -40,14 +40,18 @@ def is_relevant(grade: float, relevance_threshold: float | None) -> bool:
     return grade >= relevance_threshold
 
 
+def exponential_gain(g: float) -> float:
+    """2^g - 1 without cancellation below 1: 2.0**1e-310 is 1.0, a relevant item with
+    no gain, where the gain is 6.9e-311."""
+    return math.expm1(g * math.log(2.0)) if g < 1 else 2.0**g - 1.0
+
+
 def gain_of(grade: float, relevance_threshold: float | None, gain: str) -> float:
     if not is_relevant(grade, relevance_threshold):
         return 0.0
     g = max(grade, 0.0)
     if gain == "exponential":
-        # 2^g - 1 without cancellation below 1: 2.0**1e-310 is 1.0, a relevant item with
-        # no gain, where the gain is 6.9e-311
-        return math.expm1(g * math.log(2.0)) if g < 1 else 2.0**g - 1.0
+        return exponential_gain(g)
     if gain == "linear":
         return float(g)
     raise ValueError(f"unknown gain {gain!r}")
