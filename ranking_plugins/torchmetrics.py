@@ -58,9 +58,6 @@ from typing_extensions import Unpack
 from ranking_plugins.metrics import METRICS
 from ranking_plugins.request import TopK
 from ranking_plugins.torchmetrics_base import (
-    TORCHMETRICS_DEFAULTS as TORCHMETRICS_DEFAULTS,
-)
-from ranking_plugins.torchmetrics_base import (
     BaseRankingMetric,
     RankingOptions,
 )
@@ -70,6 +67,9 @@ from ranking_plugins.torchmetrics_base import (
 from ranking_plugins.torchmetrics_curves import (
     RetrievalPrecisionRecallCurve,
     RetrievalRecallAtFixedPrecision,
+)
+from ranking_plugins.torchmetrics_functional import (
+    TORCHMETRICS_DEFAULTS as TORCHMETRICS_DEFAULTS,  # importable from here, as before
 )
 from ranking_plugins.torchmetrics_messages import _retrieval_keywords
 

@@ -33,6 +33,7 @@ from ranking_plugins.metrics import Evaluation, result_columns
 from ranking_plugins.options import OPTION_NAMES, OptionKeywords, Options
 from ranking_plugins.request import RankingRequest, TopK, _last_batch
 from ranking_plugins.torchmetrics_dtypes import FixedDtypes
+from ranking_plugins.torchmetrics_functional import TORCHMETRICS_DEFAULTS
 from ranking_plugins.torchmetrics_grouped import (
     _NAMED_STATES,
     _UINT64,
@@ -93,12 +94,6 @@ class RankingOptions(OptionKeywords, AdapterItemKeywords, total=False):
     distributed_available_fn: Callable[[], bool] | None
     sync_on_compute: bool
     compute_with_cache: bool
-
-
-#: TorchMetrics' defaults, kept here whatever the package's (its gain is linear too;
-#: RetrievalFallOut computes the fall-out of a query without relevant items, and calls
-#: one without non-relevant items empty)
-TORCHMETRICS_DEFAULTS: dict[str, Any] = {"gain": "linear", "fall_out_empty": "no_nonrelevant"}
 
 
 class BaseRankingMetric(FixedDtypes):
@@ -734,4 +729,4 @@ class BaseRankingMetric(FixedDtypes):
 RankingMetric = BaseRankingMetric
 
 
-__all__ = ["TORCHMETRICS_DEFAULTS", "BaseRankingMetric", "RankingMetric", "RankingOptions"]
+__all__ = ["BaseRankingMetric", "RankingMetric", "RankingOptions"]

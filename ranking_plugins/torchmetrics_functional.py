@@ -30,6 +30,7 @@ This module needs only torch (TorchMetrics need not be installed).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -51,13 +52,13 @@ __all__ = [
     "retrieval_reciprocal_rank",
 ]
 
-#: the TorchMetrics adapters' settings where the package's defaults may differ:
-#: TorchMetrics' linear gain, and its functions' 0 for a query without relevant items
-_GAIN = "linear"
+#: TorchMetrics' defaults, kept by its adapters (these functions and the classes of
+#: :mod:`ranking_plugins.torchmetrics`) whatever the package's: its gain is linear too;
+#: RetrievalFallOut computes the fall-out of a query without relevant items, and calls
+#: one without non-relevant items empty
+TORCHMETRICS_DEFAULTS: dict[str, Any] = {"gain": "linear", "fall_out_empty": "no_nonrelevant"}
+#: TorchMetrics' functions give 0 for a query without relevant items
 _EMPTY_TARGET_ACTION = "neg"
-# TorchMetrics computes the fall-out of a query without relevant items (as the
-# adapter's FallOut does by default); one without non-relevant items is empty
-_FALL_OUT_EMPTY = "no_nonrelevant"
 
 
 def _one_query(preds: object, target: object) -> tuple[Tensor, Tensor]:
@@ -133,9 +134,8 @@ def _evaluate(
             top_k,
             adaptive_k=adaptive_k,
             max_fpr=max_fpr,
-            gain=_GAIN,
             empty_target_action=_EMPTY_TARGET_ACTION,
-            fall_out_empty=_FALL_OUT_EMPTY,
+            **TORCHMETRICS_DEFAULTS,
         )
     except (TypeError, ValueError) as error:
         refused = torchmetrics_dtype_refusal(preds, target)
