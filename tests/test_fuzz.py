@@ -144,6 +144,7 @@ BUFFER_MODES = ("fresh", "fresh", "numpy", "data", "copy_")
 BLOCK_CONSTANTS = (
     ("ranking_plugins.kernel.ranked_batch", "WHOLE_ROW_BLOCK_ELEMENTS"),
     ("ranking_plugins.kernel.ranking.counting", "_BLOCK_ELEMENTS"),
+    ("ranking_plugins.kernel.flags", "ACCELERATOR_BLOCK_ELEMENTS"),
 )
 
 

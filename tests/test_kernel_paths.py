@@ -173,6 +173,54 @@ def test_counting_in_row_blocks_equals_brute_force_counts(
     assert torch.equal(counter.tied[listed], tied[listed])
 
 
+@pytest.mark.parametrize("accelerator", [False, True])
+def test_row_blocks_are_cache_sized_on_the_cpu_and_memory_sized_on_an_accelerator(
+    accelerator: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ranking_plugins.kernel import flags
+
+    monkeypatch.setattr(host_reads, "ACCELERATOR_PATHS_ON_CPU", accelerator)
+    scores = torch.zeros(1, 32768)
+    rows = flags.compare_rows(32768, scores)
+    if accelerator:  # a block is kernel launches, not a cache's worth
+        assert rows == flags.ACCELERATOR_BLOCK_ELEMENTS // 32768
+    else:
+        assert rows == flags.COMPARE_BLOCK_ELEMENTS // 32768
+    assert flags.compare_rows(32768, scores, cpu_elements=1 << 16) == (rows if accelerator else 2)
+
+
+@pytest.mark.parametrize("metrics", [["mrr", "ndcg", "map"], ["hit_rate", "recall"]])
+def test_accelerator_row_blocks_give_the_cpu_numbers(
+    metrics: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Counted (whole lists, graded summary) and embeddings, in blocks of 2 rows on the
+    accelerator's paths, equal the CPU's one-block numbers exactly."""
+    from ranking_plugins import EmbeddingScores
+    from ranking_plugins.kernel import flags
+    from ranking_plugins.request import _last_batch
+
+    generator = torch.Generator().manual_seed(8)
+    preds = torch.randint(0, 5, (9, 40), generator=generator).float()  # many ties
+    grades = torch.randint(0, 4, (9, 40), generator=generator) * (preds > 1)
+    query, items = torch.randn(9, 4, generator=generator), torch.randn(40, 4, generator=generator)
+    item = torch.randint(0, 40, (9,), generator=generator)
+
+    def evaluate() -> list[dict[str, torch.Tensor]]:
+        _last_batch.clear()
+        return [
+            rank_metrics(preds, grades, metrics, None),
+            rank_metrics(EmbeddingScores(query, items, chunk_size=16), item, metrics, [1, 5]),
+        ]
+
+    expected = evaluate()
+    monkeypatch.setattr(host_reads, "ACCELERATOR_PATHS_ON_CPU", True)
+    monkeypatch.setattr(flags, "ACCELERATOR_BLOCK_ELEMENTS", 80)  # 2 rows of 40, 5 of 16
+    for got, want in zip(evaluate(), expected, strict=True):
+        assert got.keys() == want.keys()
+        for key in want:
+            assert torch.equal(got[key], want[key]), key
+
+
 def test_counting_in_row_blocks_finds_nan_in_any_block(monkeypatch: pytest.MonkeyPatch) -> None:
     from ranking_plugins.kernel import flags
 

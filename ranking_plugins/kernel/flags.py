@@ -7,6 +7,8 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
+from ranking_plugins.kernel.host_reads import host_reads_are_free
+
 #: a comparison with an ``out`` argument: torch.gt, torch.lt, torch.ge, torch.eq
 Comparison = Callable[..., Tensor]
 
@@ -17,6 +19,12 @@ FLOAT_EXACT_COUNT = 1 << 24
 #: elements per block of comparisons, so that a block of the input and its
 #: float flags stay in cache between the comparisons made on it
 COMPARE_BLOCK_ELEMENTS = 1 << 18
+
+#: elements per block on an accelerator, where a block is not kept in a cache
+#: but costs kernel launches (8-row blocks of W5's chunks launched about
+#: 16,000 kernels a call on an H200, 11x its floor): it only bounds the
+#: flags' memory (256 MiB of float32)
+ACCELERATOR_BLOCK_ELEMENTS = 1 << 26
 
 
 def count_true(flags: Tensor) -> Tensor:
@@ -52,9 +60,17 @@ def count_true(flags: Tensor) -> Tensor:
     return blocks.sum(dim=2, dtype=torch.uint8).sum(dim=1) + as_bytes[:, whole:].sum(dim=1)
 
 
-def compare_rows(width: int) -> int:
-    """Rows per block of comparisons for rows of ``width`` items."""
-    return max(1, COMPARE_BLOCK_ELEMENTS // max(width, 1))
+def compare_rows(width: int, on: Tensor, cpu_elements: int | None = None) -> int:
+    """Rows per block of comparisons for rows of ``width`` items of ``on``'s device.
+
+    ``cpu_elements``: the block's elements on the CPU (default
+    :data:`COMPARE_BLOCK_ELEMENTS`); on an accelerator :data:`ACCELERATOR_BLOCK_ELEMENTS`.
+    """
+    if host_reads_are_free(on):  # the CPU's paths
+        elements = COMPARE_BLOCK_ELEMENTS if cpu_elements is None else cpu_elements
+    else:
+        elements = ACCELERATOR_BLOCK_ELEMENTS
+    return max(1, elements // max(width, 1))
 
 
 def counts_fit_in_float(width: int) -> bool:

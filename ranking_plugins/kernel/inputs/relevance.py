@@ -209,7 +209,7 @@ class DenseGrades:
         num_rows, width = grades.shape
         if width == 0 or not counts_fit_in_float(width):
             return None
-        rows = compare_rows(width)
+        rows = compare_rows(width, grades)
         device = grades.device
         buffer = torch.empty((min(rows, num_rows), width), dtype=torch.float32, device=device)
         known = self._largest  # the row maxima, when :meth:`largest` took them already

@@ -127,7 +127,7 @@ class RankCounter:
         "tied", so that a NaN shows in the counts (:func:`_tied_finding_nan`).
         """
         num_rows, width = scores.shape
-        rows = compare_rows(width)
+        rows = compare_rows(width, scores)
         buffer = torch.empty(
             (min(rows, num_rows), width), dtype=torch.float32, device=scores.device
         )
@@ -150,7 +150,7 @@ class RankCounter:
     def _count_flags(self, scores: Tensor, ranked: Tensor | None, column: Tensor | None) -> None:
         """Above, tied (and, under "first", tied before) counts from bool flags, masks applied."""
         # row blocks small enough for their comparison flags to stay in cache
-        rows = max(1, _BLOCK_ELEMENTS // max(scores.shape[1], 1))
+        rows = compare_rows(scores.shape[1], scores, _BLOCK_ELEMENTS)
         for low in range(0, scores.shape[0], rows):
             block = scores[low : low + rows]
             block_ranked = None if ranked is None else ranked[low : low + rows]
