@@ -792,22 +792,29 @@ def read_metrics(
         for queries, (part_values, part_relevant) in read:
             assert isinstance(part_relevant, Tensor)  # counted by each part (not ``later``)
             counts[queries] = part_relevant
-            for key, (value, defined) in part_values.items():
-                if key not in values:
-                    values[key] = (
-                        torch.zeros(ranked.num_queries, dtype=torch.float64, device=ranked.device),
-                        torch.zeros(ranked.num_queries, dtype=torch.bool, device=ranked.device),
+            for name, (value, defined) in part_values.items():
+                if name not in values:
+                    shape = (ranked.num_queries, value.shape[1])
+                    values[name] = (
+                        torch.zeros(shape, dtype=torch.float64, device=ranked.device),
+                        torch.zeros(shape, dtype=torch.bool, device=ranked.device),
                     )
-                values[key][0][queries] = value
-                values[key][1][queries] = defined
+                values[name][0][queries] = value
+                values[name][1][queries] = defined
     results: dict[str, PerQuery] = {}
     for metric in metrics:
         if metric.value is None:  # catalogue-level: from the exposure, at the end
             continue
-        for _, key in result_columns(metric, ks):
-            value, defined = values.get(key, (_empty(ranked), _empty(ranked).bool()))
-            value, counted = _apply_empty_action(metric, value, defined, options)
-            results[key] = PerQuery(value, counted)
+        columns = result_columns(metric, ks)
+        if metric.name in values:
+            value, defined = values[metric.name]
+        else:  # no part (no query)
+            value = torch.zeros(0, len(columns), dtype=torch.float64, device=ranked.device)
+            defined = value.bool()
+        # all the metric's ks at once: on an accelerator each operation is a kernel launch
+        value, counted = _apply_empty_action(metric, value, defined, options)
+        for column, (_, key) in enumerate(columns):
+            results[key] = PerQuery(value[:, column], counted[:, column])
     return Evaluation(results, relevant_count, exposure)
 
 
@@ -827,10 +834,6 @@ def read_catalogue(
     return values
 
 
-def _empty(ranked: RankedBatch) -> Tensor:
-    return torch.zeros(0, dtype=torch.float64, device=ranked.device)
-
-
 def _read_part(
     stats: ListStats,
     metrics: Sequence[Metric],
@@ -840,7 +843,7 @@ def _read_part(
     exposures: list[Exposure] | None = None,
     later: bool = False,
 ) -> tuple[dict[str, MetricValue], Tensor | Callable[[], Tensor]]:
-    """(value, defined) (Q,) of every result key, and R, for one part.
+    """(value, defined) (Q, columns) of every metric by name, and R, for one part.
 
     ``later``: R may be a function that counts it, where no metric read it
     (:meth:`ListStats.relevant_count_later`).
@@ -887,9 +890,7 @@ def _read_part(
     for metric in metrics:
         if metric.value is None:
             continue
-        value, defined = metric.value(cutoff(metric.cutoff), options)
-        for column, (_, key) in enumerate(result_columns(metric, ks)):
-            values[key] = (value[:, column], defined[:, column])
+        values[metric.name] = metric.value(cutoff(metric.cutoff), options)
     return values, stats.relevant_count_later() if later else stats.relevant_count
 
 
@@ -924,7 +925,10 @@ def _apply_empty_action(
     if action == "error":
         if not bool(defined.all()):
             lacks = "relevant item" if metric.empty_lacks is None else metric.empty_lacks(options)
-            raise EmptyQueryError(metric.name, int((~defined).nonzero()[0, 0]), lacks=lacks)
+            # the first query without it at the first k that has one
+            column = (~defined).any(dim=0).nonzero()[0, 0]
+            query = int((~defined[:, column]).nonzero()[0, 0])
+            raise EmptyQueryError(metric.name, query, lacks=lacks)
         return value, defined
     if action == "skip":
         return torch.where(defined, value, torch.nan), defined
