@@ -213,17 +213,20 @@ class RankingRequest:
         indexes: Tensor | None = None,
         mask: Tensor | None = None,
         judged: Tensor | None = None,
+        scores_checked: bool = False,
     ) -> RankedBatch:
         """The batch's rank statistics, as deep as this request reads (:meth:`read`).
 
         The last batch's ranking is reused when its inputs are proved equal.
+        ``scores_checked``: the grouped scores were checked when they were kept
+        (an adapter's ``update``), so they are not checked for NaN again.
         """
         depth = self.depth
         if isinstance(preds, ShardedEmbeddingScores):
             # collective, never reused: reusing is each process's own decision, and
             # processes that decided differently would wait for each other forever
             with torch.no_grad():
-                return self._rank(preds, target, indexes, mask, depth, judged)
+                return self._rank(preds, target, indexes, mask, depth, judged, scores_checked)
         inputs = (preds, target, indexes, mask, judged)
         ranking = self.ranking_key
         identities = self.identities
@@ -236,7 +239,7 @@ class RankingRequest:
             ranked = None  # counted, or made without the items' order: rank again
         if ranked is None:
             with torch.no_grad():
-                ranked = self._rank(preds, target, indexes, mask, depth, judged)
+                ranked = self._rank(preds, target, indexes, mask, depth, judged, scores_checked)
             if ranked.reusable:
                 _last_batch.store(inputs, ranking, None if ranked.whole_lists else depth, ranked)
         return ranked
@@ -291,6 +294,7 @@ class RankingRequest:
         mask: Tensor | None,
         depth: int | None,
         judged: Tensor | None = None,
+        scores_checked: bool = False,
     ) -> RankedBatch:
         self.check_layout(preds, indexes)
         embeddings = (EmbeddingScores, ShardedEmbeddingScores)
@@ -312,6 +316,7 @@ class RankingRequest:
             judged=judged,
             judgments=self.judgments,
             check_catalogue=self.items.check_catalogue if self.identities else None,
+            scores_checked=scores_checked,
         )
 
     def check_layout(self, preds: Tensor | EmbeddingInput, indexes: Tensor | None) -> None:

@@ -40,6 +40,7 @@ from ranking_plugins.torchmetrics_grouped import (
     FIELD_STATES,
     FLAT_STATES,
     JUDGED_STATE,
+    UNCHECKED_STATE,
     GroupedBatch,
     _digest,
     _drop_ignored,
@@ -227,6 +228,7 @@ class BaseRankingMetric(FixedDtypes):
         self._keeps_judged = self.request.judgments
         for name in self._flat_dtypes():
             self.add_state(name, default=[], dist_reduce_fx="cat")
+        self.add_state(UNCHECKED_STATE, default=torch.tensor(0), dist_reduce_fx="sum")
         # named by the same digest as the sums, so that a MetricCollection groups
         # only metrics that keep the same per-query values
         self._per_query_name = "per_query_" + self._sums_name[len("sums_") :]
@@ -313,7 +315,12 @@ class BaseRankingMetric(FixedDtypes):
                 self._exposure_name: torch.float64,
             }
         )
-        dtypes = {self._sums_name: torch.float64, **self._flat_dtypes(), **exposure}
+        dtypes = {
+            self._sums_name: torch.float64,
+            **self._flat_dtypes(),
+            UNCHECKED_STATE: torch.int64,
+            **exposure,
+        }
         if self.keep_per_query:
             dtypes[self._per_query_name] = torch.float64
         return dtypes
@@ -329,6 +336,9 @@ class BaseRankingMetric(FixedDtypes):
             and prefix + JUDGED_STATE not in state_dict
             and prefix + "flat_mask" in state_dict
         )
+        if prefix + "flat_mask" in state_dict and prefix + UNCHECKED_STATE not in state_dict:
+            # saved before the count was kept: the entries are checked again at compute
+            state_dict[prefix + UNCHECKED_STATE] = torch.tensor(1)
         if self._exposure_name is not None:
             # saved as two states (the sums, then `_queries`) before Accumulator.flat's form
             name = prefix + self._exposure_name
@@ -466,6 +476,8 @@ class BaseRankingMetric(FixedDtypes):
             )
         if self.request.options.validate_args:
             V.check_values(preds, target, None, 0)
+        else:
+            getattr(self, UNCHECKED_STATE).add_(1)
         batch = GroupedBatch(preds, target, indexes, mask, judged)
         fields = self._kept_fields()
         if judged is not None and not self._keeps_judged:
@@ -619,7 +631,18 @@ class BaseRankingMetric(FixedDtypes):
                 judged = None if judged is None else judged[keep]
                 if preds.numel() == 0:
                     return None
-            ranked = _rank(request, preds, target, indexes=indexes, mask=mask, judged=judged)
+            # scores checked at every update that kept them (read only when checking:
+            # a check reads values anyway); the grades' checks need whole queries
+            checked = request.options.validate_args and not bool(getattr(self, UNCHECKED_STATE))
+            ranked = _rank(
+                request,
+                preds,
+                target,
+                indexes=indexes,
+                mask=mask,
+                judged=judged,
+                scores_checked=checked,
+            )
             _last_batch.keep_ranking(kept, request, self.ignore_index, ranked)
         return _read(request, ranked)
 

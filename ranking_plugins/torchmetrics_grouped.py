@@ -56,6 +56,11 @@ FLAT_STATES: dict[str, torch.dtype] = {
     "flat_mask": torch.bool,
 }
 
+#: how many kept grouped batches were not checked at ``update`` (``validate_args=False``):
+#: a state beside the entries, so that it travels with them (a compute group's
+#: members, the processes' gather); ``compute`` checks the scores again only then
+UNCHECKED_STATE = "flat_unchecked"
+
 #: the grouped layout's judged flags (issue 13), one per entry: a "cat" state
 #: only of the metrics that read a measure of judged items (bpref, infap, unj,
 #: ...), so that the state (and the state_dict) of every other metric is
@@ -227,6 +232,7 @@ __all__ = [
     "FIELD_STATES",
     "FLAT_STATES",
     "JUDGED_STATE",
+    "UNCHECKED_STATE",
     "GroupedBatch",
     "shared_copies",
     "stored_form",

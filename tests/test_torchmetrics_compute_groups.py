@@ -167,3 +167,33 @@ def test_explicit_groups_with_judged_flags_refuse(first: Metric, second: Metric)
     )
     with pytest.raises(ValueError, match=r"`compute_groups`: .* judged flags"):
         collection.compute()
+
+
+def test_grouped_scores_are_checked_once_at_update() -> None:
+    """``compute`` trusts the check ``update`` made of the kept scores (no second NaN
+    pass): a NaN written into the kept state afterwards is not looked for again."""
+    preds, target, indexes = grouped_batches()[0]
+    metric = rp.NDCG(top_k=3)
+    with pytest.raises(ValueError, match="NaN"):
+        metric.update(torch.full_like(preds, torch.nan), target, indexes=indexes)
+    metric.reset()
+    metric.update(preds, target, indexes=indexes)
+    metric.flat_preds[-1][0] = torch.nan  # after the check: compute does not look again
+    assert torch.isfinite(metric.compute())
+
+
+def test_scores_kept_unchecked_are_checked_at_compute_by_a_metric_that_validates() -> None:
+    """A group's first metric with ``validate_args=False`` keeps NaN scores unchecked; a
+    member that validates still refuses them at ``compute`` (the count of unchecked
+    batches travels with the entries)."""
+    preds, target, indexes = grouped_batches()[0]
+    preds = preds.clone()
+    preds[3] = torch.nan
+    collection = MetricCollection(
+        {"quiet": rp.NDCG(top_k=3, validate_args=False), "strict": rp.MRR(top_k=3)},
+        compute_groups=[["quiet", "strict"]],
+    )
+    collection.update(preds, target, indexes=indexes)
+    collection.update(preds, target, indexes=indexes)  # the second update reaches "quiet" only
+    with pytest.raises(ValueError, match="NaN"):
+        collection["strict"].compute()

@@ -226,9 +226,11 @@ def test_metric_without_judged_measures_keeps_its_state_keys() -> None:
     plain = _persistent(NDCG(top_k=3))
     keys = set(plain.state_dict())
     assert "flat_judged" not in keys
-    assert keys == {plain._sums_name, *tm_grouped.FLAT_STATES}
+    unchecked = tm_grouped.UNCHECKED_STATE
+    assert keys == {plain._sums_name, *tm_grouped.FLAT_STATES, unchecked}
     judged = _persistent(RankingMetrics(["ndcg", "bpref"], 3))
-    assert set(judged.state_dict()) == {judged._sums_name, *tm_grouped.FLAT_STATES, "flat_judged"}
+    expected = {judged._sums_name, *tm_grouped.FLAT_STATES, unchecked, "flat_judged"}
+    assert set(judged.state_dict()) == expected
 
 
 @pytest.mark.parametrize("name", ["bpref", "ndcg"])

@@ -102,6 +102,7 @@ def rank_inputs(
     judged: Tensor | None = None,
     judgments: bool = False,
     check_catalogue: Callable[[int], None] | None = None,
+    scores_checked: bool = False,
 ) -> RankedBatch:
     """The rank statistics of one batch, from its inputs, for every layout.
 
@@ -123,6 +124,9 @@ def rank_inputs(
     ``judgments``: a metric reads them (bpref, infAP, unj, ...): the caller asks
     whole lists (``depth=None``); counting (item ids, ``EmbeddingScores``)
     counts the judged items too, in the same pass or walk.
+
+    ``scores_checked``: grouped scores already checked for NaN (kept by an
+    adapter's ``update``, which checked them); the grades are still checked.
     """
     # the layouts a request's metrics cannot read are refused by the request, which
     # names them from the metric table (``RankingRequest.check_layout``)
@@ -177,6 +181,7 @@ def rank_inputs(
         validate_args=validate_args,
         judged=judged,
         depth=depth,
+        scores_checked=scores_checked,
     )
     return rank_batch(batch, ties, depth, identities=identities, judgments=judgments)
 

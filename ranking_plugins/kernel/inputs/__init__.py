@@ -46,6 +46,7 @@ def normalize_input(
     validate_args: bool,
     judged: Tensor | None = None,
     depth: int | None = None,
+    scores_checked: bool = False,
 ) -> Batch:
     """Check the inputs and bring any layout to :class:`Batch` (SPEC section 2).
 
@@ -53,12 +54,13 @@ def normalize_input(
     (:func:`~ranking_plugins.kernel.inputs.checks.check_judged`); None: every item.
     ``depth``: how deep the batch will be ranked (None: whole lists), where dense
     grades may select their own top as deep (:class:`DenseGrades`).
+    ``scores_checked``: grouped scores already checked for NaN (see :func:`grouped`).
     """
     preds, target, indexes, mask = check_inputs(preds, target, indexes, mask, target_format)
     if preds.ndim == 1:
         indexes = check_grouped(preds, target, indexes, target_format)
         judged = check_judged(judged, preds, target, "grouped", validate_args)
-        return grouped(preds, target, indexes, mask, rule, validate_args, judged)
+        return grouped(preds, target, indexes, mask, rule, validate_args, judged, scores_checked)
     if preds.ndim != 2:
         raise ValueError(
             "`preds` must be (Q, N) scores, or (M,) scores with `indexes` for the grouped "

@@ -26,6 +26,7 @@ def grouped(
     rule: GainRule,
     validate_args: bool,
     judged_items: Tensor | None = None,
+    scores_checked: bool = False,
 ) -> Batch:
     """Flat (M,) triples with query ids -> padded rows, items in input order.
 
@@ -35,14 +36,18 @@ def grouped(
     lists of the same length class (lengths in (2^(j-1), 2^j]), one part per
     class, so 20,000 one-item lists beside one 20,000-item list cost 60,000
     slots, not 400 million.
+
+    ``scores_checked``: ``preds`` were checked for NaN when an adapter kept
+    them; the grades' checks, which need whole queries, still run here.
     """
     if mask is not None and host_reads_are_free(mask) and bool(mask.all()):
         # every item ranked (the adapters keep a mask of True where the user gave none):
         # without a mask the ranking sorts by score alone, not by score and flag
         mask = None
     # padding is parked below every score, never over a NaN: the ranking meets them all
-    deferred = nan_check_deferred(preds, mask, validate_args)
-    if validate_args and not deferred:
+    check_scores = validate_args and not scores_checked
+    deferred = nan_check_deferred(preds, mask, check_scores)
+    if check_scores and not deferred:
         V.check_values(preds, None, None, 0)
     device = preds.device
     # input already gathered by query (the command's collections): no sort needed
