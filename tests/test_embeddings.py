@@ -500,6 +500,70 @@ def test_chunks_without_a_listed_item_are_scored_once() -> None:
     assert calls == [0, 20, 0, 10, 20, 30]
 
 
+def _many_queries(seed: int):  # type: ignore[no-untyped-def]
+    """Enough queries (4 x QUERY_ROWS_AT_LEAST) for the listed scores to be read by rows."""
+    from ranking_plugins.kernel.inputs.embeddings import QUERY_ROWS_AT_LEAST
+
+    generator = torch.Generator().manual_seed(seed)
+    q, n, d = 4 * QUERY_ROWS_AT_LEAST, 600, 8
+    users = torch.randn(q, d, generator=generator)
+    items = torch.randn(n, d, generator=generator)
+    items[300:310] = items[:10]  # ties
+    target = torch.randint(-1, n, (q, 2), generator=generator)
+    target[: q // 2, 1] = -1
+    return users, items, target
+
+
+@pytest.mark.parametrize("ties", ["average", "first"])
+def test_listed_scores_read_from_calls_on_the_queries_that_list_them(ties: str) -> None:
+    """Q >= 4 x QUERY_ROWS_AT_LEAST: the listed items' scores come from calls on only
+    the queries (at least QUERY_ROWS_AT_LEAST) that list an item of each chunk, then one
+    counting walk of whole calls; the numbers are the matrix of whole chunk calls'."""
+    from ranking_plugins.kernel.inputs.embeddings import QUERY_ROWS_AT_LEAST
+
+    users, items, target = _many_queries(3)
+    rows_per_call: list[int] = []
+
+    def counted(query: torch.Tensor, chunk: torch.Tensor) -> torch.Tensor:
+        rows_per_call.append(query.shape[0])
+        return query @ chunk.T
+
+    chunk_size = 16  # 38 chunks, each holding the targets of a few queries
+    scores = EmbeddingScores(users, items, score_fn=counted, chunk_size=chunk_size)
+    got = rank_metrics(scores, target, NAMES, [1, 10], ties=ties, reduction="none")
+    whole = torch.cat([users @ items[i : i + chunk_size].T for i in range(0, 600, chunk_size)], 1)
+    want = rank_metrics(whole, target, NAMES, [1, 10], ties=ties, reduction="none")
+    _assert_same_metrics(got, want)
+    q, chunks = users.shape[0], len(range(0, 600, chunk_size))
+    by_rows, walk = rows_per_call[:-chunks], rows_per_call[-chunks:]
+    assert walk == [q] * chunks  # one counting walk, of whole calls
+    assert by_rows and all(QUERY_ROWS_AT_LEAST <= rows < q for rows in by_rows)
+
+
+def test_listed_scores_from_a_score_function_that_reads_the_batch_are_counted_again() -> None:
+    """A ``score_fn`` whose scores depend on the queries called together gives the
+    listed items other scores on fewer queries: counted again against the whole calls'
+    scores (one more walk), never against a score the whole calls did not give."""
+    users, items, target = _many_queries(4)
+    rows_per_call: list[int] = []
+
+    def batch_dependent(query: torch.Tensor, chunk: torch.Tensor) -> torch.Tensor:
+        rows_per_call.append(query.shape[0])
+        return query @ chunk.T + query.mean()
+
+    chunk_size = 64
+    scores = EmbeddingScores(users, items, score_fn=batch_dependent, chunk_size=chunk_size)
+    got = rank_metrics(scores, target, NAMES, [1, 10], reduction="none")
+    calls = range(0, 600, chunk_size)
+    whole = torch.cat([batch_dependent(users, items[i : i + chunk_size]) for i in calls], 1)
+    want = rank_metrics(whole, target, NAMES, [1, 10], reduction="none")
+    _assert_same_metrics(got, want)
+    q = users.shape[0]
+    # the calls by rows, their walk, then the whole calls' scores and their walk
+    assert rows_per_call[-3 * len(calls) :] == [q] * (3 * len(calls))
+    assert min(rows_per_call) < q
+
+
 def _outside(ids: torch.Tensor, n: int) -> tuple[torch.Tensor, torch.Tensor]:
     """``ids`` with ids outside [0, n) put in (both sides), and what padding makes of them."""
     bad = ids.clone()

@@ -107,14 +107,16 @@ class EmbeddingScores:
         """The first item of each chunk of the catalogue."""
         return range(0, self.num_items, self.chunk_size)
 
-    def score_chunk(self, start: int) -> Tensor:
-        """Scores (Q, C) of every query against the chunk of items from ``start`` on."""
-        return self.score(self.item_emb[start : start + self.chunk_size])
+    def score_chunk(self, start: int, queries: Tensor | None = None) -> Tensor:
+        """Scores (Q, C) of every query (or of the ``queries`` rows) against the chunk
+        of items from ``start`` on."""
+        return self.score(self.item_emb[start : start + self.chunk_size], queries)
 
-    def score(self, items: Tensor) -> Tensor:
-        """Scores (Q, C) of every query against the item embeddings ``items`` (C, d), checked."""
+    def score(self, items: Tensor, queries: Tensor | None = None) -> Tensor:
+        """Scores (Q, C) of every query (or of the ``queries`` rows) against the item
+        embeddings ``items`` (C, d), checked."""
         score_fn = self.score_fn or dot_scores
-        query_emb = self.query_emb
+        query_emb = self.query_emb if queries is None else self.query_emb[queries]
         block = score_fn(query_emb, items)
         expected = (query_emb.shape[0], items.shape[0])
         if not isinstance(block, Tensor) or tuple(block.shape) != expected:
@@ -135,6 +137,13 @@ class EmbeddingScores:
                 f"got {block.device}"
             )
         return block
+
+
+#: a call on only the queries that list an item of a chunk scores at least this
+#: many rows: BLAS libraries sum a product of very few rows in another order
+#: (on one CPU, rows of 1, 2 and 7 queries differed from the whole call's in
+#: 30-86% of their scores; 33 and more in none), and a difference costs a walk
+QUERY_ROWS_AT_LEAST = 64
 
 
 def embedding_stats(
@@ -189,32 +198,64 @@ def embedding_stats(
             ]
             return _stats(counters, ids, relevance, ties)
         may_read = host_reads_are_free(ids) or validate_args
-        counters = [
-            RankCounter(
-                each,
-                listed_scores(scores, each, skip_unlisted=may_read),
-                num_items,
-                ties,
-                exclude=scores.exclude,
+        if not may_read:
+            return _stats(_count(scores, listed, ties, validate_args), ids, relevance, ties)
+        # the listed items' scores from calls on only the queries that list an item of
+        # the chunk (a fraction of a whole walk's work); where a call on fewer queries
+        # scored them differently than the whole chunk's call (a `score_fn` that reads
+        # the batch, a matmul that sums otherwise), counted again against the whole
+        # calls' scores
+        by_rows = scores.num_queries >= 4 * QUERY_ROWS_AT_LEAST
+        counters = _count(scores, listed, ties, validate_args, query_rows=by_rows)
+        if by_rows and bool(_changed(counters).any()):
+            counters = _count(scores, listed, ties, validate_args, query_rows=False)
+        if bool(_changed(counters).any()):
+            raise ValueError(
+                "`score_fn` gave different scores to the same (query, item) pairs in two "
+                "calls over the same items; EmbeddingScores needs a deterministic "
+                "`score_fn` (see torch.use_deterministic_algorithms)"
             )
-            for each in listed
-        ]
-        for start in scores.chunks():
-            block = scores.score_chunk(start)
-            if validate_args and V.has_nan(block):
-                raise ValueError("`score_fn` gave NaN scores")
-            for each in counters:
-                each.add(block, start)
-            del block  # freed before the next chunk is scored
-        if may_read:
-            changed = torch.stack([each.changed_rows() for each in counters]).any(dim=0)
-            if bool(changed.any()):
-                raise ValueError(
-                    "`score_fn` gave different scores to the same (query, item) pairs in two "
-                    "calls over the same items; EmbeddingScores needs a deterministic "
-                    "`score_fn` (see torch.use_deterministic_algorithms)"
-                )
         return _stats(counters, ids, relevance, ties)
+
+
+def _count(
+    scores: EmbeddingScores,
+    listed: list[Tensor],
+    ties: str,
+    validate_args: bool,
+    query_rows: bool | None = None,
+) -> list[RankCounter]:
+    """One counter per list of ids, every chunk counted against the listed items' scores.
+
+    ``query_rows`` (:func:`listed_scores`): None, every chunk scored whole to find
+    them (no host read); else the chunks that hold none are skipped, and with
+    True only the queries that list an item of the chunk are scored.
+    """
+    counters = [
+        RankCounter(
+            each,
+            listed_scores(
+                scores, each, skip_unlisted=query_rows is not None, query_rows=bool(query_rows)
+            ),
+            scores.num_items,
+            ties,
+            exclude=scores.exclude,
+        )
+        for each in listed
+    ]
+    for start in scores.chunks():
+        block = scores.score_chunk(start)
+        if validate_args and V.has_nan(block):
+            raise ValueError("`score_fn` gave NaN scores")
+        for each in counters:
+            each.add(block, start)
+        del block  # freed before the next chunk is scored
+    return counters
+
+
+def _changed(counters: list[RankCounter]) -> Tensor:
+    """(Q,) bool: rows whose counts were made against a score the chunk calls did not give."""
+    return torch.stack([each.changed_rows() for each in counters]).any(dim=0)
 
 
 def _stats(counters: list[RankCounter], ids: Tensor, relevance: ItemIds, ties: str) -> CountStats:
@@ -225,7 +266,9 @@ def _stats(counters: list[RankCounter], ids: Tensor, relevance: ItemIds, ties: s
     return stats
 
 
-def listed_scores(scores: EmbeddingScores, ids: Tensor, skip_unlisted: bool) -> Tensor:
+def listed_scores(
+    scores: EmbeddingScores, ids: Tensor, skip_unlisted: bool, query_rows: bool = False
+) -> Tensor:
     """The score of each listed id (Q, T) as its own chunk's call gives it (-1: any value).
 
     ``ids`` in [0, N) or -1 (:func:`~ranking_plugins.kernel.inputs.checks.item_ids_in_catalogue`):
@@ -234,21 +277,40 @@ def listed_scores(scores: EmbeddingScores, ids: Tensor, skip_unlisted: bool) -> 
 
     ``skip_unlisted``: a chunk that holds no listed id is not scored (that reads
     a flag on the host, so on an accelerator only when ``validate_args=True``).
+    ``query_rows`` (with ``skip_unlisted``): only the queries that list an item of
+    the chunk are scored, by a call of their own; the caller checks that the
+    whole chunk's call gave the same scores (:meth:`RankCounter.changed_rows`).
     """
     found: Tensor | None = None
     for start in scores.chunks():
         inside = (ids >= start) & (ids < start + scores.chunk_size)
         if skip_unlisted and found is not None and not bool(inside.any()):
             continue
-        block = scores.score_chunk(start)
-        value = block.gather(1, (ids - start).clamp(0, block.shape[1] - 1))
+        if query_rows:
+            holds = inside.any(dim=1)
+            rows = holds.nonzero().squeeze(1)
+            if rows.numel() == 0:
+                continue
+            if rows.numel() < QUERY_ROWS_AT_LEAST:
+                # a matmul of very few rows takes another path, which sums otherwise
+                more = (~holds).nonzero().squeeze(1)[: QUERY_ROWS_AT_LEAST - rows.numel()]
+                rows = torch.cat([rows, more]).sort().values
+            block = scores.score_chunk(start, rows)
+            at = ids[rows]
+        else:
+            rows, block, at = None, scores.score_chunk(start), ids
+        value = block.gather(1, (at - start).clamp(0, block.shape[1] - 1))
         del block  # one chunk's scores alive at a time: freed before the next is made
         if found is None:
-            found = value
+            found = torch.zeros(ids.shape, dtype=value.dtype, device=value.device)
+        dtype = torch.promote_types(found.dtype, value.dtype)
+        found = found.to(dtype)
+        if rows is None:
+            found = torch.where(inside, value.to(dtype), found)
         else:
-            dtype = torch.promote_types(found.dtype, value.dtype)
-            found = torch.where(inside, value.to(dtype), found.to(dtype))
-    assert found is not None  # at least one chunk
+            found[rows] = torch.where(inside[rows], value.to(dtype), found[rows])
+    if found is None:  # no listed id at all (every one padding): any values
+        return listed_scores(scores, ids, skip_unlisted=True)
     return found
 
 
