@@ -93,6 +93,24 @@ def main() -> None:
             validate_args=False,
         ),
     }
+    # EmbeddingScores reads the target items' scores from calls on the queries that list
+    # them, and walks again with whole calls where the device summed those otherwise
+    rows_per_call: list[int] = []
+
+    def counted(q: torch.Tensor, chunk_items: torch.Tensor) -> torch.Tensor:
+        rows_per_call.append(q.shape[0])
+        return q @ chunk_items.T
+
+    rank_metrics(
+        EmbeddingScores(query, items, score_fn=counted, chunk_size=chunk), item5, "mrr", 10
+    )
+    whole = sum(1 for rows in rows_per_call if rows == q5)
+    chunks = len(range(0, n5, chunk))
+    print(
+        f"W5 score_fn calls: {len(rows_per_call) - whole} on fewer queries, {whole} whole "
+        f"({chunks} chunks: {whole // chunks} walk(s) of whole calls, "
+        "1 where the calls on fewer queries agreed)"
+    )
     print("| variant | ms |\n| --- | ---: |")
     for name, fn in variants.items():
         print(f"| {name} | {gpu.timed(device, fn, 5):,.2f} |", flush=True)
