@@ -602,13 +602,19 @@ def test_grouped_mask_of_true_ranks_by_score_alone(monkeypatch: pytest.MonkeyPat
 
 @pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8])
 @pytest.mark.parametrize("width", [32 * 160, 32 * 160 + 17, 32 * 321 - 1])
+@pytest.mark.parametrize("row_blocks", [False, True])
 def test_top_grades_of_long_integer_rows_from_blocks_equal_topk(
-    dtype: torch.dtype, width: int, monkeypatch: pytest.MonkeyPatch
+    dtype: torch.dtype, width: int, row_blocks: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Issue 27 (W4): the top k grades of long integer rows come from the 32-column blocks
     with the largest maxima, never a top-k over the whole row; the values are topk's,
-    with ties across blocks, a last shorter block, and the dtype's extreme values."""
+    with ties across blocks, a last shorter block, and the dtype's extreme values; in
+    one row block or several (the last one shorter)."""
+    from ranking_plugins.kernel.inputs import relevance
     from ranking_plugins.kernel.inputs.relevance import top_grades
+
+    if row_blocks:  # 2 rows per block
+        monkeypatch.setattr(relevance, "_MAXIMA_ELEMENTS", 2 * (width // 32))
 
     info = torch.iinfo(dtype)
     generator = torch.Generator().manual_seed(width)
@@ -635,6 +641,7 @@ def test_top_grades_of_long_integer_rows_from_blocks_equal_topk(
         assert not any(wide)
         # a column slice (rows not contiguous) reads the same blocks
         assert torch.equal(top_grades(grades[:, 1:], k), topk(grades[:, 1:], k, dim=1).values)
+    assert top_grades(grades[:0], 3).shape == (0, 3)
 
 
 @pytest.mark.parametrize("ties", kernel.TIES)
