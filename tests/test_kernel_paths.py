@@ -674,3 +674,21 @@ def test_graded_ndcg_of_long_integer_rows_equals_that_of_float_grades(ties: str,
         )
         for key, values in want.items():
             torch.testing.assert_close(got[key], values, rtol=0, atol=0, equal_nan=True)
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int16, torch.uint8])
+def test_exponential_gain_of_integer_grades_reads_nothing_back(
+    dtype: torch.dtype, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 27 (W4): no integer lies strictly between 0 and 1, so the exponential gain of
+    integer grades takes no expm1 and no look at whether one is needed; 2^g - 1 exactly."""
+    from ranking_plugins.kernel.inputs import relevance
+
+    def read(*args: object) -> bool:
+        raise AssertionError("looked for grades between 0 and 1")
+
+    monkeypatch.setattr(relevance, "host_reads_are_free", read)
+    grades = torch.tensor([[0, 1, 2, 4, 100, 7]], dtype=dtype)
+    got = kernel.GainRule(None, "exponential").gain_of(grades)
+    want = torch.tensor([[0.0, 1, 3, 15, 2.0**100 - 1, 127]], dtype=torch.float64)
+    assert torch.equal(got, want)
