@@ -402,7 +402,8 @@ def top_grades(grades: Tensor, k: int) -> Tensor:
         first = chosen[1][:size].unsqueeze(2) * _BLOCK
         torch.add(first, offsets, out=columns[:size].unflatten(1, (k, _BLOCK)))
         torch.gather(grades[at], 1, columns[:size], out=candidates[:size, : k * _BLOCK])
-        candidates[:size, k * _BLOCK :] = grades[at, whole:]  # the last, shorter block
+        if whole < num_items:  # the last, shorter block
+            candidates[:size, k * _BLOCK :] = grades[at, whole:]
         torch.topk(candidates[:size], k, dim=1, out=(top[at], places[:size]))
     return top
 
