@@ -395,9 +395,10 @@ def top_grades(grades: Tensor, k: int) -> Tensor:
     if host_reads_are_free(grades) and torch.get_num_threads() > 1:
         # ATen splits an operation of over 32768 elements (its grain) over the threads;
         # on a busy machine each such region waits for a core, whatever its work (W4
-        # at 2 threads, load 3: the row blocks' 10 regions cost 1.3x the whole-row topk
-        # they replace). So one max over every row, and the selections in pieces
-        # under the grain, in this thread
+        # at 2 threads, load 3-4: the row blocks' 10-26 regions made the call 1.2-2x
+        # slower than with the whole-row topk). So one max over every row (its page
+        # faults are the lesser cost), and the selections in pieces under the grain,
+        # in this thread
         rows = max(1, num_rows)
         step = max(1, min(rows, _GRAIN // max(blocks, width)))
     device, dtype = grades.device, grades.dtype
