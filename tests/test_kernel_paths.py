@@ -598,3 +598,102 @@ def test_grouped_mask_of_true_ranks_by_score_alone(monkeypatch: pytest.MonkeyPat
     assert sorted_by == [1, 1]
     for key, value in unmasked.items():
         assert torch.equal(masked[key], value), key
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8])
+@pytest.mark.parametrize("width", [32 * 160, 32 * 160 + 17, 32 * 321 - 1])
+@pytest.mark.parametrize("pieces", ["whole", "row blocks", "every row, in steps"])
+def test_top_grades_of_long_integer_rows_from_blocks_equal_topk(
+    dtype: torch.dtype, width: int, pieces: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 27 (W4): the top k grades of long integer rows come from the 32-column blocks
+    with the largest maxima, never a top-k over the whole row; the values are topk's,
+    with ties across blocks, a last shorter block, and the dtype's extreme values; in
+    one row block or several (one thread; the last one shorter), or selected in steps
+    (several threads: pieces under ATen's grain, the last one shorter)."""
+    from ranking_plugins.kernel.inputs import relevance
+    from ranking_plugins.kernel.inputs.relevance import top_grades
+
+    threads = 2 if pieces == "every row, in steps" else 1
+    monkeypatch.setattr(torch, "get_num_threads", lambda: threads)
+    if pieces == "row blocks":  # 5 rows per block
+        monkeypatch.setattr(relevance, "_MAXIMA_ELEMENTS", 5 * (width // 32))
+    if pieces == "every row, in steps":  # 2 rows per step
+        monkeypatch.setattr(relevance, "_GRAIN", 2 * max(width // 32, 10 * 32 + width % 32))
+
+    info = torch.iinfo(dtype)
+    generator = torch.Generator().manual_seed(width)
+    grades = torch.randint(0, 3, (9, width), generator=generator).to(dtype)
+    grades[1] = 0  # one grade everywhere: every block ties
+    grades[2, -3:] = info.max  # the largest grades in the last (shorter) block
+    grades[3] = info.min
+    grades[3, ::700] = info.min + 1  # few above the least value
+    grades[4, 5:37] = info.max  # a whole block and its neighbours' edges
+    grades[5] = torch.arange(width).remainder(7).to(dtype)  # many equal maxima
+    wide = []
+    topk = torch.topk
+
+    def counted(*args: object, **kwargs: object) -> object:
+        wide.append(args[0].shape[-1] >= width)  # type: ignore[attr-defined]
+        return topk(*args, **kwargs)  # type: ignore[call-overload]
+
+    for k in (1, 3, 10):
+        want = topk(grades, k, dim=1).values
+        monkeypatch.setattr(torch, "topk", counted)
+        got = top_grades(grades, k)
+        monkeypatch.setattr(torch, "topk", topk)
+        assert got.dtype == dtype and torch.equal(got, want)
+        assert not any(wide)
+        # a column slice (rows not contiguous) reads the same blocks
+        assert torch.equal(top_grades(grades[:, 1:], k), topk(grades[:, 1:], k, dim=1).values)
+    assert top_grades(grades[:0], 3).shape == (0, 3)
+
+
+@pytest.mark.parametrize("ties", kernel.TIES)
+@pytest.mark.parametrize("gain", ["exponential", "linear"])
+def test_graded_ndcg_of_long_integer_rows_equals_that_of_float_grades(ties: str, gain: str) -> None:
+    """Issue 27 (W4): ndcg@k of long integer rows (ideal list from blocks) gives the bits
+    of the same grades as float64 (ideal list from a top-k of the whole row), validated
+    or not; ties in the scores across the cutoff included."""
+    generator = torch.Generator().manual_seed(4)
+    q, n = 12, 32 * 330 + 5  # 330 blocks: enough for k = 20
+    preds = torch.randint(0, 50, (q, n), generator=generator).float()
+    grades = torch.zeros(q, n, dtype=torch.int64)
+    graded = torch.rand(q, n, generator=generator).topk(30, dim=1).indices
+    grades.scatter_(1, graded, torch.randint(1, 5, (q, 30), generator=generator))
+    grades[2] = 0  # nothing relevant
+    grades[3, -4:] = 4  # the best grades in the last, shorter block
+    ks = [1, 5, 10, 20]
+    want = rank_metrics(preds, grades.double(), "ndcg", ks, gain=gain, ties=ties, reduction="none")
+    for validate in (True, False):
+        _last_batch.clear()
+        got = rank_metrics(
+            preds,
+            grades,
+            "ndcg",
+            ks,
+            gain=gain,
+            ties=ties,
+            reduction="none",
+            validate_args=validate,
+        )
+        for key, values in want.items():
+            torch.testing.assert_close(got[key], values, rtol=0, atol=0, equal_nan=True)
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int16, torch.uint8])
+def test_exponential_gain_of_integer_grades_reads_nothing_back(
+    dtype: torch.dtype, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 27 (W4): no integer lies strictly between 0 and 1, so the exponential gain of
+    integer grades takes no expm1 and no look at whether one is needed; 2^g - 1 exactly."""
+    from ranking_plugins.kernel.inputs import relevance
+
+    def read(*args: object) -> bool:
+        raise AssertionError("looked for grades between 0 and 1")
+
+    monkeypatch.setattr(relevance, "host_reads_are_free", read)
+    grades = torch.tensor([[0, 1, 2, 4, 100, 7]], dtype=dtype)
+    got = kernel.GainRule(None, "exponential").gain_of(grades)
+    want = torch.tensor([[0.0, 1, 3, 15, 2.0**100 - 1, 127]], dtype=torch.float64)
+    assert torch.equal(got, want)

@@ -78,6 +78,8 @@ class GainRule:
         if self.gain == "linear":
             return g
         gain = torch.exp2(g).sub_(1)  # exact at 0 and at every integer grade
+        if not grades.is_floating_point():
+            return gain  # integers: none strictly between 0 and 1 (W4: 4 ops less, 3 times a call)
         cancels = (g > 0) & (g < 1)
         if host_reads_are_free(cancels) and not bool(cancels.any()):
             return gain  # no grade strictly between 0 and 1 (0/1 grades): no expm1 to take
@@ -240,7 +242,7 @@ class DenseGrades:
             if self.select_depth is not None and 0 < self.select_depth < num_items:
                 # a ranking to a depth reads an ideal list to that depth at most (ndcg@k):
                 # its selection gives the maxima too, one pass over the grades for both
-                top = torch.topk(self.grades, self.select_depth, dim=1).values
+                top = top_grades(self.grades, self.select_depth)
                 self._top_grades, self._largest = top, top[:, 0]
             else:
                 self._largest = self.grades.amax(dim=1)
@@ -337,7 +339,7 @@ class DenseGrades:
 
     def _top_gains(self, grades: Tensor, length: int) -> Tensor:
         # gains grow with grades, so the top grades give the top gains
-        return self._relevant_and_gain(torch.topk(grades, length, dim=1).values)[1]
+        return self._relevant_and_gain(top_grades(grades, length))[1]
 
     def _single_relevant_grade(self, relevant_count: Tensor) -> tuple[Tensor, Tensor]:
         """(the largest grade, whether every relevant item has it) per row.
@@ -353,6 +355,79 @@ class DenseGrades:
         else:
             high, holders = summary.largest, summary.holders
         return high, (relevant_count == 0) | (holders == relevant_count)
+
+
+#: columns per block of :func:`top_grades` (32 int64 grades: four cache lines)
+_BLOCK = 32
+
+#: block maxima per row block of :func:`top_grades` on the CPU, at one thread: its
+#: buffers stay small enough to be reused; whole-matrix ones (5 MiB for W4) are
+#: fresh pages at every call, whose faults cost as much as the selections (2,500
+#: faults, 4 ms); 2 MiB faults too
+_MAXIMA_ELEMENTS = 1 << 17
+
+#: ATen's grain (``at::internal::GRAIN_SIZE``): an operation on fewer elements runs
+#: in the calling thread
+_GRAIN = 32768
+
+
+def top_grades(grades: Tensor, k: int) -> Tensor:
+    """The ``k`` largest grades of each row of (Q, N) grades, descending:
+    ``torch.topk(grades, k, dim=1).values``, at under half its cost on long rows.
+
+    Integer rows much longer than ``k`` are cut into blocks of 32 columns; the k
+    blocks with the largest maxima hold the k largest grades (a grade of any
+    other block is at most each of their k maxima), so one max per block and a
+    top-k among those k * 32 grades (and the last, shorter block's) replace a
+    top-k over the whole row. Float grades go to ``torch.topk`` (a NaN grade
+    is its own ordering question).
+    """
+    num_rows, num_items = grades.shape
+    blocks = num_items // _BLOCK
+    # below 16 blocks per selected one, the blocks' second selection costs more than it saves
+    if k < 1 or grades.is_floating_point() or grades.dtype == torch.bool or blocks < 16 * k:
+        return torch.topk(grades, k, dim=1).values
+    whole = blocks * _BLOCK
+    by_block = grades[:, :whole].unflatten(1, (blocks, _BLOCK))
+    width = k * _BLOCK + num_items - whole  # the chosen blocks and the last, shorter one
+    rows = max(1, min(num_rows, compare_rows(blocks, grades, _MAXIMA_ELEMENTS)))
+    step = rows  # rows per selection among the maxima
+    if host_reads_are_free(grades) and torch.get_num_threads() > 1:
+        # ATen splits an operation of over 32768 elements (its grain) over the threads;
+        # on a busy machine each such region waits for a core, whatever its work (W4
+        # at 2 threads, load 3-4: the row blocks' 10-26 regions made the call 1.2-2x
+        # slower than with the whole-row topk). So one max over every row (its page
+        # faults are the lesser cost), and the selections in pieces under the grain,
+        # in this thread
+        rows = max(1, num_rows)
+        step = max(1, min(rows, _GRAIN // max(blocks, width)))
+    device, dtype = grades.device, grades.dtype
+    maxima = torch.empty((rows, blocks), dtype=dtype, device=device)
+    chosen = (torch.empty((step, k), dtype=dtype, device=device), _index(step, k, device))
+    columns = _index(step, k * _BLOCK, device)
+    candidates = torch.empty((step, width), dtype=dtype, device=device)
+    offsets = torch.arange(_BLOCK, device=device)
+    top = torch.empty((num_rows, k), dtype=dtype, device=device)
+    places = _index(step, k, device)
+    for low in range(0, num_rows, rows):
+        size = min(rows, num_rows - low)
+        torch.amax(by_block[low : low + size], dim=2, out=maxima[:size])
+        for first in range(0, size, step):
+            n = min(step, size - first)
+            at = slice(low + first, low + first + n)
+            picked = (chosen[0][:n], chosen[1][:n])
+            torch.topk(maxima[first : first + n], k, dim=1, sorted=False, out=picked)
+            start = chosen[1][:n].unsqueeze(2) * _BLOCK
+            torch.add(start, offsets, out=columns[:n].unflatten(1, (k, _BLOCK)))
+            torch.gather(grades[at], 1, columns[:n], out=candidates[:n, : k * _BLOCK])
+            if whole < num_items:
+                candidates[:n, k * _BLOCK :] = grades[at, whole:]
+            torch.topk(candidates[:n], k, dim=1, out=(top[at], places[:n]))
+    return top
+
+
+def _index(rows: int, width: int, device: torch.device) -> Tensor:
+    return torch.empty((rows, width), dtype=torch.int64, device=device)
 
 
 class ItemIds:
