@@ -168,9 +168,12 @@ def embedding_stats(
 
     Two walks over the catalogue: the first reads each relevant item's score
     from its own chunk's call (scoring only the chunks that hold one, where a
-    flag may be read on the host), the second counts every chunk against those
-    scores. So the counts describe one score matrix, the chunk calls' (see
-    :class:`EmbeddingScores`), with no score computed apart.
+    flag may be read on the host; on the CPU, only the queries that list one),
+    the second counts every chunk against those scores and records the scores
+    the whole calls gave them. Where a call on fewer queries gave another
+    score, the two walks are made again with whole calls. So the counts
+    describe one score matrix, the chunk calls' (see :class:`EmbeddingScores`),
+    with no score computed apart.
     """
     num_items = scores.num_items
     if validate_args:
