@@ -145,6 +145,12 @@ BLOCK_CONSTANTS = (
     ("ranking_plugins.kernel.ranked_batch", "WHOLE_ROW_BLOCK_ELEMENTS"),
     ("ranking_plugins.kernel.ranking.counting", "_BLOCK_ELEMENTS"),
     ("ranking_plugins.kernel.flags", "ACCELERATOR_BLOCK_ELEMENTS"),
+    # the top grades from blocks' maxima, and EmbeddingScores' target scores by rows
+    ("ranking_plugins.kernel.inputs.relevance", "_BLOCK"),
+    ("ranking_plugins.kernel.inputs.relevance", "_BLOCKS_PER_CHOSEN"),
+    ("ranking_plugins.kernel.inputs.relevance", "_MAXIMA_ELEMENTS"),
+    ("ranking_plugins.kernel.inputs.relevance", "_GRAIN"),
+    ("ranking_plugins.kernel.inputs.embeddings", "QUERY_ROWS_AT_LEAST"),
 )
 
 

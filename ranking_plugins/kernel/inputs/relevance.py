@@ -360,6 +360,10 @@ class DenseGrades:
 #: columns per block of :func:`top_grades` (32 int64 grades: four cache lines)
 _BLOCK = 32
 
+#: blocks per chosen one below which a plain top-k is cheaper (the blocks' second
+#: selection costs more than it saves)
+_BLOCKS_PER_CHOSEN = 16
+
 #: block maxima per row block of :func:`top_grades` on the CPU, at one thread: its
 #: buffers stay small enough to be reused; whole-matrix ones (5 MiB for W4) are
 #: fresh pages at every call, whose faults cost as much as the selections (2,500
@@ -384,8 +388,12 @@ def top_grades(grades: Tensor, k: int) -> Tensor:
     """
     num_rows, num_items = grades.shape
     blocks = num_items // _BLOCK
-    # below 16 blocks per selected one, the blocks' second selection costs more than it saves
-    if k < 1 or grades.is_floating_point() or grades.dtype == torch.bool or blocks < 16 * k:
+    if (
+        k < 1
+        or grades.is_floating_point()
+        or grades.dtype == torch.bool
+        or blocks < _BLOCKS_PER_CHOSEN * k
+    ):
         return torch.topk(grades, k, dim=1).values
     whole = blocks * _BLOCK
     by_block = grades[:, :whole].unflatten(1, (blocks, _BLOCK))
