@@ -149,7 +149,6 @@ BLOCK_CONSTANTS = (
     ("ranking_plugins.kernel.inputs.relevance", "_BLOCK"),
     ("ranking_plugins.kernel.inputs.relevance", "_BLOCKS_PER_CHOSEN"),
     ("ranking_plugins.kernel.inputs.relevance", "_MAXIMA_ELEMENTS"),
-    ("ranking_plugins.kernel.inputs.relevance", "_GRAIN"),
     ("ranking_plugins.kernel.inputs.embeddings", "QUERY_ROWS_AT_LEAST"),
 )
 

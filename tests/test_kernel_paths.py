@@ -602,24 +602,19 @@ def test_grouped_mask_of_true_ranks_by_score_alone(monkeypatch: pytest.MonkeyPat
 
 @pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8])
 @pytest.mark.parametrize("width", [32 * 160, 32 * 160 + 17, 32 * 321 - 1])
-@pytest.mark.parametrize("pieces", ["whole", "row blocks", "every row, in steps"])
+@pytest.mark.parametrize("pieces", ["whole", "row blocks"])
 def test_top_grades_of_long_integer_rows_from_blocks_equal_topk(
     dtype: torch.dtype, width: int, pieces: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Issue 27 (W4): the top k grades of long integer rows come from the 32-column blocks
     with the largest maxima, never a top-k over the whole row; the values are topk's,
     with ties across blocks, a last shorter block, and the dtype's extreme values; in
-    one row block or several (one thread; the last one shorter), or selected in steps
-    (several threads: pieces under ATen's grain, the last one shorter)."""
+    one row block or several (the last one shorter)."""
     from ranking_plugins.kernel.inputs import relevance
     from ranking_plugins.kernel.inputs.relevance import top_grades
 
-    threads = 2 if pieces == "every row, in steps" else 1
-    monkeypatch.setattr(torch, "get_num_threads", lambda: threads)
     if pieces == "row blocks":  # 5 rows per block
         monkeypatch.setattr(relevance, "_MAXIMA_ELEMENTS", 5 * (width // 32))
-    if pieces == "every row, in steps":  # 2 rows per step
-        monkeypatch.setattr(relevance, "_GRAIN", 2 * max(width // 32, 10 * 32 + width % 32))
 
     info = torch.iinfo(dtype)
     generator = torch.Generator().manual_seed(width)
