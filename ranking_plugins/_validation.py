@@ -276,7 +276,19 @@ def check_no_nan_scores(scores: Tensor) -> None:
         raise ValueError(NAN_PREDS)
 
 
+def nan_flag(values: Tensor) -> Tensor | None:
+    """Whether ``values`` holds a NaN, as a 0-d bool tensor on its device, not read.
+
+    None where it cannot hold one (not floating point, or empty). A caller that
+    checks many tensors on an accelerator gathers the flags and reads them once.
+    """
+    if not values.is_floating_point() or values.numel() == 0:
+        return None
+    # max propagates NaN: one reduction, no (Q, N) temporary as isnan() would make
+    return values.amax().isnan()
+
+
 def has_nan(values: Tensor) -> bool:
     """Whether ``values`` holds a NaN (False for an empty tensor); reads one value."""
-    # max propagates NaN: one reduction, no (Q, N) temporary as isnan() would make
-    return values.is_floating_point() and values.numel() > 0 and bool(values.amax().isnan())
+    flag = nan_flag(values)
+    return flag is not None and bool(flag)

@@ -500,6 +500,59 @@ def test_chunks_without_a_listed_item_are_scored_once() -> None:
     assert calls == [0, 20, 0, 10, 20, 30]
 
 
+def _host_reads_of_a_validating_call_on_an_accelerator(
+    monkeypatch: pytest.MonkeyPatch,
+    chunk_size: int,
+    score_fn=None,  # type: ignore[no-untyped-def]
+) -> tuple[int, dict]:
+    """The values a validating call reads on the host on the accelerator path, and its metrics."""
+    from ranking_plugins.kernel import host_reads
+
+    users, items, target = _duplicated_rows(3)
+    reads = 0
+    original = torch.Tensor.__bool__
+
+    def counted(self: torch.Tensor) -> bool:
+        nonlocal reads
+        reads += 1
+        return original(self)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(host_reads, "ACCELERATOR_PATHS_ON_CPU", True)
+        patch.setattr(torch.Tensor, "__bool__", counted)
+        scores = EmbeddingScores(users, items, score_fn=score_fn, chunk_size=chunk_size)
+        got = rank_metrics(scores, target, ["mrr", "ndcg", "recall"], [1, 5])
+    return reads, got
+
+
+def test_a_validating_call_on_an_accelerator_reads_as_often_with_any_number_of_chunks(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A read per chunk (its NaN flag, whether it lists an item) synchronised a GPU per
+    chunk: the flags are read once, after the walk, and every chunk is scored whole."""
+    few, got_few = _host_reads_of_a_validating_call_on_an_accelerator(monkeypatch, 20)
+    many, got_many = _host_reads_of_a_validating_call_on_an_accelerator(monkeypatch, 2)
+    assert many == few
+    users, items, target = _duplicated_rows(3)
+    want = rank_metrics(users @ items.T, target, ["mrr", "ndcg", "recall"], [1, 5])
+    _assert_same_metrics(got_many, want)
+    _assert_same_metrics(got_few, want)
+
+
+def test_a_nan_in_one_late_chunk_is_refused_on_an_accelerator(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def nan_in_the_last_item(query: torch.Tensor, chunk: torch.Tensor) -> torch.Tensor:
+        out = query @ chunk.T
+        if torch.equal(chunk, last):
+            out[-1, -1] = torch.nan
+        return out
+
+    last = _duplicated_rows(3)[1][-2:]
+    with pytest.raises(ValueError, match="NaN"):
+        _host_reads_of_a_validating_call_on_an_accelerator(monkeypatch, 2, nan_in_the_last_item)
+
+
 def _many_queries(seed: int):  # type: ignore[no-untyped-def]
     """Enough queries (4 x QUERY_ROWS_AT_LEAST) for the listed scores to be read by rows."""
     from ranking_plugins.kernel.inputs.embeddings import QUERY_ROWS_AT_LEAST
