@@ -692,3 +692,55 @@ def test_exponential_gain_of_integer_grades_reads_nothing_back(
     got = kernel.GainRule(None, "exponential").gain_of(grades)
     want = torch.tensor([[0.0, 1, 3, 15, 2.0**100 - 1, 127]], dtype=torch.float64)
     assert torch.equal(got, want)
+
+
+@pytest.mark.parametrize("with_mask", [False, True])
+def test_grouped_lists_of_one_length_in_order_are_ranked_as_views(
+    with_mask: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 27 (W3): a batch of candidate lists of one length, gathered by query,
+    is ranked as views of the flat inputs (no padded copies), with the numbers of the
+    same entries given out of order (padded rows) and of the dense matrix."""
+    import importlib
+
+    grouped = importlib.import_module("ranking_plugins.kernel.inputs.grouped")
+    built: list[int] = []
+    padded_rows = grouped._padded_rows
+
+    def counted(*args, **kwargs):  # type: ignore[no-untyped-def]
+        built.append(1)
+        return padded_rows(*args, **kwargs)
+
+    monkeypatch.setattr(grouped, "_padded_rows", counted)
+    generator = torch.Generator().manual_seed(5)
+    preds = torch.randint(0, 5, (7, 12), generator=generator).float()  # ties
+    target = torch.randint(0, 3, (7, 12), generator=generator)
+    judged = torch.rand(7, 12, generator=generator) < 0.8
+    mask = torch.rand(7, 12, generator=generator) < 0.9 if with_mask else None
+    indexes = torch.arange(7).repeat_interleave(12)
+    metrics = ["mrr", "ndcg", "map", "precision", "bpref", "r_precision"]
+    options = {"reduction": "none", "ties": "average"}
+
+    def flat(t: torch.Tensor | None, order: torch.Tensor) -> torch.Tensor | None:
+        return None if t is None else t.flatten()[order]
+
+    def grouped_metrics(order: torch.Tensor) -> dict:
+        return rank_metrics(
+            flat(preds, order),
+            flat(target, order),
+            metrics,
+            [1, 5],
+            indexes=indexes[order],
+            mask=flat(mask, order),
+            judged=flat(judged, order),
+            **options,
+        )
+
+    in_order = grouped_metrics(torch.arange(84))
+    assert built == []
+    shuffled = grouped_metrics(torch.randperm(84, generator=generator))
+    assert built == [1]
+    dense = rank_metrics(preds, target, metrics, [1, 5], mask=mask, judged=judged, **options)
+    for key, value in dense.items():
+        torch.testing.assert_close(in_order[key], value, rtol=0, atol=0, equal_nan=True)
+        torch.testing.assert_close(shuffled[key], value, rtol=0, atol=0, equal_nan=True)

@@ -77,25 +77,24 @@ def grouped(
         rows = query_order[first_query : first_query + count]
         lengths = sizes[rows]
         width = int(lengths.max())
-        row = torch.repeat_interleave(torch.arange(count, device=device), lengths)
-        class_start = (torch.cumsum(lengths, 0) - lengths).repeat_interleave(lengths)
-        column = torch.arange(row.numel(), device=device) - class_start
-        entries = query_start[rows].repeat_interleave(lengths) + column
-        if by_query is not None:
-            entries = by_query[entries]
-        whole = by_query is None and count == num_queries  # entries = every item, in order
-        at = (row * width + column, (count, width), None if whole else entries)
-        scores = _padded(preds, lowest(preds.dtype), *at)
-        grades = _padded(target, 0, *at)
-        real = _padded(torch.ones_like(preds, dtype=torch.bool), False, *at)
         # lists of one length (the usual batch of candidates) have no padding
         padded = int(lengths.min()) < width
-        ranked: Tensor | None = None  # no mask and no padding: every item is ranked,
-        if mask is not None:  # and the ranking sorts by score alone (not by a flag too)
-            ranked = _padded(mask, False, *at)
-        elif padded:
-            ranked = real.clone()
-        judged = real if judged_items is None else _padded(judged_items, False, *at)
+        whole = by_query is None and count == num_queries  # every item, in order
+        if whole and not padded:
+            # every item, in order, in lists of one length: the rows are a view, no copy
+            scores, grades = preds.reshape(count, width), target.reshape(count, width)
+            ranked = None if mask is None else mask.reshape(count, width)
+            judged = None if judged_items is None else judged_items.reshape(count, width)
+        else:
+            scores, grades, ranked, judged = _padded_rows(
+                (preds, target, mask, judged_items),
+                lengths,
+                query_start[rows],
+                by_query,
+                whole,
+                width,
+                padded,
+            )
         relevance = DenseGrades(
             grades, rule, judged if padded or judged_items is not None else None
         )
@@ -103,6 +102,44 @@ def grouped(
         parts.append(Part(rows, data))
         first_query += count
     return Batch(num_queries, device, tuple(parts))
+
+
+def _padded_rows(
+    flat: tuple[Tensor, Tensor, Tensor | None, Tensor | None],
+    lengths: Tensor,
+    starts: Tensor,
+    by_query: Tensor | None,
+    whole: bool,
+    width: int,
+    padded: bool,
+) -> tuple[Tensor, Tensor, Tensor | None, Tensor]:
+    """One length class's queries as rows of ``width``: scores, grades, ranked, judged.
+
+    ``flat`` = (preds, target, mask, judged_items); the queries' entries begin at
+    ``starts`` in the order ``by_query`` gives (input order when None); ``whole``:
+    they are every item, in order. Padding takes the lowest score, grade 0, and
+    is neither ranked nor judged.
+    """
+    preds, target, mask, judged_items = flat
+    device = preds.device
+    count = lengths.numel()
+    row = torch.repeat_interleave(torch.arange(count, device=device), lengths)
+    class_start = (torch.cumsum(lengths, 0) - lengths).repeat_interleave(lengths)
+    column = torch.arange(row.numel(), device=device) - class_start
+    entries = starts.repeat_interleave(lengths) + column
+    if by_query is not None:
+        entries = by_query[entries]
+    at = (row * width + column, (count, width), None if whole else entries)
+    scores = _padded(preds, lowest(preds.dtype), *at)
+    grades = _padded(target, 0, *at)
+    real = _padded(torch.ones_like(preds, dtype=torch.bool), False, *at)
+    ranked: Tensor | None = None  # no mask and no padding: every item is ranked,
+    if mask is not None:  # and the ranking sorts by score alone (not by a flag too)
+        ranked = _padded(mask, False, *at)
+    elif padded:
+        ranked = real.clone()
+    judged = real if judged_items is None else _padded(judged_items, False, *at)
+    return scores, grades, ranked, judged
 
 
 def _padded(
