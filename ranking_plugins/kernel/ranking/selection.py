@@ -51,7 +51,7 @@ def rank(data: RankingInput, ties: str, depth: int | None, item_order: bool = Fa
         items = torch.arange(num_items, device=scores.device).expand(num_queries, num_items)
         candidates = _candidates(data, ties, selectable, items, whole_rows=True)
         if not in_tie_order(candidates, by_ranked=mask is not None):
-            sort_within_ties(candidates, by_ranked=mask is not None)
+            sort_within_ties(candidates, by_ranked=mask is not None, columns=True)
         if data.nan_unchecked:
             V.check_no_nan_scores(candidates.values[:, 0])
     else:

@@ -110,10 +110,13 @@ class CutGroup:
     member_items: Tensor | None = None
 
 
-def sort_within_ties(c: Candidates, by_ranked: bool, by_item: bool = False) -> None:
+def sort_within_ties(
+    c: Candidates, by_ranked: bool, by_item: bool = False, columns: bool = False
+) -> None:
     """Order by score, then ranked before masked, then the tie policy (all descending).
 
-    ``by_item``: then by item index, lower first.
+    ``by_item``: then by item index, lower first. ``columns``: ``c.items`` is
+    every column in order (whole rows), so the sorted items are the order itself.
     """
     keys = [c.values]
     if by_ranked:
@@ -122,10 +125,11 @@ def sort_within_ties(c: Candidates, by_ranked: bool, by_item: bool = False) -> N
         keys.append(c.key)
     if by_item:
         keys.append(-c.items)
-    order = lexsort_desc(keys)
-    c.values, c.items, c.ranked, c.relevant, c.gain = (
-        t.gather(1, order) for t in (c.values, c.items, c.ranked, c.relevant, c.gain)
-    )
+    order, c.values = lexsort_desc(keys)
+    c.items = order if columns else c.items.gather(1, order)
+    if not c.every_ranked:  # else True everywhere, in any order
+        c.ranked = c.ranked.gather(1, order)
+    c.relevant, c.gain = c.relevant.gather(1, order), c.gain.gather(1, order)
     if c.key is not None:
         c.key = c.key.gather(1, order)
 
@@ -165,15 +169,17 @@ def _no_rise(keys: list[Tensor]) -> Tensor:
     return no_rise | tied
 
 
-def lexsort_desc(keys: list[Tensor]) -> Tensor:
-    """Row-wise permutation sorting by ``keys`` descending, the first key most significant."""
+def lexsort_desc(keys: list[Tensor]) -> tuple[Tensor, Tensor]:
+    """Row-wise permutation sorting by ``keys`` descending, the first key most
+    significant, and the first key in that order (the last sort's values: no gather)."""
     order: Tensor | None = None
+    ordered = keys[0]
     for key in reversed(keys):
         current = key if order is None else key.gather(1, order)
-        step = torch.sort(current, dim=1, descending=True, stable=True).indices
+        ordered, step = torch.sort(current, dim=1, descending=True, stable=True)
         order = step if order is None else order.gather(1, step)
     assert order is not None
-    return order
+    return order, ordered
 
 
 def describe_tie_groups(c: Candidates, cut_group: CutGroup | None) -> RankedList:
