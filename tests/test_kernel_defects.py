@@ -136,6 +136,24 @@ def test_sum_of_gains_that_overflows_is_an_error() -> None:
         ndcg(preds, target, top_k=4, gain="exponential")
 
 
+@pytest.mark.parametrize("in_order", [True, False])
+def test_sum_of_a_grouped_querys_gains_that_overflows_is_an_error(in_order: bool) -> None:
+    """The grouped layout sums each query's gains by its entries' query, in order or not;
+    another query's entries must not be summed with them (2^1022 is finite three times
+    over, not four)."""
+    preds = torch.tensor([4.0, 3.0, 2.0, 1.0, 4.0, 3.0, 2.0, 1.0])
+    target = torch.tensor([0.0, 1022.0, 1022.0, 0.0, 1022.0, 1022.0, 1022.0, 1022.0])
+    indexes = torch.tensor([0, 0, 0, 0, 1, 1, 1, 1])
+    order = torch.arange(8) if in_order else torch.tensor([4, 0, 5, 1, 6, 2, 7, 3])
+    with pytest.raises(ValueError, match="overflows float64"):
+        rank_metrics(
+            preds[order], target[order], "ndcg", 4, indexes=indexes[order], gain="exponential"
+        )
+    fine = target.clone()
+    fine[7] = 0.0
+    rank_metrics(preds[order], fine[order], "ndcg", 4, indexes=indexes[order], gain="exponential")
+
+
 def test_largest_finite_gains_are_exact() -> None:
     preds = torch.tensor([[2.0, 1.0]])
     target = torch.tensor([[0.0, 1023.0]])

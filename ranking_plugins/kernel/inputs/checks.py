@@ -86,12 +86,13 @@ def check_grades(
     grades: Tensor,
     rule: GainRule,
     list_length: int,
-    query_of_item: Tensor | None = None,
+    query_of_item: Callable[[], Tensor] | None = None,
     largest: Callable[[], Tensor] | None = None,
 ) -> None:
     """No NaN grade, and no gain (nor sum of a query's gains) that overflows float64.
 
-    ``grades`` are (Q, N) rows, or flat (M,) with ``query_of_item`` (grouped).
+    ``grades`` are (Q, N) rows, or flat (M,) with ``query_of_item`` (grouped),
+    which gives each entry's query (made only when the sums are read).
     Reads the values (one max over the grades; the per-query sums only when
     the largest gain times the list length could overflow), unless the dtype
     alone proves every sum finite (bool; integer grades whose largest value's
@@ -117,8 +118,8 @@ def check_grades(
     if query_of_item is None:
         totals = gains.sum(dim=-1)
     else:
-        queries = int(query_of_item.max()) + 1
-        totals = gains.new_zeros(queries).index_add_(0, query_of_item, gains)
+        query = query_of_item()
+        totals = gains.new_zeros(int(query.max()) + 1).index_add_(0, query, gains)
     if not bool(totals.isfinite().all()):
         raise ValueError(
             f"`target`: the {rule.gain} gain of grade {float(top):g} "

@@ -54,13 +54,18 @@ def grouped(
     in_order = bool((indexes[1:] >= indexes[:-1]).all())
     if in_order:
         queries, sizes = torch.unique_consecutive(indexes, return_counts=True)
-        query_of_item = torch.repeat_interleave(torch.arange(sizes.numel(), device=device), sizes)
         by_query = None
+
+        def query_of_item() -> Tensor:  # only where the grades' sums are checked
+            return torch.repeat_interleave(torch.arange(sizes.numel(), device=device), sizes)
+
     else:
-        queries, query_of_item, sizes = torch.unique(
-            indexes, return_inverse=True, return_counts=True
-        )
-        by_query = torch.argsort(query_of_item, stable=True)  # entries by query, in input order
+        queries, inverse, sizes = torch.unique(indexes, return_inverse=True, return_counts=True)
+        by_query = torch.argsort(inverse, stable=True)  # entries by query, in input order
+
+        def query_of_item() -> Tensor:
+            return inverse
+
     num_queries = queries.numel()
     if validate_args and num_queries:
         check_grades(target, rule, int(sizes.max()), query_of_item)
