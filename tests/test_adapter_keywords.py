@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from ranking_plugins import ignite as rp
+from ranking_plugins import ignite_inputs
 from ranking_plugins.kernel.inputs.items import ITEM_KEYWORDS
 
 #: every public metric class of the module, with its required arguments
@@ -149,8 +150,10 @@ def test_the_message_lists_the_accepted_keywords_in_signature_order() -> None:
     ]
     # then the options, keep_per_query (issue 15), the item inputs of the
     # exposure metrics (issue 14)
-    assert names[8:] == [*rp.IGNITE_OPTION_NAMES, "keep_per_query", *ITEM_KEYWORDS]
+    assert names[8:] == [*ignite_inputs.IGNITE_OPTION_NAMES, "keep_per_query", *ITEM_KEYWORDS]
 
 
 def test_the_typed_keywords_are_the_options_in_ignite_spelling() -> None:
-    assert set(OPTIONS) == set(rp.IGNITE_OPTION_NAMES) | set(ITEM_KEYWORDS) | {"keep_per_query"}
+    assert set(OPTIONS) == set(ignite_inputs.IGNITE_OPTION_NAMES) | set(ITEM_KEYWORDS) | {
+        "keep_per_query"
+    }

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from ranking_plugins import ignite as ignite_adapter
-from ranking_plugins import rank_metrics
+from ranking_plugins import ignite_inputs, rank_metrics
 from ranking_plugins import torchmetrics as torchmetrics_adapter
 from ranking_plugins.functional import RankOptions
 from ranking_plugins.kernel.inputs.items import ITEM_KEYWORDS
@@ -50,7 +50,7 @@ def test_the_typed_keywords_are_the_fields() -> None:
     ignite_names = set(ignite_adapter.IgniteOptions.__annotations__)
     # and the item inputs of the exposure metrics (issue 14) and keep_per_query
     # (issue 15), which are not options of the ranking
-    assert ignite_names == set(ignite_adapter.IGNITE_OPTION_NAMES) | set(ITEM_KEYWORDS) | {
+    assert ignite_names == set(ignite_inputs.IGNITE_OPTION_NAMES) | set(ITEM_KEYWORDS) | {
         "keep_per_query"
     }
 
@@ -70,7 +70,7 @@ def test_each_entry_point_refuses_it_with_the_same_message(name: str) -> None:
         lambda: rank_metrics(preds, target, **{name: value}),
         lambda: RankingRequest.create("mrr", 3, **{name: value}),
     ]
-    ignite_name = ignite_adapter.IGNITE_NAMES.get(name, name)
+    ignite_name = ignite_inputs.IGNITE_NAMES.get(name, name)
     if ignite_name == name:  # Ignite spells gain as gain_function, with its own message
         entry_points.append(lambda: ignite_adapter.MRR(top_k=3, **{name: value}))
     for make in entry_points:
