@@ -1270,6 +1270,66 @@ def test_help_and_usage_errors_import_no_torch() -> None:
     ], done.stdout + done.stderr
 
 
+def test_evaluating_files_imports_no_pandas(tmp_path: Path) -> None:
+    """The command reads pyarrow's arrays from their buffers: pyarrow's ``to_numpy`` and its
+    conversion of numpy or Python values import pandas on first use (0.4 s of a 3 s run)."""
+    qrels, run = _long_id_files(tmp_path)
+    code = (
+        "import contextlib, io, sys\n"
+        "from ranking_plugins.cli import main\n"
+        "for extra in ([], ['--ties', 'first'], ['-q', '--format', 'trec_eval', '-m', 'all_trec'],\n"
+        "              ['--unretrieved-queries', 'count', '-J']):\n"
+        "    for files in (sys.argv[1:3], sys.argv[3:5]):\n"
+        "        with contextlib.redirect_stdout(io.StringIO()):\n"
+        "            assert main(['evaluate', *files, *extra]) == 0\n"
+        "print('pandas' in sys.modules)\n"
+    )
+    files = [sample_path("sample.qrels"), sample_path("sample.run"), qrels, run]
+    done = subprocess.run([sys.executable, "-c", code, *map(str, files)], capture_output=True,
+                          text=True, check=True, timeout=300)  # fmt: skip
+    assert done.stdout.split() == ["False"], done.stdout + done.stderr
+
+
+def _long_id_files(tmp_path: Path) -> tuple[Path, Path]:
+    """A qrels and a run whose document ids are longer than 8 bytes (hashed in the join),
+    with ties in the run."""
+    qrels, run = tmp_path / "long.qrels", tmp_path / "long.run"
+    qrels.write_text(
+        "".join(f"q{q} 0 clueweb09-en0000-00-{d:05d} {d % 3}\n" for q in range(3) for d in range(6))
+    )
+    run.write_text(
+        "".join(
+            f"q{q} Q0 clueweb09-en0000-00-{d:05d} {d} {float(d // 2)} r\n"
+            for q in range(3)
+            for d in range(2, 9)
+        )
+    )
+    return qrels, run
+
+
+def test_numpy_column_and_arrow_array_read_the_buffers() -> None:
+    """Sliced arrays (an offset into the buffer), booleans (bits), missing values and the
+    round trip through :func:`reading.arrow_array` give pyarrow's own values."""
+    pa = reading.arrow()
+    numbers = pa.array([1.5, -2.0, 3.25, 7.0, 9.0]).slice(1, 3)
+    assert reading.numpy_column(numbers).tolist() == [-2.0, 3.25, 7.0]
+    flags = pa.array([True, False, True, True, False, False, True, False, True, True]).slice(3, 6)
+    assert reading.numpy_column(flags).tolist() == flags.to_pylist()
+    codes = pa.array([4, None, 2, None], pa.int32()).slice(1, 3)
+    assert reading.numpy_column(codes, -1).tolist() == [-1, 2, -1]
+    with pytest.raises(ValueError, match="missing values"):
+        reading.numpy_column(codes)
+    for kind in (pa.uint8(), pa.int16(), pa.uint64(), pa.float32()):
+        values = pa.array([0, 1, 200], kind)
+        assert reading.numpy_column(values).tolist() == values.to_pylist()
+    assert reading.numpy_column(pa.chunked_array([[1, 2], [3]])).tolist() == [1, 2, 3]
+    assert reading.numpy_column(pa.array([], pa.int64())).tolist() == []
+    ids = pa.array([b"a", b"b", b"c"])
+    assert ids.take(reading.arrow_array(torch.tensor([2, 0]))).to_pylist() == [b"c", b"a"]
+    assert reading.arrow_array(torch.tensor([0.5, 1.0])).to_pylist() == [0.5, 1.0]
+    assert reading.arrow_array(torch.zeros(0, dtype=torch.int64)).to_pylist() == []
+
+
 def test_document_ids_packed_into_integers_or_not_give_the_same_numbers(tmp_path: Path) -> None:
     """Ids of at most 8 bytes are joined as one integer, up to 32 as several, longer as codes."""
     qrels, run, _ = _parts_collection(tmp_path)

@@ -24,10 +24,12 @@ from ranking_plugins.runs.reading import (
     FileFormatError,
     Records,
     arrow,
+    arrow_array,
     column_tensor,
     concat,
     diagnose,
     first_line_of_query,
+    numpy_column,
     query_name,
 )
 
@@ -111,7 +113,7 @@ def _judged_twice(qrels: Records, codes: Tensor) -> bool:
     meet = ((code[1:] == code[:-1]) & (key[1:] == key[:-1])).nonzero().flatten()
     if not meet.numel() or unique:
         return bool(meet.numel())
-    pairs = (qrels.docnos.take(lines[at].numpy()) for at in (meet, meet + 1))
+    pairs = (qrels.docnos.take(arrow_array(lines[at])) for at in (meet, meet + 1))
     if pa.compute.all(pa.compute.equal(*pairs)).as_py():
         return True
     documents = column_tensor(pa.compute.dictionary_encode(qrels.docnos).indices)
@@ -187,7 +189,7 @@ def _goes_on(before: Records, batch: Records) -> bool:
 
 def _last_query_start(lines: Records) -> int:
     """The first of the lines of the last query of ``lines`` (0: they are one query's)."""
-    other = arrow().compute.not_equal(lines.qids, lines.qids[-1]).to_numpy(zero_copy_only=False)
+    other = numpy_column(arrow().compute.not_equal(lines.qids, lines.qids[-1]))
     return int(other.nonzero()[0][-1]) + 1 if other.any() else 0
 
 
@@ -209,13 +211,13 @@ def _joined(
     new = torch.ones(n, dtype=torch.bool)
     new[1:] = column_tensor(pc.not_equal(run.qids.slice(1), run.qids.slice(0, n - 1)), torch.bool)
     starts = new.nonzero().flatten()
-    heads = pc.dictionary_encode(run.qids.take(starts.numpy()))
+    heads = pc.dictionary_encode(run.qids.take(arrow_array(starts)))
     names: list[bytes] = heads.dictionary.to_pylist()
     if any(name in done for name in names):
         raise WholeRunNeeded  # a query seen in an earlier batch
     blocks, block_sizes = column_tensor(heads.indices), torch.diff(starts, append=torch.tensor([n]))
     sizes = torch.zeros(len(names), dtype=torch.int64).index_add_(0, blocks, block_sizes)
-    code = column_tensor(pc.fill_null(pc.index_in(heads.dictionary, judgments.queries), -1))
+    code = column_tensor(pc.index_in(heads.dictionary, judgments.queries), null=-1)
     done.update(zip(names, code.tolist(), strict=True))
     missing = [name for name, c in zip(names, code.tolist(), strict=True) if c < 0]
     if missing and unjudged == "error":
@@ -240,7 +242,7 @@ def _joined(
             kept = code[line_query if order is None else line_query[order]] >= 0
             order = kept.nonzero().flatten() if order is None else order[kept]
     if order is not None:
-        run = replace(run, docnos=run.docnos.take(order.numpy()), values=run.values[order])
+        run = replace(run, docnos=run.docnos.take(arrow_array(order)), values=run.values[order])
     # parts of consecutive queries, at most 2 * PART_LINES slots (queries x longest) each
     queries: list[int] = []
     lengths: list[int] = []
@@ -275,7 +277,7 @@ def _part(
     lines = judgments.by_query[judgments.starts[query][line_row] + line_place]
     grades = judgments.qrels.values[lines]
     run = run.lines(first, first + rows.total)  # the part's lines
-    judged_docnos = judgments.qrels.docnos.take(lines.numpy())
+    judged_docnos = judgments.qrels.docnos.take(arrow_array(lines))
     found, hit = _find_judged(rows, run, judged_docnos, line_row, line_place, count)
     line_target = torch.full((rows.total,), -math.inf, dtype=torch.float64)
     line_target[hit] = grades[found]
@@ -333,8 +335,10 @@ def _find_judged(
     found, hit, unique, twice = _matches(rows, run, judged, line_row, line_place, count, False)
     if not unique:
         pc = arrow().compute
-        same = pc.equal(judged.filter(found.numpy()), run.docnos.take(hit.numpy()))
-        repeated = pc.equal(*(run.docnos.take(lines.numpy()) for lines in twice))
+        same = pc.equal(
+            judged.take(arrow_array(found.nonzero().flatten())), run.docnos.take(arrow_array(hit))
+        )
+        repeated = pc.equal(*(run.docnos.take(arrow_array(lines)) for lines in twice))
         if pc.all(same).as_py() is False or pc.all(repeated).as_py() is False:
             found, hit, unique, twice = _matches(
                 rows, run, judged, line_row, line_place, count, True
@@ -506,8 +510,8 @@ def _trec_eval_order(run: Records, line_query: Tensor, grouped: bool) -> Tensor:
         in_tie[:-1] |= tied
         at = in_tie.nonzero().flatten()
     if at.numel():
-        columns = {"q": line_query[at].numpy(), "s": scores[at].numpy()}
-        table = pa.table({**columns, "d": run.docnos.take(at.numpy())})
+        columns = {"q": arrow_array(line_query[at]), "s": arrow_array(scores[at])}
+        table = pa.table({**columns, "d": run.docnos.take(arrow_array(at))})
         keys = [("q", "ascending"), ("s", "descending"), ("d", "descending")]
         order[at] = at[column_tensor(pa.compute.sort_indices(table, keys))]
     return order

@@ -142,12 +142,66 @@ def concat(parts: list[Records]) -> Records:
     return replace(parts[0], qids=qids, docnos=docnos, values=torch.cat([p.values for p in parts]))
 
 
-def column_tensor(array: Any, dtype: torch.dtype = torch.int64) -> Tensor:
+def column_tensor(
+    array: Any, dtype: torch.dtype = torch.int64, null: float | None = None
+) -> Tensor:
+    """A pyarrow array of numbers as a tensor (:func:`numpy_column`)."""
     import numpy as np
 
     # numpy's copy, shared: torch.tensor of pyarrow's read-only view may take a slow path
     # (5 ms, not 20 us, for a block's 60k values)
-    return torch.from_numpy(np.array(array.to_numpy(zero_copy_only=False))).to(dtype)
+    return torch.from_numpy(np.array(numpy_column(array, null))).to(dtype)
+
+
+def numpy_column(array: Any, null: float | None = None) -> Any:
+    """A pyarrow array of numbers or booleans as a numpy array (read-only where it is a view
+    of pyarrow's buffer), ``null`` in place of a missing value.
+
+    Read from the array's buffers, not by pyarrow's ``to_numpy``, whose first call imports
+    pandas: 0.4 s of a command's 3 (so does converting any Python or numpy value, hence
+    :func:`arrow_array`)."""
+    import numpy as np
+
+    pa = arrow()
+    if isinstance(array, pa.ChunkedArray):
+        array = array.combine_chunks()
+    kind, n, offset = array.type, len(array), array.offset
+    buffers = array.buffers()
+    if pa.types.is_boolean(kind):
+        bits = np.frombuffer(buffers[1], np.uint8) if n else np.zeros(0, np.uint8)
+        values: Any = np.unpackbits(bits, bitorder="little")[offset : offset + n].view(bool)
+    elif pa.types.is_integer(kind) or pa.types.is_floating(kind):
+        letter = (
+            "f" if pa.types.is_floating(kind) else "i" if pa.types.is_signed_integer(kind) else "u"
+        )
+        dtype = np.dtype(f"<{letter}{kind.bit_width // 8}")
+        values = (
+            np.frombuffer(buffers[1], dtype, n, offset * dtype.itemsize)
+            if n
+            else np.zeros(0, dtype)
+        )
+    else:  # another type: pyarrow's conversion, whatever it imports
+        return np.asarray(array.to_numpy(zero_copy_only=False))
+    if array.null_count:
+        if null is None:
+            raise ValueError(f"numpy_column: the array has {array.null_count} missing values")
+        valid = np.unpackbits(np.frombuffer(buffers[0], np.uint8), bitorder="little")
+        values = np.where(valid[offset : offset + n].view(bool), values, null)
+    return values
+
+
+def arrow_array(values: Any) -> Any:
+    """(n,) numpy (or torch) numbers as a pyarrow array, float64 for floats, else int64 (as
+    ``take`` wants positions): made from the buffer, since pyarrow's conversion of a numpy
+    array imports pandas (:func:`numpy_column`)."""
+    import numpy as np
+
+    pa = arrow()
+    data = np.asarray(values)
+    floating = data.dtype.kind == "f"
+    data = np.ascontiguousarray(data, np.float64 if floating else np.int64)
+    kind = pa.float64() if floating else pa.int64()
+    return pa.Array.from_buffers(kind, len(data), [None, pa.py_buffer(data)])
 
 
 def open_binary(path: str) -> BinaryIO:
@@ -502,9 +556,11 @@ __all__ = [
     "FileFormatError",
     "MissingExtraError",
     "Records",
+    "arrow_array",
     "column_tensor",
     "diagnose",
     "guess_format",
+    "numpy_column",
     "query_name",
     "read_batches",
     "read_records",
