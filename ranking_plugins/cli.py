@@ -267,17 +267,6 @@ def run_evaluate(
     parser: argparse.ArgumentParser, args: argparse.Namespace, stdout: TextIO, stderr: TextIO
 ) -> int:
     """``evaluate`` with parsed arguments, writing to the given streams; returns the exit status."""
-    from ranking_plugins.runs.reading import reading_ahead  # no torch
-
-    # the files are parsed while torch is imported (1.4 s of a 2.5 s run, on one core)
-    files = [(args.qrels, "qrels", args.qrels_format), (args.run, "run", args.run_format)]
-    with reading_ahead(files, stderr):
-        return _evaluate(parser, args, stdout, stderr)
-
-
-def _evaluate(
-    parser: argparse.ArgumentParser, args: argparse.Namespace, stdout: TextIO, stderr: TextIO
-) -> int:
     # the library (and torch) once the arguments are parsed: --help and usage errors go without
     from ranking_plugins.runs.evaluation import evaluate_file, torch_threads
     from ranking_plugins.runs.names import format_trec_eval, is_count, trec_eval_name

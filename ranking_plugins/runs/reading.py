@@ -32,15 +32,14 @@ import math
 import os
 import queue
 import threading
-from collections.abc import Generator, Iterator, Sequence
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, BinaryIO, TextIO
+from typing import Any, BinaryIO, TextIO
+
+import torch
+from torch import Tensor
 
 from ranking_plugins.choices import FILE_FORMATS
-
-if TYPE_CHECKING:  # imported where used: the command parses its files while torch is imported
-    import torch
-    from torch import Tensor
 
 KINDS = ("qrels", "run")
 FORMATS = FILE_FORMATS
@@ -137,8 +136,6 @@ def concat(parts: list[Records]) -> Records:
     """One :class:`Records` of consecutive parts of a file."""
     if len(parts) == 1:
         return parts[0]
-    import torch
-
     qids, docnos = (
         arrow().concat_arrays([getattr(p, f) for p in parts]) for f in ("qids", "docnos")
     )
@@ -146,14 +143,11 @@ def concat(parts: list[Records]) -> Records:
 
 
 def column_tensor(
-    array: Any, dtype: torch.dtype | None = None, null: float | None = None
+    array: Any, dtype: torch.dtype = torch.int64, null: float | None = None
 ) -> Tensor:
-    """A pyarrow array of numbers as a tensor of ``dtype`` (default int64), read by
-    :func:`numpy_column`."""
+    """A pyarrow array of numbers as a tensor (:func:`numpy_column`)."""
     import numpy as np
-    import torch
 
-    dtype = torch.int64 if dtype is None else dtype
     # numpy's copy, shared: torch.tensor of pyarrow's read-only view may take a slow path
     # (5 ms, not 20 us, for a block's 60k values)
     return torch.from_numpy(np.array(numpy_column(array, null))).to(dtype)
@@ -262,14 +256,10 @@ def read_batches(
         raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
     if file_format not in FORMATS:
         raise ValueError(f"format must be one of {FORMATS}, got {file_format!r}")
-    import torch
-
     file_format = guess_format(path, kind) if file_format == "auto" else file_format
     pa, done = arrow(), 0
-    started = _STARTED.pop((threading.get_ident(), path, kind, file_format), None)
     try:
-        blocks = started or _ReadAhead(_read_columnar(path, kind, file_format, progress))
-        for qid, docno, value in blocks:
+        for qid, docno, value in _read_ahead(_read_columnar(path, kind, file_format, progress)):
             values = column_tensor(value, torch.float64)
             if not len(values):
                 continue
@@ -288,81 +278,38 @@ def read_batches(
         raise FileFormatError(path, None, f"the {kind} file has no {kind} lines (it is empty)")
 
 
-class _ReadAhead:
-    """``items`` made in a thread from the moment this is made, while the caller works on
-    those before (or imports torch: :func:`reading_ahead`): pyarrow parses a block without
-    the GIL, so reading and joining share two cores. Iterated once."""
+def _read_ahead(items: Iterator[Any], depth: int = 4) -> Iterator[Any]:
+    """``items`` made in a thread while the caller works on those before: pyarrow parses
+    a block without the GIL, so reading and joining share two cores."""
+    ready: queue.Queue[Any] = queue.Queue(depth)
+    stop, end = threading.Event(), object()
 
-    def __init__(self, items: Iterator[Any], depth: int = 4) -> None:
-        self.ready: queue.Queue[Any] = queue.Queue(depth)
-        self.stop, self.end = threading.Event(), object()
-        self.thread = threading.Thread(target=self._make, args=(items,), daemon=True)
-        self.thread.start()
-
-    def _offer(self, item: Any) -> bool:
-        while not self.stop.is_set():
+    def offer(item: Any) -> bool:
+        while not stop.is_set():
             with contextlib.suppress(queue.Full):
-                self.ready.put(item, timeout=0.1)
+                ready.put(item, timeout=0.1)
                 return True
         return False  # the caller has stopped
 
-    def _make(self, items: Iterator[Any]) -> None:
+    def make() -> None:
         try:
             for item in items:
-                if not self._offer(item):
+                if not offer(item):
                     return
-            self._offer(self.end)
+            offer(end)
         except BaseException as error:  # raised again in the caller
-            self._offer(error)
+            offer(error)
 
-    def __iter__(self) -> Iterator[Any]:
-        try:
-            while (item := self.ready.get()) is not self.end:
-                if isinstance(item, BaseException):
-                    raise item
-                yield item
-        finally:
-            self.close()
-
-    def close(self) -> None:
-        """Stop the thread; it ends before the caller goes on (at most one block later)."""
-        self.stop.set()
-        self.thread.join()
-
-
-#: files whose parsing :func:`reading_ahead` started, by (thread, path, kind, format)
-_STARTED: dict[tuple[int, str, str, str], _ReadAhead] = {}
-#: blocks a file started ahead may parse before they are asked for (2 MB each: a whole
-#: ``import torch``'s worth on a 2-core machine; 4 once the caller reads them)
-AHEAD_BLOCKS = 64
-
-
-@contextlib.contextmanager
-def reading_ahead(
-    files: Sequence[tuple[str, str, str]], progress: TextIO | None = None
-) -> Iterator[None]:
-    """Parse ``files``, ``(path, kind, format)`` each, in threads from now on, so that the
-    caller's imports (torch: 1.4 s of CPU, holding the GIL) and pyarrow's parsing (without
-    it) share two cores. The first :func:`read_batches` of the file in this thread takes
-    its blocks; a file that cannot be started here (its format not told by its first
-    line, the ``cli`` extra missing) is read then, which says what is wrong. On exit,
-    the parsing of a file not asked for stops."""
-    keys = []
+    thread = threading.Thread(target=make, daemon=True)
+    thread.start()
     try:
-        for path, kind, file_format in files:
-            try:
-                file_format = guess_format(path, kind) if file_format == "auto" else file_format
-                reader = _ReadAhead(_read_columnar(path, kind, file_format, progress), AHEAD_BLOCKS)
-            except (FileFormatError, MissingExtraError):
-                continue
-            keys.append((threading.get_ident(), path, kind, file_format))
-            _STARTED[keys[-1]] = reader
-        yield
-    finally:
-        for key in keys:
-            left = _STARTED.pop(key, None)
-            if left is not None:
-                left.close()
+        while (item := ready.get()) is not end:
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:  # the thread ends before the caller goes on (at most one block later)
+        stop.set()
+        thread.join()
 
 
 def _read_columnar(
@@ -508,8 +455,6 @@ def _exact_records(path: str, kind: str, file_format: str) -> Records:
     pa = arrow()
     records = list(iter_records(path, kind, file_format))
     qids, docnos = (pa.array([r[i] for r in records], pa.binary()) for i in (1, 2))
-    import torch
-
     values = torch.tensor([r[3] for r in records], dtype=torch.float64)
     return Records(path, kind, file_format, qids, docnos, values)
 
@@ -619,5 +564,4 @@ __all__ = [
     "query_name",
     "read_batches",
     "read_records",
-    "reading_ahead",
 ]
