@@ -46,7 +46,7 @@ from ranking_plugins.cli import (
     run_evaluate,
     sample_path,
 )
-from ranking_plugins.runs import joining, reading
+from ranking_plugins.runs import evaluation, joining, reading
 from ranking_plugins.runs.names import parse_metrics
 
 TOL_EXACT = 1e-9  # against pytrec_eval's doubles
@@ -1305,6 +1305,60 @@ def _long_id_files(tmp_path: Path) -> tuple[Path, Path]:
         )
     )
     return qrels, run
+
+
+@pytest.mark.parametrize("style", ["short", "long", "mixed"])
+def test_the_run_keys_made_in_the_reader_thread_give_the_join_s_numbers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, style: str
+) -> None:
+    """The run's document keys are made as it is read, in the reader thread
+    (``joining.run_keys``), and kept by the join where the judged ids key alike; else (blocks
+    of two kinds, judged ids longer than the run's, ids of 8 bytes against hashed ones)
+    the join keys both sides. The numbers are those of keys made in the join."""
+    rng = random.Random(7)
+
+    def docno(q: int, d: int) -> str:
+        long = style == "long" or (style == "mixed" and q % 3 == 1)
+        return f"clueweb09-en{q:04d}-{d % 7:02d}-{d:05d}" if long else f"D{q:03d}{d:04d}"
+
+    qrels_lines, run_lines = [], []
+    for q in range(40):
+        docs = rng.sample(range(200), 30)
+        for rank, d in enumerate(docs):
+            run_lines.append(f"q{q} Q0 {docno(q, d)} {rank} {rng.randint(0, 9)} r\n")
+        for d in rng.sample(docs, 8) + rng.sample(range(200, 300), 3):
+            qrels_lines.append(f"q{q} 0 {docno(q, d)} {rng.randint(0, 2)}\n")
+        if style == "mixed" and q % 5 == 0:  # a judged id longer than any of the run's
+            qrels_lines.append(f"q{q} 0 {'x' * 40}{q} 1\n")
+    qrels, run = tmp_path / "k.qrels", tmp_path / "k.run"
+    qrels.write_text("".join(qrels_lines))
+    run.write_text("".join(run_lines))
+    monkeypatch.setattr(reading, "CHUNK_BYTES", 2048)
+    monkeypatch.setattr(joining, "PART_LINES", 100)
+    threads, kept = [], []
+    made, keyed = joining.run_keys, joining._document_keys
+
+    def run_keys(ids: object) -> tuple[object, object]:
+        threads.append(threading.get_ident())
+        return made(ids)
+
+    def document_keys(*args: object) -> tuple[torch.Tensor, torch.Tensor, bool]:
+        judged, retrieved, unique = keyed(*args)  # type: ignore[arg-type]
+        given = args[3] if len(args) > 3 else None
+        if given is not None:  # the keys made as the run was read: kept, or made again
+            kept.append(retrieved.data_ptr() == given[0].ctypes.data)
+        return judged, retrieved, unique
+
+    flags = ["-m", "map", "-m", "ndcg@10", "-m", "P@5", "-m", "bpref", "-q", "--format", "json"]
+    for ties in ("average", "first"):
+        monkeypatch.setattr(evaluation, "run_keys", run_keys)
+        monkeypatch.setattr(joining, "_document_keys", document_keys)
+        outcome = run_cli("evaluate", qrels, run, "--ties", ties, *flags)
+        monkeypatch.setattr(evaluation, "run_keys", lambda ids: (None, None))  # none made
+        joined_here = run_cli("evaluate", qrels, run, "--ties", ties, *flags)
+        assert outcome.status == 0 and outcome.json() == joined_here.json()
+    assert threads and threading.get_ident() not in threads
+    assert any(kept) and all(kept) == (style != "mixed")
 
 
 def test_numpy_column_and_arrow_array_read_the_buffers() -> None:

@@ -242,7 +242,9 @@ def _joined(
             kept = code[line_query if order is None else line_query[order]] >= 0
             order = kept.nonzero().flatten() if order is None else order[kept]
     if order is not None:
-        run = replace(run, docnos=run.docnos.take(arrow_array(order)), values=run.values[order])
+        keys = None if run.keys is None else run.keys[order.numpy()]
+        docnos = run.docnos.take(arrow_array(order))
+        run = replace(run, docnos=docnos, values=run.values[order], keys=keys)
     # parts of consecutive queries, at most 2 * PART_LINES slots (queries x longest) each
     queries: list[int] = []
     lengths: list[int] = []
@@ -368,7 +370,8 @@ def _matches(
     import numpy as np
 
     big, size = torch.iinfo(torch.int64).max, rows.size
-    judged_keys, run_keys, unique = _document_keys(judged, run.docnos, exact)
+    made = None if run.keys is None else (run.keys, run.key_kind)
+    judged_keys, run_keys, unique = _document_keys(judged, run.docnos, exact, made)
     keys = rows.dense(run_keys, big)
     slot = torch.from_numpy(np.argsort(keys.numpy(), axis=1))
     keys = keys.gather(1, slot)
@@ -411,29 +414,65 @@ def _places(counts: Tensor) -> tuple[Tensor, Tensor]:
     return row, torch.arange(len(row)) - (torch.cumsum(counts, 0) - counts)[row]
 
 
-def _document_keys(judged: Any, retrieved: Any, exact: bool) -> tuple[Tensor, Tensor, bool]:
+def _document_keys(
+    judged: Any, retrieved: Any, exact: bool, made: tuple[Any, Any] | None = None
+) -> tuple[Tensor, Tensor, bool]:
     """int64 keys of two pyarrow arrays of ids, equal for equal ids; and whether only for
     equal ids. An id's bytes when every id fits in 8 bytes and none holds a zero byte,
     else a hash of its bytes (:func:`_hashed`); pyarrow's codes when ``exact`` (it hashes
-    the ids in a table that grows with them: slower)."""
+    the ids in a table that grows with them: slower). ``made``: the retrieved ids' keys
+    and kind by :func:`run_keys`, kept when the judged ids can be keyed alike."""
     import numpy as np
 
     pa, both = arrow(), (judged, retrieved)
+
+    def signed(key: Any) -> Tensor:
+        return torch.from_numpy(key.view(np.int64))
+
+    if not exact and made is not None:
+        keys, (words, itself) = made
+        if _longest(judged) <= 8 * words:
+            ids = _words(judged, words)
+            if ids[2] or not itself:  # hashed alike, or both the ids themselves
+                key, judged_itself = _keys_of(ids, itself)
+                return signed(key), signed(keys), itself and judged_itself
     if not exact:
-        longest = max(pa.compute.max(pa.compute.binary_length(ids)).as_py() or 0 for ids in both)
-        words = max(1, -(-longest // 8))
+        words = max(1, -(-max(_longest(ids) for ids in both) // 8))
         packed = [_words(ids, words) for ids in both]
         unique = all(itself for _, _, itself in packed)
-        keys = [p[0][0] if unique else _hashed(p[0], p[1]) for p in packed]
-        big = np.uint64(torch.iinfo(torch.int64).max)  # the padding's: no key may be it
-        for key in keys:
-            at = key == big
-            if at.any():
-                key[at], unique = big - np.uint64(1), False
-        signed = [torch.from_numpy(key.view(np.int64)) for key in keys]
-        return signed[0], signed[1], unique
+        keyed = [_keys_of(p, unique) for p in packed]
+        return signed(keyed[0][0]), signed(keyed[1][0]), all(k[1] for k in keyed)
     codes = column_tensor(pa.compute.dictionary_encode(pa.concat_arrays(both)).indices)
     return codes[: len(judged)], codes[len(judged) :], True
+
+
+def run_keys(ids: Any) -> tuple[Any, tuple[int, bool]]:
+    """The keys of a block of run lines' document ids on their own, made as the run is
+    read, in its reader thread (:func:`~ranking_plugins.runs.reading.read_batches`): the
+    hashing of long ids leaves the join's thread. Their kind: the words hashed, and
+    whether each key is its id (:func:`_document_keys` keys the judged ids alike)."""
+    words = max(1, -(-_longest(ids) // 8))
+    packed = _words(ids, words)
+    key, itself = _keys_of(packed, packed[2])
+    return key, (words, itself)
+
+
+def _longest(ids: Any) -> int:
+    pc = arrow().compute
+    return int(pc.max(pc.binary_length(ids)).as_py() or 0)
+
+
+def _keys_of(packed: tuple[Any, Any, bool], itself: bool) -> tuple[Any, bool]:
+    """(n,) uint64 keys of :func:`_words`' ``packed`` ids: the ids themselves (``itself``)
+    or their hashes; and whether each key is its id's alone."""
+    import numpy as np
+
+    key = packed[0][0] if itself else _hashed(packed[0], packed[1])
+    big = np.uint64(torch.iinfo(torch.int64).max)  # the padding's: no key may be it
+    at = key == big
+    if at.any():
+        key[at], itself = big - np.uint64(1), False
+    return key, itself
 
 
 def _words(ids: Any, words: int) -> tuple[Any, Any, bool]:
@@ -542,4 +581,5 @@ __all__ = [
     "WholeRunNeeded",
     "as_trec_eval_scores",
     "collections",
+    "run_keys",
 ]

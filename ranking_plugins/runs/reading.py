@@ -32,7 +32,7 @@ import math
 import os
 import queue
 import threading
-from collections.abc import Generator, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, replace
 from typing import Any, BinaryIO, TextIO
 
@@ -122,6 +122,10 @@ class Records:
     qids: Any  # (n,) pyarrow binary: each line's query id
     docnos: Any  # (n,) pyarrow binary: each line's document id
     values: Tensor  # (n,) float64 grades (qrels) or scores (run)
+    #: (n,) numpy made of the document ids as they were read (:func:`read_batches`' ``keyed``:
+    #: the join's keys), and their kind (only keys of one kind are joined); None: not made
+    keys: Any = None
+    key_kind: Any = None
 
     def __len__(self) -> int:
         return self.values.numel()
@@ -129,17 +133,25 @@ class Records:
     def lines(self, start: int, stop: int | None = None) -> Records:
         stop = len(self) if stop is None else stop
         ids = (self.qids.slice(start, stop - start), self.docnos.slice(start, stop - start))
-        return replace(self, qids=ids[0], docnos=ids[1], values=self.values[start:stop])
+        keys = None if self.keys is None else self.keys[start:stop]
+        return replace(self, qids=ids[0], docnos=ids[1], values=self.values[start:stop], keys=keys)
 
 
 def concat(parts: list[Records]) -> Records:
     """One :class:`Records` of consecutive parts of a file."""
     if len(parts) == 1:
         return parts[0]
+    import numpy as np
+
     qids, docnos = (
         arrow().concat_arrays([getattr(p, f) for p in parts]) for f in ("qids", "docnos")
     )
-    return replace(parts[0], qids=qids, docnos=docnos, values=torch.cat([p.values for p in parts]))
+    kinds = {p.key_kind for p in parts}
+    keyed = len(kinds) == 1 and all(p.keys is not None for p in parts)
+    keys = np.concatenate([p.keys for p in parts]) if keyed else None
+    values = torch.cat([p.values for p in parts])
+    return replace(parts[0], qids=qids, docnos=docnos, values=values, keys=keys,
+                   key_kind=kinds.pop() if keyed else None)  # fmt: skip
 
 
 def column_tensor(
@@ -250,10 +262,16 @@ def read_records(
 
 
 def read_batches(
-    path: str, kind: str, file_format: str = "auto", progress: TextIO | None = None
+    path: str,
+    kind: str,
+    file_format: str = "auto",
+    progress: TextIO | None = None,
+    keyed: Callable[[Any], tuple[Any, Any]] | None = None,
 ) -> Generator[Records, None, None]:
     """The file's records in batches of consecutive lines, as pyarrow parses its blocks
-    (:func:`read_records` says what is checked)."""
+    (:func:`read_records` says what is checked). ``keyed``: a function of a block's
+    document ids that gives :attr:`Records.keys` and ``key_kind``, called in the reader
+    thread (the join's keys: that numpy work then leaves the join's thread)."""
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
     if file_format not in FORMATS:
@@ -261,13 +279,16 @@ def read_batches(
     file_format = guess_format(path, kind) if file_format == "auto" else file_format
     pa, done = arrow(), 0
     try:
-        for qid, docno, value in _read_ahead(_read_columnar(path, kind, file_format, progress)):
+        blocks: Iterator[tuple[Any, ...]] = _read_columnar(path, kind, file_format, progress)
+        if keyed is not None:  # a generator: run by _read_ahead's thread
+            blocks = ((*block, *keyed(block[1])) for block in blocks)
+        for qid, docno, value, *keys in _read_ahead(blocks):
             values = column_tensor(value, torch.float64)
             if not len(values):
                 continue
             if bool((torch.isnan(values) if kind == "run" else ~torch.isfinite(values)).any()):
                 raise _Malformed
-            yield Records(path, kind, file_format, qid, docno, values)
+            yield Records(path, kind, file_format, qid, docno, values, *keys)
             done += len(values)
     except (OSError, EOFError) as error:
         raise FileFormatError(path, None, f"cannot read the file: {_os_reason(error)}") from None
