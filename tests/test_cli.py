@@ -46,7 +46,7 @@ from ranking_plugins.cli import (
     run_evaluate,
     sample_path,
 )
-from ranking_plugins.runs import joining, reading
+from ranking_plugins.runs import evaluation, joining, reading
 from ranking_plugins.runs.names import parse_metrics
 
 TOL_EXACT = 1e-9  # against pytrec_eval's doubles
@@ -1268,6 +1268,120 @@ def test_help_and_usage_errors_import_no_torch() -> None:
         "nothing 2 False True",
         "rank_metrics True",
     ], done.stdout + done.stderr
+
+
+def test_evaluating_files_imports_no_pandas(tmp_path: Path) -> None:
+    """The command reads pyarrow's arrays from their buffers: pyarrow's ``to_numpy`` and its
+    conversion of numpy or Python values import pandas on first use (0.4 s of a 3 s run)."""
+    qrels, run = _long_id_files(tmp_path)
+    code = (
+        "import contextlib, io, sys\n"
+        "from ranking_plugins.cli import main\n"
+        "for extra in ([], ['--ties', 'first'], ['-q', '--format', 'trec_eval', '-m', 'all_trec'],\n"
+        "              ['--unretrieved-queries', 'count', '-J']):\n"
+        "    for files in (sys.argv[1:3], sys.argv[3:5]):\n"
+        "        with contextlib.redirect_stdout(io.StringIO()):\n"
+        "            assert main(['evaluate', *files, *extra]) == 0\n"
+        "print('pandas' in sys.modules)\n"
+    )
+    files = [sample_path("sample.qrels"), sample_path("sample.run"), qrels, run]
+    done = subprocess.run([sys.executable, "-c", code, *map(str, files)], capture_output=True,
+                          text=True, check=True, timeout=300)  # fmt: skip
+    assert done.stdout.split() == ["False"], done.stdout + done.stderr
+
+
+def _long_id_files(tmp_path: Path) -> tuple[Path, Path]:
+    """A qrels and a run whose document ids are longer than 8 bytes (hashed in the join),
+    with ties in the run."""
+    qrels, run = tmp_path / "long.qrels", tmp_path / "long.run"
+    qrels.write_text(
+        "".join(f"q{q} 0 clueweb09-en0000-00-{d:05d} {d % 3}\n" for q in range(3) for d in range(6))
+    )
+    run.write_text(
+        "".join(
+            f"q{q} Q0 clueweb09-en0000-00-{d:05d} {d} {float(d // 2)} r\n"
+            for q in range(3)
+            for d in range(2, 9)
+        )
+    )
+    return qrels, run
+
+
+@pytest.mark.parametrize("style", ["short", "long", "mixed"])
+def test_the_run_keys_made_in_the_reader_thread_give_the_join_s_numbers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, style: str
+) -> None:
+    """The run's document keys are made as it is read, in the reader thread
+    (``joining.run_keys``), and kept by the join where the judged ids key alike; else (blocks
+    of two kinds, judged ids longer than the run's, ids of 8 bytes against hashed ones)
+    the join keys both sides. The numbers are those of keys made in the join."""
+    rng = random.Random(7)
+
+    def docno(q: int, d: int) -> str:
+        long = style == "long" or (style == "mixed" and q % 3 == 1)
+        return f"clueweb09-en{q:04d}-{d % 7:02d}-{d:05d}" if long else f"D{q:03d}{d:04d}"
+
+    qrels_lines, run_lines = [], []
+    for q in range(40):
+        docs = rng.sample(range(200), 30)
+        for rank, d in enumerate(docs):
+            run_lines.append(f"q{q} Q0 {docno(q, d)} {rank} {rng.randint(0, 9)} r\n")
+        for d in rng.sample(docs, 8) + rng.sample(range(200, 300), 3):
+            qrels_lines.append(f"q{q} 0 {docno(q, d)} {rng.randint(0, 2)}\n")
+        if style == "mixed" and q % 5 == 0:  # a judged id longer than any of the run's
+            qrels_lines.append(f"q{q} 0 {'x' * 40}{q} 1\n")
+    qrels, run = tmp_path / "k.qrels", tmp_path / "k.run"
+    qrels.write_text("".join(qrels_lines))
+    run.write_text("".join(run_lines))
+    monkeypatch.setattr(reading, "CHUNK_BYTES", 2048)
+    monkeypatch.setattr(joining, "PART_LINES", 100)
+    threads, kept = [], []
+    made, keyed = joining.run_keys, joining._document_keys
+
+    def run_keys(ids: object) -> tuple[object, object]:
+        threads.append(threading.get_ident())
+        return made(ids)
+
+    def document_keys(*args: object) -> tuple[torch.Tensor, torch.Tensor, bool]:
+        judged, retrieved, unique = keyed(*args)  # type: ignore[arg-type]
+        given = args[3] if len(args) > 3 else None
+        if given is not None:  # the keys made as the run was read: kept, or made again
+            kept.append(retrieved.data_ptr() == given[0].ctypes.data)
+        return judged, retrieved, unique
+
+    flags = ["-m", "map", "-m", "ndcg@10", "-m", "P@5", "-m", "bpref", "-q", "--format", "json"]
+    for ties in ("average", "first"):
+        monkeypatch.setattr(evaluation, "run_keys", run_keys)
+        monkeypatch.setattr(joining, "_document_keys", document_keys)
+        outcome = run_cli("evaluate", qrels, run, "--ties", ties, *flags)
+        monkeypatch.setattr(evaluation, "run_keys", lambda ids: (None, None))  # none made
+        joined_here = run_cli("evaluate", qrels, run, "--ties", ties, *flags)
+        assert outcome.status == 0 and outcome.json() == joined_here.json()
+    assert threads and threading.get_ident() not in threads
+    assert any(kept) and all(kept) == (style != "mixed")
+
+
+def test_numpy_column_and_arrow_array_read_the_buffers() -> None:
+    """Sliced arrays (an offset into the buffer), booleans (bits), missing values and the
+    round trip through :func:`reading.arrow_array` give pyarrow's own values."""
+    pa = reading.arrow()
+    numbers = pa.array([1.5, -2.0, 3.25, 7.0, 9.0]).slice(1, 3)
+    assert reading.numpy_column(numbers).tolist() == [-2.0, 3.25, 7.0]
+    flags = pa.array([True, False, True, True, False, False, True, False, True, True]).slice(3, 6)
+    assert reading.numpy_column(flags).tolist() == flags.to_pylist()
+    codes = pa.array([4, None, 2, None], pa.int32()).slice(1, 3)
+    assert reading.numpy_column(codes, -1).tolist() == [-1, 2, -1]
+    with pytest.raises(ValueError, match="missing values"):
+        reading.numpy_column(codes)
+    for kind in (pa.uint8(), pa.int16(), pa.uint64(), pa.float32()):
+        values = pa.array([0, 1, 200], kind)
+        assert reading.numpy_column(values).tolist() == values.to_pylist()
+    assert reading.numpy_column(pa.chunked_array([[1, 2], [3]])).tolist() == [1, 2, 3]
+    assert reading.numpy_column(pa.array([], pa.int64())).tolist() == []
+    ids = pa.array([b"a", b"b", b"c"])
+    assert ids.take(reading.arrow_array(torch.tensor([2, 0]))).to_pylist() == [b"c", b"a"]
+    assert reading.arrow_array(torch.tensor([0.5, 1.0])).to_pylist() == [0.5, 1.0]
+    assert reading.arrow_array(torch.zeros(0, dtype=torch.int64)).to_pylist() == []
 
 
 def test_document_ids_packed_into_integers_or_not_give_the_same_numbers(tmp_path: Path) -> None:

@@ -30,7 +30,7 @@ from ranking_plugins.metrics import (
 )
 from ranking_plugins.options import Options
 from ranking_plugins.request import RankingRequest
-from ranking_plugins.runs.joining import Collection, WholeRunNeeded, collections
+from ranking_plugins.runs.joining import Collection, WholeRunNeeded, collections, run_keys
 from ranking_plugins.runs.names import GEOMETRIC_MEANS
 from ranking_plugins.runs.reading import FileFormatError, Records, read_batches, read_records
 from ranking_plugins.totals import Totals, geometric_mean
@@ -308,7 +308,7 @@ def evaluate_pass(
     if isinstance(run_path, Records):  # read already (the Python API's inputs)
         return evaluated(run_path), last[-1]
     try:
-        batches = read_batches(run_path, "run", settings.run_format, progress)
+        batches = read_batches(run_path, "run", settings.run_format, progress, run_keys)
         with contextlib.closing(batches):
             results = evaluated(batches)
     except WholeRunNeeded:  # a query's lines are apart: the run is read whole

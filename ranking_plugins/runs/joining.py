@@ -24,10 +24,12 @@ from ranking_plugins.runs.reading import (
     FileFormatError,
     Records,
     arrow,
+    arrow_array,
     column_tensor,
     concat,
     diagnose,
     first_line_of_query,
+    numpy_column,
     query_name,
 )
 
@@ -111,7 +113,7 @@ def _judged_twice(qrels: Records, codes: Tensor) -> bool:
     meet = ((code[1:] == code[:-1]) & (key[1:] == key[:-1])).nonzero().flatten()
     if not meet.numel() or unique:
         return bool(meet.numel())
-    pairs = (qrels.docnos.take(lines[at].numpy()) for at in (meet, meet + 1))
+    pairs = (qrels.docnos.take(arrow_array(lines[at])) for at in (meet, meet + 1))
     if pa.compute.all(pa.compute.equal(*pairs)).as_py():
         return True
     documents = column_tensor(pa.compute.dictionary_encode(qrels.docnos).indices)
@@ -187,7 +189,7 @@ def _goes_on(before: Records, batch: Records) -> bool:
 
 def _last_query_start(lines: Records) -> int:
     """The first of the lines of the last query of ``lines`` (0: they are one query's)."""
-    other = arrow().compute.not_equal(lines.qids, lines.qids[-1]).to_numpy(zero_copy_only=False)
+    other = numpy_column(arrow().compute.not_equal(lines.qids, lines.qids[-1]))
     return int(other.nonzero()[0][-1]) + 1 if other.any() else 0
 
 
@@ -209,13 +211,13 @@ def _joined(
     new = torch.ones(n, dtype=torch.bool)
     new[1:] = column_tensor(pc.not_equal(run.qids.slice(1), run.qids.slice(0, n - 1)), torch.bool)
     starts = new.nonzero().flatten()
-    heads = pc.dictionary_encode(run.qids.take(starts.numpy()))
+    heads = pc.dictionary_encode(run.qids.take(arrow_array(starts)))
     names: list[bytes] = heads.dictionary.to_pylist()
     if any(name in done for name in names):
         raise WholeRunNeeded  # a query seen in an earlier batch
     blocks, block_sizes = column_tensor(heads.indices), torch.diff(starts, append=torch.tensor([n]))
     sizes = torch.zeros(len(names), dtype=torch.int64).index_add_(0, blocks, block_sizes)
-    code = column_tensor(pc.fill_null(pc.index_in(heads.dictionary, judgments.queries), -1))
+    code = column_tensor(pc.index_in(heads.dictionary, judgments.queries), null=-1)
     done.update(zip(names, code.tolist(), strict=True))
     missing = [name for name, c in zip(names, code.tolist(), strict=True) if c < 0]
     if missing and unjudged == "error":
@@ -240,7 +242,9 @@ def _joined(
             kept = code[line_query if order is None else line_query[order]] >= 0
             order = kept.nonzero().flatten() if order is None else order[kept]
     if order is not None:
-        run = replace(run, docnos=run.docnos.take(order.numpy()), values=run.values[order])
+        keys = None if run.keys is None else run.keys[order.numpy()]
+        docnos = run.docnos.take(arrow_array(order))
+        run = replace(run, docnos=docnos, values=run.values[order], keys=keys)
     # parts of consecutive queries, at most 2 * PART_LINES slots (queries x longest) each
     queries: list[int] = []
     lengths: list[int] = []
@@ -275,7 +279,7 @@ def _part(
     lines = judgments.by_query[judgments.starts[query][line_row] + line_place]
     grades = judgments.qrels.values[lines]
     run = run.lines(first, first + rows.total)  # the part's lines
-    judged_docnos = judgments.qrels.docnos.take(lines.numpy())
+    judged_docnos = judgments.qrels.docnos.take(arrow_array(lines))
     found, hit = _find_judged(rows, run, judged_docnos, line_row, line_place, count)
     line_target = torch.full((rows.total,), -math.inf, dtype=torch.float64)
     line_target[hit] = grades[found]
@@ -333,8 +337,10 @@ def _find_judged(
     found, hit, unique, twice = _matches(rows, run, judged, line_row, line_place, count, False)
     if not unique:
         pc = arrow().compute
-        same = pc.equal(judged.filter(found.numpy()), run.docnos.take(hit.numpy()))
-        repeated = pc.equal(*(run.docnos.take(lines.numpy()) for lines in twice))
+        same = pc.equal(
+            judged.take(arrow_array(found.nonzero().flatten())), run.docnos.take(arrow_array(hit))
+        )
+        repeated = pc.equal(*(run.docnos.take(arrow_array(lines)) for lines in twice))
         if pc.all(same).as_py() is False or pc.all(repeated).as_py() is False:
             found, hit, unique, twice = _matches(
                 rows, run, judged, line_row, line_place, count, True
@@ -364,7 +370,8 @@ def _matches(
     import numpy as np
 
     big, size = torch.iinfo(torch.int64).max, rows.size
-    judged_keys, run_keys, unique = _document_keys(judged, run.docnos, exact)
+    made = None if run.keys is None else (run.keys, run.key_kind)
+    judged_keys, run_keys, unique = _document_keys(judged, run.docnos, exact, made)
     keys = rows.dense(run_keys, big)
     slot = torch.from_numpy(np.argsort(keys.numpy(), axis=1))
     keys = keys.gather(1, slot)
@@ -407,29 +414,65 @@ def _places(counts: Tensor) -> tuple[Tensor, Tensor]:
     return row, torch.arange(len(row)) - (torch.cumsum(counts, 0) - counts)[row]
 
 
-def _document_keys(judged: Any, retrieved: Any, exact: bool) -> tuple[Tensor, Tensor, bool]:
+def _document_keys(
+    judged: Any, retrieved: Any, exact: bool, made: tuple[Any, Any] | None = None
+) -> tuple[Tensor, Tensor, bool]:
     """int64 keys of two pyarrow arrays of ids, equal for equal ids; and whether only for
     equal ids. An id's bytes when every id fits in 8 bytes and none holds a zero byte,
     else a hash of its bytes (:func:`_hashed`); pyarrow's codes when ``exact`` (it hashes
-    the ids in a table that grows with them: slower)."""
+    the ids in a table that grows with them: slower). ``made``: the retrieved ids' keys
+    and kind by :func:`run_keys`, kept when the judged ids can be keyed alike."""
     import numpy as np
 
     pa, both = arrow(), (judged, retrieved)
+
+    def signed(key: Any) -> Tensor:
+        return torch.from_numpy(key.view(np.int64))
+
+    if not exact and made is not None:
+        keys, (words, itself) = made
+        if _longest(judged) <= 8 * words:
+            ids = _words(judged, words)
+            if ids[2] or not itself:  # hashed alike, or both the ids themselves
+                key, judged_itself = _keys_of(ids, itself)
+                return signed(key), signed(keys), itself and judged_itself
     if not exact:
-        longest = max(pa.compute.max(pa.compute.binary_length(ids)).as_py() or 0 for ids in both)
-        words = max(1, -(-longest // 8))
+        words = max(1, -(-max(_longest(ids) for ids in both) // 8))
         packed = [_words(ids, words) for ids in both]
         unique = all(itself for _, _, itself in packed)
-        keys = [p[0][0] if unique else _hashed(p[0], p[1]) for p in packed]
-        big = np.uint64(torch.iinfo(torch.int64).max)  # the padding's: no key may be it
-        for key in keys:
-            at = key == big
-            if at.any():
-                key[at], unique = big - np.uint64(1), False
-        signed = [torch.from_numpy(key.view(np.int64)) for key in keys]
-        return signed[0], signed[1], unique
+        keyed = [_keys_of(p, unique) for p in packed]
+        return signed(keyed[0][0]), signed(keyed[1][0]), all(k[1] for k in keyed)
     codes = column_tensor(pa.compute.dictionary_encode(pa.concat_arrays(both)).indices)
     return codes[: len(judged)], codes[len(judged) :], True
+
+
+def run_keys(ids: Any) -> tuple[Any, tuple[int, bool]]:
+    """The keys of a block of run lines' document ids on their own, made as the run is
+    read, in its reader thread (:func:`~ranking_plugins.runs.reading.read_batches`): the
+    hashing of long ids leaves the join's thread. Their kind: the words hashed, and
+    whether each key is its id (:func:`_document_keys` keys the judged ids alike)."""
+    words = max(1, -(-_longest(ids) // 8))
+    packed = _words(ids, words)
+    key, itself = _keys_of(packed, packed[2])
+    return key, (words, itself)
+
+
+def _longest(ids: Any) -> int:
+    pc = arrow().compute
+    return int(pc.max(pc.binary_length(ids)).as_py() or 0)
+
+
+def _keys_of(packed: tuple[Any, Any, bool], itself: bool) -> tuple[Any, bool]:
+    """(n,) uint64 keys of :func:`_words`' ``packed`` ids: the ids themselves (``itself``)
+    or their hashes; and whether each key is its id's alone."""
+    import numpy as np
+
+    key = packed[0][0] if itself else _hashed(packed[0], packed[1])
+    big = np.uint64(torch.iinfo(torch.int64).max)  # the padding's: no key may be it
+    at = key == big
+    if at.any():
+        key[at], itself = big - np.uint64(1), False
+    return key, itself
 
 
 def _words(ids: Any, words: int) -> tuple[Any, Any, bool]:
@@ -506,8 +549,8 @@ def _trec_eval_order(run: Records, line_query: Tensor, grouped: bool) -> Tensor:
         in_tie[:-1] |= tied
         at = in_tie.nonzero().flatten()
     if at.numel():
-        columns = {"q": line_query[at].numpy(), "s": scores[at].numpy()}
-        table = pa.table({**columns, "d": run.docnos.take(at.numpy())})
+        columns = {"q": arrow_array(line_query[at]), "s": arrow_array(scores[at])}
+        table = pa.table({**columns, "d": run.docnos.take(arrow_array(at))})
         keys = [("q", "ascending"), ("s", "descending"), ("d", "descending")]
         order[at] = at[column_tensor(pa.compute.sort_indices(table, keys))]
     return order
@@ -538,4 +581,5 @@ __all__ = [
     "WholeRunNeeded",
     "as_trec_eval_scores",
     "collections",
+    "run_keys",
 ]

@@ -32,7 +32,7 @@ import math
 import os
 import queue
 import threading
-from collections.abc import Generator, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, replace
 from typing import Any, BinaryIO, TextIO
 
@@ -122,6 +122,10 @@ class Records:
     qids: Any  # (n,) pyarrow binary: each line's query id
     docnos: Any  # (n,) pyarrow binary: each line's document id
     values: Tensor  # (n,) float64 grades (qrels) or scores (run)
+    #: (n,) numpy made of the document ids as they were read (:func:`read_batches`' ``keyed``:
+    #: the join's keys), and their kind (only keys of one kind are joined); None: not made
+    keys: Any = None
+    key_kind: Any = None
 
     def __len__(self) -> int:
         return self.values.numel()
@@ -129,25 +133,89 @@ class Records:
     def lines(self, start: int, stop: int | None = None) -> Records:
         stop = len(self) if stop is None else stop
         ids = (self.qids.slice(start, stop - start), self.docnos.slice(start, stop - start))
-        return replace(self, qids=ids[0], docnos=ids[1], values=self.values[start:stop])
+        keys = None if self.keys is None else self.keys[start:stop]
+        return replace(self, qids=ids[0], docnos=ids[1], values=self.values[start:stop], keys=keys)
 
 
 def concat(parts: list[Records]) -> Records:
     """One :class:`Records` of consecutive parts of a file."""
     if len(parts) == 1:
         return parts[0]
+    import numpy as np
+
     qids, docnos = (
         arrow().concat_arrays([getattr(p, f) for p in parts]) for f in ("qids", "docnos")
     )
-    return replace(parts[0], qids=qids, docnos=docnos, values=torch.cat([p.values for p in parts]))
+    kinds = {p.key_kind for p in parts}
+    keyed = len(kinds) == 1 and all(p.keys is not None for p in parts)
+    keys = np.concatenate([p.keys for p in parts]) if keyed else None
+    values = torch.cat([p.values for p in parts])
+    return replace(parts[0], qids=qids, docnos=docnos, values=values, keys=keys,
+                   key_kind=kinds.pop() if keyed else None)  # fmt: skip
 
 
-def column_tensor(array: Any, dtype: torch.dtype = torch.int64) -> Tensor:
+def column_tensor(
+    array: Any, dtype: torch.dtype = torch.int64, null: float | None = None
+) -> Tensor:
+    """A pyarrow array of numbers as a tensor (:func:`numpy_column`)."""
     import numpy as np
 
     # numpy's copy, shared: torch.tensor of pyarrow's read-only view may take a slow path
     # (5 ms, not 20 us, for a block's 60k values)
-    return torch.from_numpy(np.array(array.to_numpy(zero_copy_only=False))).to(dtype)
+    return torch.from_numpy(np.array(numpy_column(array, null))).to(dtype)
+
+
+def numpy_column(array: Any, null: float | None = None) -> Any:
+    """A pyarrow array of numbers or booleans as a numpy array (read-only where it is a view
+    of pyarrow's buffer), ``null`` in place of a missing value.
+
+    Read from the array's buffers, not by pyarrow's ``to_numpy``, whose first call imports
+    pandas: 0.2-0.4 s of CPU of a command's 3.5 (so does converting any Python or numpy
+    value, hence :func:`arrow_array`)."""
+    import numpy as np
+
+    pa = arrow()
+    if isinstance(array, pa.ChunkedArray):
+        array = array.combine_chunks()
+    kind, n, offset = array.type, len(array), array.offset
+    buffers = array.buffers()
+    if pa.types.is_boolean(kind):
+        bits = np.frombuffer(buffers[1], np.uint8) if n else np.zeros(0, np.uint8)
+        bits = np.unpackbits(bits, count=offset + n, bitorder="little")
+        values: Any = bits[offset:].view(bool)
+    elif pa.types.is_integer(kind) or pa.types.is_floating(kind):
+        letter = (
+            "f" if pa.types.is_floating(kind) else "i" if pa.types.is_signed_integer(kind) else "u"
+        )
+        dtype = np.dtype(f"<{letter}{kind.bit_width // 8}")
+        values = (
+            np.frombuffer(buffers[1], dtype, n, offset * dtype.itemsize)
+            if n
+            else np.zeros(0, dtype)
+        )
+    else:  # another type: pyarrow's conversion, whatever it imports
+        return np.asarray(array.to_numpy(zero_copy_only=False))
+    if array.null_count:
+        if null is None:
+            raise ValueError(f"`array` has {array.null_count} missing values: pass `null`")
+        valid = np.unpackbits(np.frombuffer(buffers[0], np.uint8), count=offset + n,
+                              bitorder="little")[offset:].view(bool)  # fmt: skip
+        values = np.where(valid, values, null)
+    return values
+
+
+def arrow_array(values: Any) -> Any:
+    """(n,) numpy (or torch) numbers as a pyarrow array, float64 for floats, else int64 (as
+    ``take`` wants positions): made from the buffer, since pyarrow's conversion of a numpy
+    array imports pandas (:func:`numpy_column`)."""
+    import numpy as np
+
+    pa = arrow()
+    data = np.asarray(values)
+    floating = data.dtype.kind == "f"
+    data = np.ascontiguousarray(data, np.float64 if floating else np.int64)
+    kind = pa.float64() if floating else pa.int64()
+    return pa.Array.from_buffers(kind, len(data), [None, pa.py_buffer(data)])
 
 
 def open_binary(path: str) -> BinaryIO:
@@ -194,10 +262,16 @@ def read_records(
 
 
 def read_batches(
-    path: str, kind: str, file_format: str = "auto", progress: TextIO | None = None
+    path: str,
+    kind: str,
+    file_format: str = "auto",
+    progress: TextIO | None = None,
+    keyed: Callable[[Any], tuple[Any, Any]] | None = None,
 ) -> Generator[Records, None, None]:
     """The file's records in batches of consecutive lines, as pyarrow parses its blocks
-    (:func:`read_records` says what is checked)."""
+    (:func:`read_records` says what is checked). ``keyed``: a function of a block's
+    document ids that gives :attr:`Records.keys` and ``key_kind``, called in the reader
+    thread (the join's keys: that numpy work then leaves the join's thread)."""
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
     if file_format not in FORMATS:
@@ -205,13 +279,16 @@ def read_batches(
     file_format = guess_format(path, kind) if file_format == "auto" else file_format
     pa, done = arrow(), 0
     try:
-        for qid, docno, value in _read_ahead(_read_columnar(path, kind, file_format, progress)):
+        blocks: Iterator[tuple[Any, ...]] = _read_columnar(path, kind, file_format, progress)
+        if keyed is not None:  # a generator: run by _read_ahead's thread
+            blocks = ((*block, *keyed(block[1])) for block in blocks)
+        for qid, docno, value, *keys in _read_ahead(blocks):
             values = column_tensor(value, torch.float64)
             if not len(values):
                 continue
             if bool((torch.isnan(values) if kind == "run" else ~torch.isfinite(values)).any()):
                 raise _Malformed
-            yield Records(path, kind, file_format, qid, docno, values)
+            yield Records(path, kind, file_format, qid, docno, values, *keys)
             done += len(values)
     except (OSError, EOFError) as error:
         raise FileFormatError(path, None, f"cannot read the file: {_os_reason(error)}") from None
@@ -502,9 +579,11 @@ __all__ = [
     "FileFormatError",
     "MissingExtraError",
     "Records",
+    "arrow_array",
     "column_tensor",
     "diagnose",
     "guess_format",
+    "numpy_column",
     "query_name",
     "read_batches",
     "read_records",
