@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from ranking_plugins.metrics import Evaluation
+from ranking_plugins.metrics import Evaluation, result_matrices
 
 #: rows of :attr:`Totals.sums`
 WEIGHT, WEIGHTED_VALUE, WEIGHTED_SQUARE, SQUARED_WEIGHT = range(4)
@@ -39,8 +39,7 @@ class Totals:
         if not keys:  # only catalogue-level metrics: nothing per query
             device = evaluation.relevant_count.device
             return cls.zeros(keys, device)
-        values = torch.stack([evaluation.results[key].values for key in keys], dim=1)
-        counted = torch.stack([evaluation.results[key].counted for key in keys], dim=1)
+        values, counted = result_matrices(evaluation.results, keys)
         weight = counted.to(torch.float64)
         if weighted:
             weight = weight * evaluation.relevant_count.unsqueeze(1)
@@ -88,11 +87,8 @@ def per_query_matrix(evaluation: Evaluation, keys: tuple[str, ...]) -> Tensor:
     What the adapters keep with ``keep_per_query=True``, for the paired tests
     of :mod:`ranking_plugins.compare`.
     """
-    columns = []
-    for key in keys:
-        result = evaluation.results[key]
-        columns.append(torch.where(result.counted, result.values.to(torch.float64), torch.nan))
-    return torch.stack(columns, dim=1)
+    values, counted = result_matrices(evaluation.results, keys)
+    return torch.where(counted, values.to(torch.float64), torch.nan)
 
 
 #: TorchMetrics' names of the aggregations of per-query values (``aggregation``); any
