@@ -989,10 +989,11 @@ def _empty_action_table(
                 _check_defined(metric, block_defined, options)
     if action == "error" and not any(m.exposure for m in metrics):
         return ResultTable(keys, value, defined)  # every query defined
-    fill_value: float | Tensor = fills[0] if fills else 0.0
-    if any(not _same_float(f, fill_value) for f in fills):
-        fill_value = torch.tensor(fills, dtype=value.dtype).to(value.device, non_blocking=True)
-    value = torch.where(defined, value, fill_value)
+    if all(_same_float(fill, fills[0]) for fill in fills):
+        value = torch.where(defined, value, fills[0])
+    else:
+        fill_row = torch.tensor(fills, dtype=value.dtype).to(value.device, non_blocking=True)
+        value = torch.where(defined, value, fill_row)
     if all(counts):
         return ResultTable(keys, value, torch.ones_like(defined))
     if any(counts):
@@ -1011,9 +1012,8 @@ def _check_defined(metric: Metric, defined: Tensor, options: Options) -> None:
         raise EmptyQueryError(metric.name, query, lacks=lacks)
 
 
-def _same_float(a: float, b: float | Tensor) -> bool:
+def _same_float(a: float, b: float) -> bool:
     """Whether two fill values are the same number (NaN is NaN)."""
-    assert isinstance(b, float)
     return a == b or (math.isnan(a) and math.isnan(b))
 
 
