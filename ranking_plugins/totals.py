@@ -40,16 +40,16 @@ class Totals:
             device = evaluation.relevant_count.device
             return cls.zeros(keys, device)
         values, counted = result_matrices(evaluation.results, keys)
-        weight = counted.to(torch.float64)
-        if weighted:
-            weight = weight * evaluation.relevant_count.unsqueeze(1)
         # skipped queries are NaN and weigh 0; a counted NaN stays NaN in the mean
         x = torch.where(counted, values, 0.0)
-        wx = weight * x
-        sums = torch.stack(
-            [weight.sum(0), wx.sum(0), (wx * x).sum(0), (weight * weight).sum(0)], dim=0
-        )
-        return cls(keys, sums)
+        if weighted:
+            weight = counted.to(torch.float64) * evaluation.relevant_count.unsqueeze(1)
+            wx = weight * x
+            rows = [weight.sum(0), wx.sum(0), (wx * x).sum(0), (weight * weight).sum(0)]
+        else:  # w is 0 or 1 and x is 0 where w is: w·x is x and w² is w, to the bit
+            count = counted.sum(0, dtype=torch.float64)
+            rows = [count, x.sum(0), (x * x).sum(0), count]
+        return cls(keys, torch.stack(rows, dim=0))
 
     def merge(self, other: Totals) -> Totals:
         if other.keys != self.keys:
