@@ -13,7 +13,7 @@ rank statistics (:class:`ranking_plugins.kernel.RankedBatch`, made by
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -42,12 +42,13 @@ MetricValue = tuple[Tensor, Tensor]
 
 def _ratio(numerator: Tensor, denominator: Tensor) -> Tensor:
     """numerator / denominator, 0 where the denominator is 0 (a subnormal one divides)."""
-    positive = denominator > 0
-    return torch.where(positive, numerator / torch.where(positive, denominator, 1.0), 0.0)
+    # the quotients of the other places (0 / 0, x / 0) are computed and dropped:
+    # values are read without gradients, and a division costs less than a where
+    return torch.where(denominator > 0, numerator / denominator, 0.0)
 
 
 def _has_relevant(c: Cutoff) -> Tensor:
-    return (c.relevant_count > 0).expand_as(c.k)
+    return c.has_relevant
 
 
 def _has_gain(c: Cutoff) -> Tensor:
@@ -718,9 +719,43 @@ class PerQuery:
     counted: Tensor  # (Q,) bool
 
 
+class ResultTable(Mapping[str, PerQuery]):
+    """Every result of one read as two (Q, K) matrices, a column per key in order:
+    each key's :class:`PerQuery` is a view of its column, made when read, and the
+    totals take the matrices whole (:func:`result_matrices`)."""
+
+    def __init__(self, keys: tuple[str, ...], values: Tensor, counted: Tensor) -> None:
+        self.keys_in_order = keys
+        self.per_query = values  # (Q, K) float64, NaN where not counted
+        self.counted = counted  # (Q, K) bool
+        self._column = {key: column for column, key in enumerate(keys)}
+
+    def __getitem__(self, key: str) -> PerQuery:
+        column = self._column[key]
+        return PerQuery(self.per_query[:, column], self.counted[:, column])
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.keys_in_order)
+
+    def __len__(self) -> int:
+        return len(self.keys_in_order)
+
+
+def result_matrices(
+    results: Mapping[str, PerQuery], keys: tuple[str, ...]
+) -> tuple[Tensor, Tensor]:
+    """(values, counted) (Q, len(keys)) of ``keys``: a table's own matrices when it holds
+    those keys in that order, else its columns stacked."""
+    if isinstance(results, ResultTable) and results.keys_in_order == keys:
+        return results.per_query, results.counted
+    values = torch.stack([results[key].values for key in keys], dim=1)
+    counted = torch.stack([results[key].counted for key in keys], dim=1)
+    return values, counted
+
+
 @dataclass(frozen=True)
 class Evaluation:
-    results: dict[str, PerQuery]
+    results: Mapping[str, PerQuery]
     #: (Q,) float64: R, the weight of ``weighted=True`` (:attr:`relevant_count`); or a
     #: function giving it, called when first read (counting R is a pass over dense
     #: targets that the metrics may not have needed)
@@ -801,21 +836,24 @@ def read_metrics(
                     )
                 values[name][0][queries] = value
                 values[name][1][queries] = defined
-    results: dict[str, PerQuery] = {}
+    per_query_metrics: list[Metric] = []
+    blocks: list[MetricValue] = []
     for metric in metrics:
         if metric.value is None:  # catalogue-level: from the exposure, at the end
             continue
-        columns = result_columns(metric, ks)
         if metric.name in values:
-            value, defined = values[metric.name]
+            blocks.append(values[metric.name])
         else:  # no part (no query)
-            value = torch.zeros(0, len(columns), dtype=torch.float64, device=ranked.device)
-            defined = value.bool()
-        # all the metric's ks at once: on an accelerator each operation is a kernel launch
-        value, counted = _apply_empty_action(metric, value, defined, options)
-        for column, (_, key) in enumerate(columns):
-            results[key] = PerQuery(value[:, column], counted[:, column])
-    return Evaluation(results, relevant_count, exposure)
+            width = len(result_columns(metric, ks))
+            value = torch.zeros(0, width, dtype=torch.float64, device=ranked.device)
+            blocks.append((value, value.bool()))
+        per_query_metrics.append(metric)
+    # every metric at every k as one (Q, columns) matrix: the empty-target action is a few
+    # operations a call, not a few per metric (on an accelerator each is a kernel launch)
+    table = _empty_action_table(
+        per_query_metrics, blocks, ks, options, ranked.num_queries, ranked.device
+    )
+    return Evaluation(table, relevant_count, exposure)
 
 
 def read_catalogue(
@@ -914,25 +952,69 @@ class EmptyQueryError(ValueError):
         )
 
 
-def _apply_empty_action(
-    metric: Metric, value: Tensor, defined: Tensor, options: Options
-) -> tuple[Tensor, Tensor]:
+def _empty_action_table(
+    metrics: Sequence[Metric],
+    blocks: Sequence[MetricValue],
+    ks: tuple[int, ...] | None,
+    options: Options,
+    num_queries: int,
+    device: torch.device,
+) -> ResultTable:
+    """The metrics' (value, defined) blocks (Q, columns), in order, as one
+    :class:`ResultTable` after ``empty_target_action``."""
+    keys = tuple(key for metric in metrics for _, key in result_columns(metric, ks))
+    if not blocks:  # only catalogue-level metrics: nothing per query
+        none = torch.zeros(num_queries, 0, dtype=torch.float64, device=device)
+        return ResultTable(keys, none, none.bool())
+    value = torch.cat([block[0] for block in blocks], dim=1)
+    defined = torch.cat([block[1] for block in blocks], dim=1)
     action = options.empty_target_action
-    if metric.exposure:
-        # no relevance involved: a query counts unless its top k is too short
-        # for the metric (no item; one item for diversity), and then is left out
-        return torch.where(defined, value, torch.nan), defined
-    if action == "error":
-        if not bool(defined.all()):
-            lacks = "relevant item" if metric.empty_lacks is None else metric.empty_lacks(options)
-            # the first query without it at the first k that has one
-            column = (~defined).any(dim=0).nonzero()[0, 0]
-            query = int((~defined[:, column]).nonzero()[0, 0])
-            raise EmptyQueryError(metric.name, query, lacks=lacks)
-        return value, defined
-    if action == "skip":
-        return torch.where(defined, value, torch.nan), defined
-    return torch.where(defined, value, metric.empty_value(action)), torch.ones_like(defined)
+    # per column: the value of an undefined query, and whether that query counts
+    fills: list[float] = []
+    counts: list[bool] = []
+    for metric, block in zip(metrics, blocks, strict=True):
+        if metric.exposure:
+            # no relevance involved: a query counts unless its top k is too short
+            # for the metric (no item; one item for diversity), and then is left out
+            fill, count = math.nan, False
+        elif action in ("error", "skip"):
+            fill, count = math.nan, False
+        else:
+            fill, count = metric.empty_value(action), True
+        fills += [fill] * block[0].shape[1]
+        counts += [count] * block[0].shape[1]
+    if action == "error" and not bool(defined.all()):
+        for metric, (_, block_defined) in zip(metrics, blocks, strict=True):
+            if not metric.exposure:
+                _check_defined(metric, block_defined, options)
+    if action == "error" and not any(m.exposure for m in metrics):
+        return ResultTable(keys, value, defined)  # every query defined
+    if all(_same_float(fill, fills[0]) for fill in fills):
+        value = torch.where(defined, value, fills[0])
+    else:
+        fill_row = torch.tensor(fills, dtype=value.dtype).to(value.device, non_blocking=True)
+        value = torch.where(defined, value, fill_row)
+    if all(counts):
+        return ResultTable(keys, value, torch.ones_like(defined))
+    if any(counts):
+        counting = torch.tensor(counts).to(defined.device, non_blocking=True)
+        return ResultTable(keys, value, defined | counting)
+    return ResultTable(keys, value, defined)
+
+
+def _check_defined(metric: Metric, defined: Tensor, options: Options) -> None:
+    """``empty_target_action="error"``: raise for the first query where ``metric`` is
+    undefined, at the first of its ks that has one."""
+    if not bool(defined.all()):
+        lacks = "relevant item" if metric.empty_lacks is None else metric.empty_lacks(options)
+        column = (~defined).any(dim=0).nonzero()[0, 0]
+        query = int((~defined[:, column]).nonzero()[0, 0])
+        raise EmptyQueryError(metric.name, query, lacks=lacks)
+
+
+def _same_float(a: float, b: float) -> bool:
+    """Whether two fill values are the same number (NaN is NaN)."""
+    return a == b or (math.isnan(a) and math.isnan(b))
 
 
 def recall_at_fixed_precision(
@@ -965,6 +1047,7 @@ __all__ = [
     "Evaluation",
     "Metric",
     "PerQuery",
+    "ResultTable",
     "get_metrics",
     "key_metric",
     "rank_depth",
@@ -973,4 +1056,5 @@ __all__ = [
     "recall_at_fixed_precision",
     "result_columns",
     "result_key",
+    "result_matrices",
 ]

@@ -20,6 +20,7 @@ import threading
 import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import torch
 from torch import Tensor
@@ -110,13 +111,14 @@ class RankingRequest:
                 )
         return cls(tuple(metric_list), ks, options, items, pairs)
 
-    @property
+    # cached: a call reads them several times (totals, results), 36 strings each for W1
+    @cached_property
     def keys(self) -> tuple[str, ...]:
         """The result keys in output order, metric by metric, each in ascending k
         (made from pairs: in the pairs' order)."""
         return self._keys(self.metrics)
 
-    @property
+    @cached_property
     def query_keys(self) -> tuple[str, ...]:
         """The keys of the per-query metrics (the columns of ``Totals``), in output order."""
         return self._keys(tuple(m for m in self.metrics if m.value is not None))

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from ranking_plugins.metrics import Evaluation
+from ranking_plugins.metrics import Evaluation, result_matrices
 
 #: rows of :attr:`Totals.sums`
 WEIGHT, WEIGHTED_VALUE, WEIGHTED_SQUARE, SQUARED_WEIGHT = range(4)
@@ -39,18 +39,17 @@ class Totals:
         if not keys:  # only catalogue-level metrics: nothing per query
             device = evaluation.relevant_count.device
             return cls.zeros(keys, device)
-        values = torch.stack([evaluation.results[key].values for key in keys], dim=1)
-        counted = torch.stack([evaluation.results[key].counted for key in keys], dim=1)
-        weight = counted.to(torch.float64)
-        if weighted:
-            weight = weight * evaluation.relevant_count.unsqueeze(1)
+        values, counted = result_matrices(evaluation.results, keys)
         # skipped queries are NaN and weigh 0; a counted NaN stays NaN in the mean
         x = torch.where(counted, values, 0.0)
-        wx = weight * x
-        sums = torch.stack(
-            [weight.sum(0), wx.sum(0), (wx * x).sum(0), (weight * weight).sum(0)], dim=0
-        )
-        return cls(keys, sums)
+        if weighted:
+            weight = counted.to(torch.float64) * evaluation.relevant_count.unsqueeze(1)
+            wx = weight * x
+            rows = [weight.sum(0), wx.sum(0), (wx * x).sum(0), (weight * weight).sum(0)]
+        else:  # w is 0 or 1 and x is 0 where w is: w·x is x and w² is w, to the bit
+            count = counted.sum(0, dtype=torch.float64)
+            rows = [count, x.sum(0), (x * x).sum(0), count]
+        return cls(keys, torch.stack(rows, dim=0))
 
     def merge(self, other: Totals) -> Totals:
         if other.keys != self.keys:
@@ -88,11 +87,8 @@ def per_query_matrix(evaluation: Evaluation, keys: tuple[str, ...]) -> Tensor:
     What the adapters keep with ``keep_per_query=True``, for the paired tests
     of :mod:`ranking_plugins.compare`.
     """
-    columns = []
-    for key in keys:
-        result = evaluation.results[key]
-        columns.append(torch.where(result.counted, result.values.to(torch.float64), torch.nan))
-    return torch.stack(columns, dim=1)
+    values, counted = result_matrices(evaluation.results, keys)
+    return torch.where(counted, values.to(torch.float64), torch.nan)
 
 
 #: TorchMetrics' names of the aggregations of per-query values (``aggregation``); any

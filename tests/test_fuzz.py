@@ -150,6 +150,8 @@ BLOCK_CONSTANTS = (
     ("ranking_plugins.kernel.inputs.relevance", "_BLOCKS_PER_CHOSEN"),
     ("ranking_plugins.kernel.inputs.relevance", "_MAXIMA_ELEMENTS"),
     ("ranking_plugins.kernel.inputs.embeddings", "QUERY_ROWS_AT_LEAST"),
+    # AP's and RR's sums at their places only, past this many places of a batch
+    ("ranking_plugins.kernel.statistics.rank_stats", "PLACED_SUMS_ELEMENTS"),
 )
 
 

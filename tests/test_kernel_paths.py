@@ -18,6 +18,7 @@ from ranking_plugins.kernel import host_reads, ranked_batch
 from ranking_plugins.kernel.ranked_batch import Unranked
 from ranking_plugins.kernel.ranking import selection
 from ranking_plugins.kernel.ranking.tie_groups import sort_within_ties
+from ranking_plugins.kernel.statistics import rank_stats
 from ranking_plugins.options import Options
 from ranking_plugins.request import RankingRequest, _last_batch
 
@@ -41,6 +42,8 @@ def test_selection_paths_agree(ties: str, seed: int, monkeypatch: pytest.MonkeyP
         options = {"mask": mask, "ties": ties, "reduction": "none"}
 
         monkeypatch.setattr(host_reads, "ACCELERATOR_PATHS_ON_CPU", False)
+        # AP's and RR's sums at their places only, as on lists too long for the prefix sums
+        monkeypatch.setattr(rank_stats, "PLACED_SUMS_ELEMENTS", 0)
         cut_rows_only = rank_metrics(preds, target, AT_K, ks, **options)
         monkeypatch.setattr(host_reads, "ACCELERATOR_PATHS_ON_CPU", True)
         every_row = rank_metrics(preds, target, AT_K, ks, **options)
@@ -48,6 +51,52 @@ def test_selection_paths_agree(ties: str, seed: int, monkeypatch: pytest.MonkeyP
         for key, values in cut_rows_only.items():
             torch.testing.assert_close(values, every_row[key], rtol=0, atol=1e-12)
             torch.testing.assert_close(values, whole_rows[key], rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("ties", kernel.TIES)
+def test_placed_sums_and_prefix_sums_give_the_same_bits(
+    ties: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """AP's and RR's sums at their places only (long lists on the CPU) and the prefix
+    sums of every place (small lists; accelerators) agree to the bit, ties or not."""
+    generator = torch.Generator().manual_seed(5)
+    preds = torch.randint(0, 4, (40, 30), generator=generator).float()
+    preds[:20] = torch.randn(20, 30, generator=generator)  # rows without ties
+    target = (torch.rand(40, 30, generator=generator) < 0.2).float()
+    ks = [1, 3, 10, 30]
+    runs = []
+    for elements in (0, 1 << 30):
+        monkeypatch.setattr(rank_stats, "PLACED_SUMS_ELEMENTS", elements)
+        _last_batch.clear()
+        runs.append(rank_metrics(preds, target, ["map", "mrr"], ks, ties=ties, reduction="none"))
+    for key, values in runs[0].items():
+        torch.testing.assert_close(values, runs[1][key], rtol=0, atol=0, equal_nan=True)
+
+
+def test_small_lists_take_the_prefix_sums(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A batch of at most PLACED_SUMS_ELEMENTS places reads AP and RR off the prefix
+    sums of every place, no PlacedSums (its ~30 operations cost more than a pass)."""
+    made: list[int] = []
+    of, init = rank_stats.PlacedSums.of, rank_stats.PlacedSums.__init__
+
+    def counted_of(*args: object) -> rank_stats.PlacedSums:
+        made.append(1)
+        return of(*args)  # type: ignore[arg-type]
+
+    def counted_init(self: rank_stats.PlacedSums, *args: object) -> None:
+        made.append(1)
+        init(self, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(rank_stats.PlacedSums, "of", staticmethod(counted_of))
+    monkeypatch.setattr(rank_stats.PlacedSums, "__init__", counted_init)
+    preds, target = torch.randn(64, 200), (torch.rand(64, 200) < 0.05).float()
+    assert rank_stats.PLACED_SUMS_ELEMENTS >= 64 * 100
+    rank_metrics(preds, target, ["map", "mrr"], [10, 100])
+    assert not made
+    monkeypatch.setattr(rank_stats, "PLACED_SUMS_ELEMENTS", 64 * 100 - 1)
+    _last_batch.clear()
+    rank_metrics(preds, target, ["map", "mrr"], [10, 100])
+    assert made
 
 
 def test_cut_tie_group_is_completed_from_the_whole_row() -> None:

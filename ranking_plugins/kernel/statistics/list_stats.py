@@ -284,9 +284,14 @@ class Cutoff:
         """The k that precision divides by."""
         return self.retrieved if self.adaptive_k else self.k
 
-    @property
+    @cached_property
     def relevant_count(self) -> Tensor:
         return self.stats.relevant_count.unsqueeze(1)
+
+    @cached_property
+    def has_relevant(self) -> Tensor:
+        """(Q, K) whether the query has a relevant item: most metrics are undefined without."""
+        return (self.relevant_count > 0).expand_as(self.k)
 
     @cached_property
     def judged(self) -> JudgedReadings:
