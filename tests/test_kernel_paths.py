@@ -793,3 +793,22 @@ def test_grouped_lists_of_one_length_in_order_are_ranked_as_views(
     for key, value in dense.items():
         torch.testing.assert_close(in_order[key], value, rtol=0, atol=0, equal_nan=True)
         torch.testing.assert_close(shuffled[key], value, rtol=0, atol=0, equal_nan=True)
+
+
+@pytest.mark.parametrize("gain", ["linear", "exponential"])
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int8, torch.float64, torch.float32])
+def test_gains_by_the_relevance_rule_equal_the_masked_gains(gain: str, dtype: torch.dtype) -> None:
+    """Issue 27 (W3): integer grades under "grade > 0" skip the mask; every gain,
+    and the sign of every zero (a float -0.0 grade), is the masked form's."""
+    from ranking_plugins.kernel.inputs.relevance import GainRule
+
+    grades = torch.tensor([-3, -1, 0, 1, 2, 4, 7], dtype=dtype)
+    if dtype.is_floating_point:
+        grades = torch.cat([grades, torch.tensor([-0.0, 0.5], dtype=dtype)])
+    for threshold in (None, 2.0):
+        rule = GainRule(threshold, gain)
+        relevant = rule.relevant(grades)
+        masked = torch.where(relevant, rule.gain_of(grades), 0.0)
+        got = rule.gains(grades, relevant, by_this_rule=True)
+        assert torch.equal(got, masked)
+        assert torch.equal(got.signbit(), masked.signbit())

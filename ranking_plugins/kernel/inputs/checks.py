@@ -114,7 +114,7 @@ def check_grades(
     top_gain = float(rule.gain_of(top.reshape(1))[0])
     if math.isfinite(top_gain * max(list_length, 1)):
         return
-    gains = rule.gains(grades, rule.relevant(grades))
+    gains = rule.gains(grades, rule.relevant(grades), by_this_rule=True)
     if query_of_item is None:
         totals = gains.sum(dim=-1)
     else:

@@ -85,9 +85,18 @@ class GainRule:
             return gain  # no grade strictly between 0 and 1 (0/1 grades): no expm1 to take
         return torch.where(cancels, torch.expm1(g * math.log(2)), gain)
 
-    def gains(self, grades: Tensor, relevant: Tensor) -> Tensor:
-        """float64 gains; non-relevant and negative grades earn nothing."""
-        return torch.where(relevant, self.gain_of(grades), 0.0)
+    def gains(self, grades: Tensor, relevant: Tensor, by_this_rule: bool = False) -> Tensor:
+        """float64 gains; non-relevant and negative grades earn nothing.
+
+        ``by_this_rule``: ``relevant`` is :meth:`relevant` of ``grades`` (no
+        judgments applied). Then integer grades under "grade > 0 is relevant"
+        need no mask: :meth:`gain_of` earns 0 at every grade at or below 0 (a
+        float grade of -0.0 would keep its sign, so floats take the mask).
+        """
+        gain = self.gain_of(grades)
+        if by_this_rule and self.relevance_threshold is None and not grades.is_floating_point():
+            return gain
+        return torch.where(relevant, gain, 0.0)
 
 
 def least_at_or_above(threshold: float, dtype: torch.dtype) -> float | int | Tensor | None:
@@ -259,7 +268,7 @@ class DenseGrades:
             relevant &= judged
         if self.binary:  # a relevant bool grade is 1, whose gain is 1 under both gains
             return relevant, relevant.to(torch.float64)
-        return relevant, self.rule.gains(grades, relevant)
+        return relevant, self.rule.gains(grades, relevant, by_this_rule=judged is None)
 
     def at(self, items: Tensor, rows: Tensor | None = None) -> tuple[Tensor, Tensor]:
         grades = self.grades if rows is None else self.grades[rows]
