@@ -36,7 +36,7 @@ import torch
 from torch import Tensor
 
 from ranking_plugins.kernel import Exposure
-from ranking_plugins.metrics import Evaluation
+from ranking_plugins.per_query import Evaluation
 from ranking_plugins.request import RankingRequest
 from ranking_plugins.totals import Aggregation, Totals, aggregate, per_query_matrix
 

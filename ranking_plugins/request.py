@@ -38,17 +38,15 @@ from ranking_plugins.kernel import (
     rank_inputs,
 )
 from ranking_plugins.metrics import (
-    Evaluation,
     Metric,
     get_metrics,
     metric_names,
     rank_depth,
-    read_catalogue,
-    read_metrics,
     result_columns,
     result_key,
 )
 from ranking_plugins.options import OptionKeywords, Options
+from ranking_plugins.per_query import Evaluation, read_catalogue, read_metrics
 
 TopK = int | Sequence[int] | None
 #: a metric and its cutoff (None: read on the whole list)

@@ -29,8 +29,9 @@ from ranking_plugins.kernel import (
     check_judged,
     host_reads_are_free,
 )
-from ranking_plugins.metrics import Evaluation, result_columns
+from ranking_plugins.metrics import result_columns
 from ranking_plugins.options import OPTION_NAMES, OptionKeywords, Options
+from ranking_plugins.per_query import Evaluation
 from ranking_plugins.request import RankingRequest, TopK, _last_batch
 from ranking_plugins.torchmetrics_dtypes import FixedDtypes
 from ranking_plugins.torchmetrics_functional import TORCHMETRICS_DEFAULTS

@@ -17,8 +17,8 @@ import torch
 from torch import Tensor
 
 from ranking_plugins import _validation as V
-from ranking_plugins.kernel import check_grouped, check_inputs
-from ranking_plugins.metrics import EmptyQueryError, Evaluation, RankedBatch
+from ranking_plugins.kernel import RankedBatch, check_grouped, check_inputs
+from ranking_plugins.per_query import EmptyQueryError, Evaluation
 from ranking_plugins.request import RankingRequest
 from ranking_plugins.torchmetrics_functional import torchmetrics_dtype_refusal
 from ranking_plugins.totals import AGGREGATIONS

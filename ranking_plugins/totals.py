@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from ranking_plugins.metrics import Evaluation, result_matrices
+from ranking_plugins.per_query import Evaluation, result_matrices
 
 #: rows of :attr:`Totals.sums`
 WEIGHT, WEIGHTED_VALUE, WEIGHTED_SQUARE, SQUARED_WEIGHT = range(4)

@@ -521,8 +521,9 @@ def test_item_ids_ranked_and_counted_agree(ties):
     """Item ids are counted (CountedJudgedStats) unless ranked for another reason (an
     exposure metric): both ways give the same judged statistics."""
     from ranking_plugins.kernel import GainRule, normalize_input, rank_batch
-    from ranking_plugins.metrics import get_metrics, read_metrics
+    from ranking_plugins.metrics import get_metrics
     from ranking_plugins.options import Options
+    from ranking_plugins.per_query import read_metrics
 
     g = torch.Generator().manual_seed(2)
     preds = torch.randint(0, 3, (9, 8), generator=g).float()

@@ -21,14 +21,9 @@ import torch
 from torch import Tensor
 
 from ranking_plugins.kernel import recall_level_cut
-from ranking_plugins.metrics import (
-    METRICS,
-    EmptyQueryError,
-    Evaluation,
-    PerQuery,
-    result_key,
-)
+from ranking_plugins.metrics import METRICS, result_key
 from ranking_plugins.options import Options
+from ranking_plugins.per_query import EmptyQueryError, Evaluation, PerQuery
 from ranking_plugins.request import RankingRequest
 from ranking_plugins.runs.joining import Collection, WholeRunNeeded, collections, run_keys
 from ranking_plugins.runs.names import GEOMETRIC_MEANS
