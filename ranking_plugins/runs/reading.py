@@ -180,9 +180,7 @@ def numpy_column(array: Any, null: float | None = None) -> Any:
     kind, n, offset = array.type, len(array), array.offset
     buffers = array.buffers()
     if pa.types.is_boolean(kind):
-        bits = np.frombuffer(buffers[1], np.uint8) if n else np.zeros(0, np.uint8)
-        bits = np.unpackbits(bits, count=offset + n, bitorder="little")
-        values: Any = bits[offset:].view(bool)
+        values: Any = _bits(buffers[1], offset, n)
     elif pa.types.is_integer(kind) or pa.types.is_floating(kind):
         letter = (
             "f" if pa.types.is_floating(kind) else "i" if pa.types.is_signed_integer(kind) else "u"
@@ -198,10 +196,17 @@ def numpy_column(array: Any, null: float | None = None) -> Any:
     if array.null_count:
         if null is None:
             raise ValueError(f"`array` has {array.null_count} missing values: pass `null`")
-        valid = np.unpackbits(np.frombuffer(buffers[0], np.uint8), count=offset + n,
-                              bitorder="little")[offset:].view(bool)  # fmt: skip
-        values = np.where(valid, values, null)
+        values = np.where(_bits(buffers[0], offset, n), values, null)
     return values
+
+
+def _bits(buffer: Any, offset: int, n: int) -> Any:
+    """(n,) bool numpy of a pyarrow bitmap (a boolean array's values, or its validity)
+    from bit ``offset`` on."""
+    import numpy as np
+
+    packed = np.frombuffer(buffer, np.uint8) if n else np.zeros(0, np.uint8)
+    return np.unpackbits(packed, count=offset + n, bitorder="little")[offset:].view(bool)
 
 
 def arrow_array(values: Any) -> Any:
