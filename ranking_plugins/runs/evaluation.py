@@ -143,7 +143,10 @@ class Settings:
     leaves its graded measures alone. ``judged_only``: trec_eval's ``-J``.
     ``unjudged_queries``, ``unretrieved_queries``: what a query in one side only
     does (:func:`~ranking_plugins.runs.joining.collections`). ``run_format``:
-    the run file's format (``auto``: guessed).
+    the run file's format (``auto``: guessed). ``tied_ids``: the order of document
+    ids ``ties="first"`` breaks ties by, ``"descending"`` (trec_eval's) or
+    ``"ascending"``. ``c_float_scores``: whether scores are read as C floats; None:
+    where trec_eval is reproduced (its layout, or ``ties="first"`` by descending ids).
     """
 
     options: Options = field(default_factory=lambda: COMMAND_DEFAULTS)
@@ -152,6 +155,8 @@ class Settings:
     unjudged_queries: str = "error"
     unretrieved_queries: str = "skip"
     run_format: str = "auto"
+    tied_ids: str = "descending"
+    c_float_scores: bool | None = None
 
 
 def evaluate_file(
@@ -276,11 +281,15 @@ def evaluate_pass(
     with such a grade but none above 0 (``-l`` <= 0) is nan, trec_eval's 0 / 0.
     """
     first = settings.options.ties == "first"
-    join: dict[str, Any] = {
-        "trec_eval_order": first,
+    c_floats = settings.c_float_scores
+    if c_floats is None:
         # trec_eval holds a score as a C float: read so wherever the command reproduces
         # trec_eval (its layout, its tie break); elsewhere float64's precision stays
-        "float32_scores": first or settings.trec_eval_layout,
+        c_floats = (first and settings.tied_ids == "descending") or settings.trec_eval_layout
+    join: dict[str, Any] = {
+        "trec_eval_order": first,
+        "tied_ids": settings.tied_ids,
+        "float32_scores": c_floats,
         "relevance_threshold": join_threshold(wanted, settings.options.relevance_threshold),
         "unjudged": settings.unjudged_queries,
         "unretrieved": settings.unretrieved_queries,

@@ -299,8 +299,13 @@ def _records(kind: str, qids: Any, docnos: Any, values: torch.Tensor) -> Records
     return Records(SOURCE[kind], kind, IN_MEMORY, qids, docnos, values)
 
 
+class EmptySideError(ValueError):
+    """An in-memory qrels or run without a (query, document) pair (a caller to which an
+    empty side is an answer, as ir_measures' drop-in, catches it)."""
+
+
 def _empty(kind: str) -> ValueError:
-    return ValueError(f"`{kind}` is empty: it has no (query, document) pair")
+    return EmptySideError(f"`{kind}` is empty: it has no (query, document) pair")
 
 
 def check_repeats(records: Records) -> None:
@@ -331,4 +336,4 @@ def _pair(qids: Any, docnos: Any, at: int) -> str:
     return f"(query {qids[at].as_py().decode()!r}, document {docnos[at].as_py().decode()!r})"
 
 
-__all__ = ["COLUMNS", "as_records", "check_repeats", "is_in_memory"]
+__all__ = ["COLUMNS", "EmptySideError", "as_records", "check_repeats", "is_in_memory"]

@@ -130,6 +130,7 @@ def collections(
     unjudged: str = "error",
     unretrieved: str = "skip",
     float32_scores: bool = False,
+    tied_ids: str = "descending",
 ) -> Iterator[Collection]:
     """Join ``qrels`` and ``run`` (read whole, or the batches of :func:`read_batches`,
     joined as they come: memory then does not grow with the run) into parts of whole
@@ -142,7 +143,7 @@ def collections(
 
     Args:
         trec_eval_order: order each query's documents by score, then document id
-            DESCENDING, so that ``ties="first"`` breaks ties as trec_eval does.
+            (``tied_ids``), so that ``ties="first"`` breaks ties by document id.
         relevance_threshold: unretrieved judged documents with a grade at or
             above it (or above 0) are added as masked items.
         unjudged: a run query without judgments is an ``"error"``
@@ -152,9 +153,12 @@ def collections(
             retrieved (trec_eval ``-c``).
         float32_scores: the run's scores as trec_eval holds them
             (:func:`as_trec_eval_scores`), not float64's.
+        tied_ids: the order of the document ids of a tie under ``trec_eval_order``:
+            ``"descending"`` (trec_eval's) or ``"ascending"`` (ir_measures' msmarco
+            and judged providers: Python's sort by ``(-score, doc_id)``).
     """
     judgments, whole = Judgments.of(qrels), isinstance(run, Records)
-    options = (unjudged, whole, trec_eval_order, relevance_threshold, float32_scores)
+    options = (unjudged, whole, trec_eval_order, relevance_threshold, float32_scores, tied_ids)
     done: dict[bytes, int] = {}  # each run query's code in the qrels (-1: none), in run order
     held: list[Records] = []
     for batch in [run] if isinstance(run, Records) else run:
@@ -202,6 +206,7 @@ def _joined(
     trec_eval_order: bool,
     relevance_threshold: float | None,
     float32_scores: bool,
+    tied_ids: str,
 ) -> Iterator[Collection]:
     """The judged queries of ``run`` (whole queries), in parts; ``done`` takes its queries."""
     pc, n = arrow().compute, len(run)
@@ -235,7 +240,7 @@ def _joined(
     if trec_eval_order or not grouped or missing:
         line_query = torch.repeat_interleave(blocks, block_sizes)
         if trec_eval_order:
-            order = _trec_eval_order(run, line_query, grouped)
+            order = _trec_eval_order(run, line_query, grouped, tied_ids)
         elif not grouped:
             order = torch.argsort(line_query, stable=True)
         if missing:
@@ -533,8 +538,11 @@ def as_trec_eval_scores(scores: Tensor) -> Tensor:
     return scores.to(torch.float32).to(torch.float64)
 
 
-def _trec_eval_order(run: Records, line_query: Tensor, grouped: bool) -> Tensor:
-    """The run's lines by query, score descending, then document id descending (trec_eval's).
+def _trec_eval_order(
+    run: Records, line_query: Tensor, grouped: bool, tied_ids: str = "descending"
+) -> Tensor:
+    """The run's lines by query, score descending, then document id descending (trec_eval's)
+    or ascending (``tied_ids``).
 
     A run in rank order (a block per query, scores not increasing) needs only
     its tie groups sorted; any other run is sorted whole, both by pyarrow.
@@ -551,7 +559,7 @@ def _trec_eval_order(run: Records, line_query: Tensor, grouped: bool) -> Tensor:
     if at.numel():
         columns = {"q": arrow_array(line_query[at]), "s": arrow_array(scores[at])}
         table = pa.table({**columns, "d": run.docnos.take(arrow_array(at))})
-        keys = [("q", "ascending"), ("s", "descending"), ("d", "descending")]
+        keys = [("q", "ascending"), ("s", "descending"), ("d", tied_ids)]
         order[at] = at[column_tensor(pa.compute.sort_indices(table, keys))]
     return order
 
