@@ -176,7 +176,9 @@ def _evaluate(measures: Iterable[Any], qrels: Any, run: Any, ties: str) -> _Tabl
         raise ValueError("`measures` is empty: name at least one measure")
     empty_qids: list[str] = []
     if isinstance(qrels, Mapping):  # kept: as_records checks their ids
-        empty_qids = [_qid(q) for q, docs in qrels.items() if isinstance(docs, Mapping) and not docs]
+        empty_qids = [
+            _qid(q) for q, docs in qrels.items() if isinstance(docs, Mapping) and not docs
+        ]
     qrels_records, run_records = _records(qrels, "qrels"), _records(run, "run")
     groups: dict[str, list[MeasureSpec]] = {}
     for spec in specs:

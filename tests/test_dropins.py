@@ -1,8 +1,7 @@
 """The drop-ins against the libraries they replace, on random collections with ties,
 queries in one side only, unjudged documents and negative grades: the same numbers to
-1e-12, except the documented differences (docs/runs.rst): trec_eval 9's cut of a recall
-level in pytrec_eval (interpolated precision), and ir_measures' Judged provider's tie
-break (document id ascending)."""
+1e-12, except the documented difference (docs/runs.rst): trec_eval 9's cut of a recall
+level in pytrec_eval (interpolated precision)."""
 
 from __future__ import annotations
 
@@ -218,16 +217,90 @@ def test_iter_calc_and_calc_aggregate_give_ir_measures_numbers(seed: int) -> Non
             assert close(ours[measure], value), (measure, ours[measure], value)
 
 
-def test_judged_matches_on_untied_runs() -> None:
+def test_judged_matches_on_tied_runs_and_negative_grades() -> None:
     """ir_measures' Judged provider breaks ties by document id ascending, and counts a
-    negative grade as judged (both documented): compared without either."""
-    qrels, run = collection(4, ties=False)
-    qrels = {q: {d: max(g, 0) for d, g in docs.items()} for q, docs in qrels.items()}
+    negative grade as judged: so does the drop-in."""
+    qrels, run = collection(4)
     run = {q: d for q, d in run.items() if d}
     measures = [ir_measures.Judged @ 5, ir_measures.Judged @ 10]
     expected = ir_measures.calc_aggregate(measures, qrels, run)
     got = rp_ir_measures.calc_aggregate(measures, qrels, run)
     assert all(close(got[m], v) for m, v in expected.items())
+
+
+@pytest.mark.parametrize("relevant, expected", [("a", 1.0), ("b", 0.5)])
+def test_rr_at_k_breaks_ties_as_msmarco(relevant: str, expected: float) -> None:
+    """ir_measures computes RR@k with MS MARCO's script: ties by document id ascending."""
+    qrels, run = {"q": {relevant: 1}}, {"q": {"a": 1.0, "b": 1.0}}
+    theirs = ir_measures.calc_aggregate([ir_measures.RR @ 10], qrels, run)
+    ours = rp_ir_measures.calc_aggregate([ir_measures.RR @ 10], qrels, run)
+    assert theirs[ir_measures.RR @ 10] == expected == ours[ir_measures.RR @ 10]
+
+
+def test_rr_at_k_reads_scores_as_float64() -> None:
+    """MS MARCO's scores are Python floats: 1 + 1e-9 beats 1 (as C floats they would tie,
+    and ``a`` would come first by its id)."""
+    qrels, run = {"q": {"a": 1}}, {"q": {"a": 1.0, "b": 1.0 + 1e-9}}
+    measures = [ir_measures.RR @ 10, ir_measures.RR]
+    theirs = ir_measures.calc_aggregate(measures, qrels, run)
+    assert (
+        rp_ir_measures.calc_aggregate(measures, qrels, run)
+        == theirs
+        == {ir_measures.RR @ 10: 0.5, ir_measures.RR: 0.5}
+    )
+
+
+def test_a_qrels_query_given_empty_scores_zero() -> None:
+    """ir_measures' pytrec_eval provider counts a qrels query given as {} (0 on every
+    measure); its msmarco provider, alone, does not."""
+    qrels, run = {"q": {"a": 1}, "q2": {}}, {"q": {"a": 1.0}, "q2": {"a": 1.0}}
+    for measures in ([ir_measures.AP, ir_measures.NumRet], [ir_measures.RR @ 10],
+                     [ir_measures.AP, ir_measures.RR @ 10]):  # fmt: skip
+        theirs = ir_measures.calc_aggregate(measures, qrels, run)
+        assert rp_ir_measures.calc_aggregate(measures, qrels, run) == theirs
+        rows = {
+            (m.query_id, m.measure): m.value for m in ir_measures.iter_calc(measures, qrels, run)
+        }
+        ours = rp_ir_measures.iter_calc(measures, qrels, run)
+        assert {(m.query_id, m.measure): m.value for m in ours} == rows
+    assert rp_ir_measures.calc_aggregate([ir_measures.AP], qrels, run)[ir_measures.AP] == 0.5
+
+
+@pytest.mark.parametrize("run", [{}, {"q": {}}])
+def test_an_empty_run_scores_every_query_zero(run: dict) -> None:
+    qrels = {"q": {"a": 1}, "q2": {"b": 2}}
+    measures = [ir_measures.AP, ir_measures.nDCG @ 10, ir_measures.RR @ 10, ir_measures.NumRet]
+    theirs = ir_measures.calc_aggregate(measures, qrels, run)
+    assert rp_ir_measures.calc_aggregate(measures, qrels, run) == theirs
+    assert set(theirs.values()) == {0.0}
+
+
+def test_ir_measures_readme_runs_with_the_import_changed(tmp_path: Any) -> None:
+    """ir_measures' README: its records and readers, from the drop-in."""
+    from ranking_plugins.ir_measures import Qrel, ScoredDoc, read_trec_qrels, read_trec_run
+
+    qrels_text = "q1 0 d1 1\nq1 0 d2 0\n\nq2 0 d1 2\n"
+    run_text = "q1 Q0 d1 1 1.5 r\nq1 Q0 d2 2 1.5 r\nq2 Q0 d3 1 0.5 r\n"
+    (tmp_path / "qrels").write_text(qrels_text)
+    (tmp_path / "run").write_text(run_text)
+    for source in (qrels_text, str(tmp_path / "qrels")):
+        assert list(read_trec_qrels(source)) == list(ir_measures.read_trec_qrels(source))
+    with open(tmp_path / "qrels") as ours_file, open(tmp_path / "qrels") as theirs_file:
+        assert list(read_trec_qrels(ours_file)) == list(ir_measures.read_trec_qrels(theirs_file))
+    assert list(read_trec_run(run_text)) == list(ir_measures.read_trec_run(run_text))
+    measures = [ir_measures.AP, ir_measures.nDCG @ 10, ir_measures.P(rel=2) @ 10]
+    ours = rp_ir_measures.calc_aggregate(
+        measures, read_trec_qrels(str(tmp_path / "qrels")), read_trec_run(str(tmp_path / "run"))
+    )
+    theirs = ir_measures.calc_aggregate(
+        measures, ir_measures.read_trec_qrels(str(tmp_path / "qrels")),
+        ir_measures.read_trec_run(str(tmp_path / "run")),
+    )  # fmt: skip
+    assert ours == pytest.approx(theirs, abs=1e-12)
+    records = [Qrel("q1", "d1", 1)], [ScoredDoc("q1", "d1", 1.0), ScoredDoc("q1", "d2", 2.0)]
+    assert rp_ir_measures.calc_aggregate([ir_measures.RR], *records) == {ir_measures.RR: 0.5}
+    with pytest.raises(ValueError, match="qrels line 1: expected 4 fields"):
+        list(read_trec_qrels("q1 d1 1\n"))
 
 
 def test_the_same_code_with_records_and_dataframes() -> None:

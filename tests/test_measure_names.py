@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import math
 import random
+import re
 from pathlib import Path
 
 import pytest
 
+from ranking_plugins import evaluate_run
 from ranking_plugins.options import Options
 from ranking_plugins.runs.evaluation import Settings, evaluate_file
 from ranking_plugins.runs.names import (
@@ -220,3 +222,26 @@ def test_the_command_refuses_per_measure_parameters() -> None:
     ]
     with pytest.raises(ValueError, match="--relevance-threshold"):
         parse_metrics(["P(rel=2)@10"])
+
+
+@pytest.mark.parametrize(
+    "name, message",
+    [("hits@10", "ranx's hits@k counts"), ("rbp.95", "ranx's rbp.p sums"), ("P-l2", "one measure")],
+)
+def test_ranx_names_of_another_definition_are_refused(name: str, message: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(message)):
+        parse_measures([name])
+
+
+def test_ranx_names_give_ranx_values() -> None:
+    """ranx's names that are not the package's, on a run without ties (ranx's tie order is
+    numpy's unstable sort); tests/test_fuzz_ir_measures.py draws the others."""
+    ranx = pytest.importorskip("ranx")
+    qrels = {"q1": {"a": 2, "b": 0, "c": 1}, "q2": {"a": 1, "d": 3}}
+    run = {"q1": {"a": 0.2, "b": 0.9, "c": 0.5, "e": 0.4}, "q2": {"d": 0.1, "a": 0.3, "b": 0.8}}
+    names = ["r-precision", "ndcg_burges@3", "dcg_burges@2", "hits", "ndcg@2-l2", "map-l2"]
+    theirs = ranx.evaluate(ranx.Qrels(qrels), ranx.Run(run), names, return_mean=False)
+    ours = evaluate_run(qrels, run, names)
+    for name in names:
+        for qid, value in zip(ranx.Run(run).get_query_ids(), theirs[name], strict=True):
+            assert ours.per_query[name][qid] == pytest.approx(float(value), abs=1e-12), name
