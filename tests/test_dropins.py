@@ -187,15 +187,22 @@ def _ir_measures_list() -> list[Any]:
         m.nDCG @ 10, m.nDCG, m.AP, m.AP @ 5, m.P @ 5, m.P(rel=2) @ 10, m.Bpref, m.infAP,
         m.IPrec @ 0.5, m.SetF, m.SetP, m.SetR, m.NumRet(rel=1), m.NumRet, m.NumRel,
         m.R @ 5, m.RR, m.RR(rel=2), m.Rprec, m.Success @ 5, m.SetAP,
-        m.nDCG(judged_only=True) @ 10,
     ]  # fmt: skip
 
 
-@pytest.mark.parametrize("seed", range(3))
-def test_iter_calc_and_calc_aggregate_give_ir_measures_numbers(seed: int) -> None:
+# ir_measures groups the measures of one call into pytrec_eval invocations by
+# their parameters, in an order that can vary from run to run: a judged_only
+# measure beside the others may then give another invocation's numbers (seen
+# once in a dozen runs), so it is asked in a call of its own
+@pytest.mark.parametrize(
+    "seed,judged_only", [(0, False), (1, False), (2, False), (0, True), (1, True)]
+)
+def test_iter_calc_and_calc_aggregate_give_ir_measures_numbers(
+    seed: int, judged_only: bool
+) -> None:
     qrels, run = collection(seed)
     run = {q: d for q, d in run.items() if d}  # ir_measures reads no empty query
-    measures = _ir_measures_list()
+    measures = [ir_measures.nDCG(judged_only=True) @ 10] if judged_only else _ir_measures_list()
     expected = {
         (m.query_id, m.measure): m.value for m in ir_measures.iter_calc(measures, qrels, run)
     }
