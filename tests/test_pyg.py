@@ -223,6 +223,17 @@ def test_tie_free_score_matrix_equals_pyg_on_its_ranking() -> None:
     assert close(coverage.compute(), expected.compute())
 
 
+def test_an_update_without_examples_changes_nothing() -> None:
+    ranked, index, _ = problem(6)
+    nothing = (torch.zeros(0, 5, dtype=torch.int64), torch.zeros(2, 0, dtype=torch.int64))
+    for make in (lambda: R.LinkPredNDCG(5), lambda: R.LinkPredCoverage(5, num_dst_nodes=25)):
+        once, twice = make(), make()
+        once.update(ranked, index)
+        twice.update(ranked, index)
+        twice.update(*nothing)
+        assert float(twice.compute()) == float(once.compute())
+
+
 def test_bad_inputs_name_the_argument() -> None:
     ranked, index, _ = problem(2, items=20)
     with pytest.raises(ArgumentError, match="`k`"):

@@ -6,10 +6,11 @@ ranked (``(Q, w)`` item ids, best first), and the ground truth as COO edges
 kernel reads scores, so a ranked list becomes strictly decreasing scores
 (``w``, ``w - 1``, ..., 1: no ties, the list's own order), and:
 
-* for the accuracy metrics, the grouped layout (:func:`ranked_lists`): each
+* for the accuracy metrics, dense rows (:func:`ranked_lists`): each
   example's listed items, then its relevant items that are not listed, with
   ``mask=False`` (never ranked, but counted in R and in the ideal DCG, as
-  PyG's label count does): O(Q·w + E) entries, no catalogue-wide row;
+  PyG's label count does): Q·(w + the most unlisted of an example) entries,
+  no catalogue-wide row;
 * for the exposure metrics, blocks of rows over the union of their items
   (:func:`union_blocks`): column j of a block is catalogue item ``ids[j]``, so
   the item inputs are those rows of the catalogue's.
@@ -30,8 +31,10 @@ from torch import Tensor
 
 from ranking_plugins import _validation as V
 
-#: a block of the exposure path holds at most this many (row, column) entries
-BLOCK_ELEMENTS = 1 << 22
+#: a block of the exposure path holds at most this many (row, column) entries: the
+#: blocks' entries sum to about Q·w·(rows per block), so smaller blocks do less work
+#: until the per-block overhead dominates
+BLOCK_ELEMENTS = 1 << 18
 
 
 def is_score_matrix(pred_index_mat: Tensor) -> bool:
@@ -157,12 +160,13 @@ def positive_edges(
 
 
 @dataclass(frozen=True)
-class GroupedLists:
-    """One update in the grouped layout (``rank_metrics``' ``indexes`` and ``mask``)."""
+class ListedRows:
+    """One update as dense rows with a mask (``rank_metrics``' ``mask``): the listed
+    items first, then the example's relevant items that are not listed (masked out),
+    then padding (masked, grade 0)."""
 
     preds: Tensor
     target: Tensor
-    indexes: Tensor
     mask: Tensor
 
 
@@ -172,17 +176,19 @@ def _list_scores(num_examples: int, width: int, device: torch.device) -> Tensor:
     return scores.expand(num_examples, width)
 
 
-def ranked_lists(ranked: Tensor, rows: Tensor, cols: Tensor, weight: Tensor | None) -> GroupedLists:
+def ranked_lists(ranked: Tensor, rows: Tensor, cols: Tensor, weight: Tensor | None) -> ListedRows:
     """Each example's listed items (grade: its edge's weight, or 1; 0 without an
-    edge), then its relevant items that are not listed (masked out)."""
+    edge), then its relevant items that are not listed (masked out), so that they
+    count in R and in the ideal DCG as PyG's label count does."""
     device = ranked.device
     num_examples, width = ranked.shape
     ranked = ranked.to(torch.int64)
+    rows, cols = rows.to(device), cols.to(device)
     grade_dtype = torch.float64 if weight is not None else torch.float32
     span = max(int(ranked.max()) if ranked.numel() else 0, int(cols.max()) if cols.numel() else 0)
     span += 1
     listed_keys = (torch.arange(num_examples, device=device).unsqueeze(1) * span + ranked).view(-1)
-    edge_keys = rows.to(device) * span + cols.to(device)
+    edge_keys = rows * span + cols
     edge_grades = (
         torch.ones(edge_keys.shape, dtype=grade_dtype, device=device)
         if weight is None
@@ -198,24 +204,22 @@ def ranked_lists(ranked: Tensor, rows: Tensor, cols: Tensor, weight: Tensor | No
         sorted_listed = listed_keys.sort().values
         at = torch.searchsorted(sorted_listed, edge_keys).clamp(max=sorted_listed.numel() - 1)
         unlisted = sorted_listed[at] != edge_keys
-    extra = int(unlisted.sum())
-    list_rows = torch.arange(num_examples, device=device).repeat_interleave(width)
-    return GroupedLists(
-        preds=torch.cat(
-            [
-                _list_scores(num_examples, width, device).reshape(-1),
-                torch.zeros(extra, dtype=torch.float32, device=device),
-            ]
-        ),
-        target=torch.cat([grades, edge_grades[unlisted]]),
-        indexes=torch.cat([list_rows, rows.to(device)[unlisted]]),
-        mask=torch.cat(
-            [
-                torch.ones(listed_keys.shape, dtype=torch.bool, device=device),
-                torch.zeros(extra, dtype=torch.bool, device=device),
-            ]
-        ),
-    )
+    # the unlisted edges, by example, each at its place after the example's list
+    extra_rows, order = rows[unlisted].sort(stable=True)
+    extra_grades = edge_grades[unlisted][order]
+    counts = torch.bincount(extra_rows, minlength=num_examples)
+    first = torch.cumsum(counts, 0) - counts
+    place = torch.arange(extra_rows.numel(), device=device) - first[extra_rows]
+    extra = int(counts.max()) if num_examples > 0 else 0
+    shape = (num_examples, width + extra)
+    preds = torch.zeros(shape, dtype=torch.float32, device=device)
+    preds[:, :width] = _list_scores(num_examples, width, device)
+    mask = torch.zeros(shape, dtype=torch.bool, device=device)
+    mask[:, :width] = True
+    target = torch.zeros(shape, dtype=grade_dtype, device=device)
+    target[:, :width] = grades.view(num_examples, width)
+    target[extra_rows, width + place] = extra_grades
+    return ListedRows(preds, target, mask)
 
 
 def dense_grades(scores: Tensor, rows: Tensor, cols: Tensor, weight: Tensor | None) -> Tensor:
@@ -255,7 +259,7 @@ def union_blocks(ranked: Tensor) -> Iterator[UnionBlock]:
 
 __all__ = [
     "BLOCK_ELEMENTS",
-    "GroupedLists",
+    "ListedRows",
     "UnionBlock",
     "check_edges",
     "check_pred_index_mat",

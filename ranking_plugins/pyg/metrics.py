@@ -162,13 +162,13 @@ def evaluate_links(
     request: RankingRequest, pred: Tensor, rows: Tensor, cols: Tensor, weight: Tensor | None
 ) -> Evaluation | None:
     """The per-example values of ``request``'s accuracy metrics for one update (None: no
-    entry to rank). A score matrix is ranked as it is; ranked ids as grouped lists."""
+    example). A score matrix is ranked as it is; ranked ids as rows of their lists."""
+    if pred.shape[0] == 0:
+        return None
     if I.is_score_matrix(pred):
         return request.evaluate(pred, I.dense_grades(pred, rows, cols, weight))
     lists = I.ranked_lists(pred[:, : max(request.ks or (1,))], rows, cols, weight)
-    if lists.preds.numel() == 0:
-        return None
-    return request.evaluate(lists.preds, lists.target, indexes=lists.indexes, mask=lists.mask)
+    return request.evaluate(lists.preds, lists.target, mask=lists.mask)
 
 
 class LinkPredPrecision(_LinkPredMetric):
@@ -265,7 +265,8 @@ class _ExposureMetric(_LinkPredMetric):
             return
         for block in I.union_blocks(pred[:, : self.k]):
             request = self._make_request(self._items_of(block.ids))
-            target = torch.zeros(block.scores.shape, dtype=torch.float32, device=pred.device)
+            # no relevance is read: an empty item-id target, not a (q, U) grade scan
+            target = torch.full((block.scores.shape[0], 1), -1, device=pred.device)
             evaluation = request.evaluate(block.scores, target, mask=block.listed)
             self._add_block(Accumulator.of(evaluation, request), block.ids)
 
