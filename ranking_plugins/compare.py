@@ -35,6 +35,7 @@ import torch
 from torch import Tensor
 
 from ranking_plugins import _validation as V
+from ranking_plugins._display import html_table, import_pandas
 from ranking_plugins.choices import CORRECTIONS, TESTS
 from ranking_plugins.metrics import key_metric
 from ranking_plugins.significance import (
@@ -414,9 +415,24 @@ class ComparisonReport:
 
     def to_table(self) -> str:
         """Plain text: a line per comparison, ``*`` where the adjusted p is below alpha."""
+        head, body = self._cells()
+        lines = [head, *body]
+        widths = [max(len(line[i]) for line in lines) for i in range(len(head))]
+        text = [
+            "  ".join(
+                cell.ljust(w) if i < 3 else cell.rjust(w)
+                for i, (cell, w) in enumerate(zip(line, widths, strict=True))
+            ).rstrip()
+            for line in lines
+        ]
+        text.append(self._legend())
+        return "\n".join(text) + "\n"
+
+    def _cells(self) -> tuple[list[str], list[list[str]]]:
+        """The table's header and its rows as text, for :meth:`to_table` and the HTML."""
         head = ["metric", "system", "baseline", "mean", "base", "diff", "ci_low", "ci_high"]
         head += ["d", "p", "p_adj", ""]
-        lines = [head]
+        lines = []
         for row in self.rows:
             lines.append(
                 [
@@ -439,23 +455,36 @@ class ComparisonReport:
                     "*" if row.significant else "",
                 ]
             )
-        widths = [max(len(line[i]) for line in lines) for i in range(len(head))]
-        text = [
-            "  ".join(
-                cell.ljust(w) if i < 3 else cell.rjust(w)
-                for i, (cell, w) in enumerate(zip(line, widths, strict=True))
-            ).rstrip()
-            for line in lines
-        ]
+        return head, lines
+
+    def _legend(self) -> str:
+        """The line under the table: the test, the queries, what ``*`` and the columns mean."""
         interval = "bootstrap percentile" if self.test != "t" else "t"
         lower = [m for m in self.metrics if not self._higher_is_better(m)]
-        text.append(
+        return (
             f"test: {self.test}; {self.queries} queries; correction: {self.correction}; "
             f"* adjusted p < {self.alpha:g}; {self.confidence:.0%} {interval} interval; "
             "d: Cohen's d of the differences"
             + (f"; lower is better: {', '.join(lower)}" if lower else "")
         )
-        return "\n".join(text) + "\n"
+
+    def _repr_html_(self) -> str:
+        """Jupyter's view: the rows of :meth:`to_table` as an HTML table."""
+        head, body = self._cells()
+        notes = [self._legend()]
+        if self.dropped_queries:
+            notes.append(f"left out (no value: skipped as empty): {_listing(self.dropped_queries)}")
+        caption = f"ComparisonReport: {', '.join(self.systems)}"
+        return html_table(head, body, caption=caption, notes=notes, names=3)
+
+    def to_pandas(self) -> Any:
+        """A pandas DataFrame, one row per comparison, a column per field of
+        :class:`Comparison` (the rows of :meth:`to_csv`). Needs pandas (imported here)."""
+        pd = import_pandas("ComparisonReport.to_pandas")
+        fields = list(Comparison.__dataclass_fields__)
+        return pd.DataFrame(
+            [[getattr(row, f) for f in fields] for row in self.rows], columns=fields
+        )
 
     def to_latex(self) -> str:
         """A booktabs table, systems by metrics, as ranx's ``Report.to_latex``.
@@ -465,6 +494,10 @@ class ComparisonReport:
         (adjusted p below alpha, better mean); the best mean is bold. Better is
         higher, or lower for a metric whose ``higher_is_better`` is False (fall_out,
         mean_rank, ...).
+
+        The rules are booktabs' (``\\toprule``, ``\\midrule``, ``\\bottomrule``): the
+        document needs ``\\usepackage{booktabs}`` in its preamble, and the table's
+        second line, a LaTeX comment, says so.
         """
         letters = {name: chr(ord("a") + i) for i, name in enumerate(self.systems)}
         beats: dict[tuple[str, str], list[str]] = {}
@@ -477,6 +510,7 @@ class ComparisonReport:
         columns = "c" * len(self.metrics)
         lines = [
             "\\begin{table}[ht]",
+            "% needs \\usepackage{booktabs} in the preamble (\\toprule, \\midrule, \\bottomrule)",
             "\\centering",
             f"\\begin{{tabular}}{{cl{columns}}}",
             "\\toprule",
@@ -569,6 +603,15 @@ class ComparisonReport:
 
     def __str__(self) -> str:
         return self.to_table()
+
+    def __repr__(self) -> str:
+        # the table, not the dataclass's dump of every field: what a notebook cell or a
+        # REPL shows for a report (the fields are in rows, to_dict() and to_json())
+        head = (
+            f"ComparisonReport({len(self.systems)} systems, {len(self.metrics)} metrics, "
+            f"{self.queries} queries)"
+        )
+        return head + "\n" + self.to_table().rstrip("\n")
 
 
 def _fixed(value: float) -> str:
