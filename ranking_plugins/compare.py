@@ -35,6 +35,7 @@ import torch
 from torch import Tensor
 
 from ranking_plugins import _validation as V
+from ranking_plugins._display import html_table, import_pandas
 from ranking_plugins.choices import CORRECTIONS, TESTS
 from ranking_plugins.metrics import key_metric
 from ranking_plugins.significance import (
@@ -83,33 +84,53 @@ def _as_metric_dict(name: str, values: object) -> tuple[dict[str, Tensor], list[
         return {"": values}, None
     per_query, qids = getattr(values, "per_query", None), getattr(values, "qids", None)
     if isinstance(per_query, Mapping) and isinstance(qids, Sequence):
-        # a results object (runs.evaluation.Results, the Python API's): a summary with no
-        # per-query value (trec_eval's gm_map, named by no metric) is not compared
-        keys = [
-            k
-            for k in getattr(values, "keys", per_query)
-            if key_metric(k) is not None or not bool(torch.as_tensor(per_query[k]).isnan().all())
-        ]
-        return {str(k): per_query[k] for k in keys}, [str(q) for q in qids]
+        # a results object: runs.evaluation.Results ({key: (Q,) tensor}, .keys) or the
+        # Python API's RunResults ({measure: {query_id: value}}, .measures). A summary
+        # with no per-query value (trec_eval's gm_map, named by no metric) is not compared
+        keys = getattr(values, "keys", None) or getattr(values, "measures", None) or per_query
+        kept = {
+            str(k): per_query[k]
+            for k in keys
+            if key_metric(k) is not None or not _all_nan(per_query[k])
+        }
+        if all(isinstance(v, Mapping) for v in kept.values()):
+            return _by_measure(name, kept, qids)
+        _check_unique(name, [str(q) for q in qids])
+        return kept, [str(q) for q in qids]
     scores = getattr(values, "scores", None)
     if isinstance(scores, Mapping) and not isinstance(values, Mapping):
         # a ranx Run after ranx.evaluate: {metric: {qid: value}}
-        return _by_query_id(name, {q: {m: v[q] for m, v in scores.items()} for q in _ids(scores)})
+        return _by_measure(name, scores, _ids(scores))
     if isinstance(values, Mapping):
         if values and all(isinstance(v, Tensor) for v in values.values()):
             return dict(values), None
-        if values and all(_is_number(v) for v in values.values()):  # {qid: value}
-            return _by_query_id(name, {q: {"": v} for q, v in values.items()})
         if values and all(isinstance(v, Mapping) for v in values.values()):
             return _by_query_id(name, values)  # pytrec_eval's {qid: {measure: value}}
+        if values and not any(isinstance(v, (Mapping, Tensor)) for v in values.values()):
+            # {qid: value}: _by_query_id names a value that is not a number
+            return _by_query_id(name, {q: {"": v} for q, v in values.items()})
         if not values:  # paired_values names it
             return {}, None
     raise TypeError(
         f"system {name!r}: expected per-query values: a (Q,) tensor or a dict of them by "
         "metric (rank_metrics(..., reduction='none')), a dict {query_id: value}, "
         "pytrec_eval's {query_id: {measure: value}}, a ranx Run after ranx.evaluate, or "
-        f"results with .qids and .per_query; got {type(values).__name__}"
+        f"results with .qids and .per_query; got {_kind(values)}"
     )
+
+
+def _kind(values: object) -> str:
+    """What a system's values are, for an error: a dict's value types too."""
+    if not isinstance(values, Mapping):
+        return type(values).__name__
+    kinds = sorted({type(v).__name__ for v in values.values()})
+    return f"a dict of {' and '.join(kinds)} values"
+
+
+def _all_nan(values: object) -> bool:
+    if isinstance(values, Mapping):
+        values = list(values.values())
+    return bool(torch.as_tensor(values, dtype=torch.float64).isnan().all())
 
 
 def _ids(scores: Mapping[str, Mapping[str, object]]) -> list[str]:
@@ -120,12 +141,22 @@ def _is_number(value: object) -> bool:
     return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
+def _by_measure(
+    name: str, scores: Mapping[str, Mapping[Any, object]], qids: Sequence[Any]
+) -> tuple[dict[str, Tensor], list[str]]:
+    """``{metric: {qid: value}}`` (ranx's ``Run.scores``, ``RunResults.per_query``) read
+    as :func:`_by_query_id` reads ``{qid: {metric: value}}``, the queries in ``qids``'
+    order."""
+    return _by_query_id(name, {q: {m: v[q] for m, v in scores.items() if q in v} for q in qids})
+
+
 def _by_query_id(
     name: str, by_query: Mapping[Any, Mapping[str, object]]
 ) -> tuple[dict[str, Tensor], list[str]]:
     """``{qid: {metric: value}}`` as ``{metric: (Q,) tensor}`` and the query ids (as
     strings: an int id equals its string form, as in pytrec_eval)."""
     qids = [str(q) for q in by_query]
+    _check_unique(name, qids, list(by_query))
     rows = list(by_query.values())
     metrics = list(rows[0])
     for qid, row in zip(qids, rows, strict=True):
@@ -139,13 +170,33 @@ def _by_query_id(
                 raise TypeError(
                     f"system {name!r}: the value of query {qid!r}"
                     + (f" for {metric!r}" if metric else "")
-                    + f" must be a number, got {type(value).__name__} {value!r}"
+                    + f" is a {type(value).__name__} ({value!r}), expected a number"
                 )
     table = {
         str(m): torch.tensor([float(row[m]) for row in rows], dtype=torch.float64)  # type: ignore[arg-type]
         for m in metrics
     }
     return table, qids
+
+
+def _check_unique(
+    name: str, qids: list[str], given: Sequence[object] | None = None, argument: str = "systems"
+) -> None:
+    """Each query once in a system: ``qids`` as strings, ``given`` as the system gave them
+    (an int id and its string form are one query)."""
+    seen: dict[str, int] = {}
+    for i, qid in enumerate(qids):
+        if qid in seen:
+            first, again = (given[seen[qid]], given[i]) if given is not None else (qid, qid)
+            twice = (
+                f"as {first!r} and as {again!r} (an int id equals its string form)"
+                if first != again
+                else "twice"
+            )
+            raise V.ArgumentError(
+                argument, f"must hold each query once: system {name!r} has {qid!r} {twice}"
+            )
+        seen[qid] = i
 
 
 def paired_values(
@@ -179,45 +230,51 @@ def paired_values(
         raise TypeError(f"`systems` must be a dict {{name: values}}, got {type(systems).__name__}")
     names = [str(name) for name in systems]
     if len(names) < 2:
-        raise ValueError(f"`systems`: compare needs at least 2 systems, got {len(names)}")
+        raise V.ArgumentError("systems", f"must hold at least 2 systems, got {len(names)}")
     read = {str(name): _as_metric_dict(str(name), systems[name]) for name in systems}
     tables = {name: table for name, (table, _) in read.items()}
     for name, table in tables.items():
         if not table:
-            raise ValueError(
-                f"`systems`: {name!r} has no metric values; there is nothing to compare"
+            raise V.ArgumentError(
+                "systems",
+                f"must give each system values: {name!r} has no metric values; there is "
+                "nothing to compare",
             )
     by_id = [name for name, (_, ids) in read.items() if ids is not None]
     if by_id:
         by_position = [name for name in names if name not in by_id]
         if by_position:
-            raise ValueError(
-                f"`systems`: {by_id[0]!r} gives its values by query id but "
-                f"{by_position[0]!r} by position; give every system by id (a dict "
-                "{query_id: value}, or results with .qids)"
+            raise V.ArgumentError(
+                "systems",
+                f"must give every system alike: {by_id[0]!r} gives its values by query id "
+                f"but {by_position[0]!r} by position; give every system by id (a dict "
+                "{query_id: value}, or results with .qids)",
             )
         if query_ids is not None:
-            raise ValueError(
-                "`query_ids`: the systems give their values by query id; pass query_ids "
-                "only with tensors (values by position)"
+            raise V.ArgumentError(
+                "query_ids",
+                "must be None: the systems give their values by query id; pass query_ids "
+                "only with tensors (values by position)",
             )
         query_ids = {name: ids for name, (_, ids) in read.items() if ids is not None}
     first = names[0]
     metric_keys = list(tables[first])
     for name in names[1:]:
         if set(tables[name]) != set(metric_keys):
-            raise ValueError(
-                f"`systems`: {first!r} has the metrics {sorted(metric_keys)} but {name!r} has "
-                f"{sorted(tables[name])}; every system needs the same ones"
+            raise V.ArgumentError(
+                "systems",
+                f"must give every system the same metrics: {first!r} has "
+                f"{sorted(metric_keys)} but {name!r} has {sorted(tables[name])}; every "
+                "system needs the same ones",
             )
     for name in names:
         for key, given in tables[name].items():
             V.check_tensor(f"systems[{name!r}]" + (f"[{key!r}]" if key else ""), given)
             if given.ndim != 1:
-                raise ValueError(
-                    f"systems[{name!r}]" + (f"[{key!r}]" if key else "") + ": expected per-query "
-                    f"values of shape (Q,), got shape {tuple(given.shape)} (pass "
-                    "reduction='none' to rank_metrics)"
+                raise V.ArgumentError(
+                    f"systems[{name!r}]" + (f"[{key!r}]" if key else ""),
+                    f"must hold per-query values of shape (Q,), got shape "
+                    f"{tuple(given.shape)} (pass reduction='none' to rank_metrics)",
                 )
     ids = _query_ids(names, tables, metric_keys, query_ids)
     reference = ids[first]
@@ -231,11 +288,12 @@ def paired_values(
                 parts.append(f"{_listing(missing)} of {first!r} missing from {name!r}")
             if extra:
                 parts.append(f"{_listing(extra)} of {name!r} missing from {first!r}")
-            raise ValueError(
-                "the systems must be evaluated on the same queries: query "
+            raise V.ArgumentError(
+                "systems",
+                "must be evaluated on the same queries: query "
                 + "; query ".join(parts)
                 + " (evaluate every run on every query, as trec_eval -c does, or leave "
-                "the query out of every system)"
+                "the query out of every system)",
             )
     aligned: dict[str, Tensor] = {}
     for key in metric_keys:
@@ -260,10 +318,11 @@ def _query_ids(
     if query_ids is None:
         for name in names[1:]:
             if sizes[name] != sizes[names[0]]:
-                raise ValueError(
-                    f"the systems must be evaluated on the same queries: {names[0]!r} has "
+                raise V.ArgumentError(
+                    "systems",
+                    f"must be evaluated on the same queries: {names[0]!r} has "
                     f"{sizes[names[0]]} queries and {name!r} has {sizes[name]}; without "
-                    "`query_ids` queries are matched by position"
+                    "`query_ids` queries are matched by position",
                 )
     ids: dict[str, list[str]] = {}
     for name in names:
@@ -271,18 +330,17 @@ def _query_ids(
             given: Sequence[str] = [str(row) for row in range(sizes[name])]
         elif isinstance(query_ids, Mapping):
             if name not in query_ids:
-                raise ValueError(f"`query_ids` has no entry for system {name!r}")
+                raise V.ArgumentError("query_ids", f"has no entry for system {name!r}")
             given = query_ids[name]
         else:
             given = query_ids
+        _check_unique(name, [str(q) for q in given], list(given), argument="query_ids")
         given = [str(q) for q in given]
-        if len(set(given)) != len(given):
-            raise ValueError(f"`query_ids` of {name!r} repeat a query id")
         for key in metric_keys:
             if tables[name][key].shape[0] != len(given):
-                raise ValueError(
-                    f"systems[{name!r}]" + (f"[{key!r}]" if key else "") + f" has "
-                    f"{tables[name][key].shape[0]} queries but {len(given)} query ids"
+                raise V.ArgumentError(
+                    f"systems[{name!r}]" + (f"[{key!r}]" if key else ""),
+                    f"has {tables[name][key].shape[0]} queries but {len(given)} query ids",
                 )
         ids[name] = given
     return ids
@@ -357,9 +415,24 @@ class ComparisonReport:
 
     def to_table(self) -> str:
         """Plain text: a line per comparison, ``*`` where the adjusted p is below alpha."""
+        head, body = self._cells()
+        lines = [head, *body]
+        widths = [max(len(line[i]) for line in lines) for i in range(len(head))]
+        text = [
+            "  ".join(
+                cell.ljust(w) if i < 3 else cell.rjust(w)
+                for i, (cell, w) in enumerate(zip(line, widths, strict=True))
+            ).rstrip()
+            for line in lines
+        ]
+        text.append(self._legend())
+        return "\n".join(text) + "\n"
+
+    def _cells(self) -> tuple[list[str], list[list[str]]]:
+        """The table's header and its rows as text, for :meth:`to_table` and the HTML."""
         head = ["metric", "system", "baseline", "mean", "base", "diff", "ci_low", "ci_high"]
         head += ["d", "p", "p_adj", ""]
-        lines = [head]
+        lines = []
         for row in self.rows:
             lines.append(
                 [
@@ -382,23 +455,36 @@ class ComparisonReport:
                     "*" if row.significant else "",
                 ]
             )
-        widths = [max(len(line[i]) for line in lines) for i in range(len(head))]
-        text = [
-            "  ".join(
-                cell.ljust(w) if i < 3 else cell.rjust(w)
-                for i, (cell, w) in enumerate(zip(line, widths, strict=True))
-            ).rstrip()
-            for line in lines
-        ]
+        return head, lines
+
+    def _legend(self) -> str:
+        """The line under the table: the test, the queries, what ``*`` and the columns mean."""
         interval = "bootstrap percentile" if self.test != "t" else "t"
         lower = [m for m in self.metrics if not self._higher_is_better(m)]
-        text.append(
+        return (
             f"test: {self.test}; {self.queries} queries; correction: {self.correction}; "
             f"* adjusted p < {self.alpha:g}; {self.confidence:.0%} {interval} interval; "
             "d: Cohen's d of the differences"
             + (f"; lower is better: {', '.join(lower)}" if lower else "")
         )
-        return "\n".join(text) + "\n"
+
+    def _repr_html_(self) -> str:
+        """Jupyter's view: the rows of :meth:`to_table` as an HTML table."""
+        head, body = self._cells()
+        notes = [self._legend()]
+        if self.dropped_queries:
+            notes.append(f"left out (no value: skipped as empty): {_listing(self.dropped_queries)}")
+        caption = f"ComparisonReport: {', '.join(self.systems)}"
+        return html_table(head, body, caption=caption, notes=notes, names=3)
+
+    def to_pandas(self) -> Any:
+        """A pandas DataFrame, one row per comparison, a column per field of
+        :class:`Comparison` (the rows of :meth:`to_csv`). Needs pandas (imported here)."""
+        pd = import_pandas("ComparisonReport.to_pandas")
+        fields = list(Comparison.__dataclass_fields__)
+        return pd.DataFrame(
+            [[getattr(row, f) for f in fields] for row in self.rows], columns=fields
+        )
 
     def to_latex(self) -> str:
         """A booktabs table, systems by metrics, as ranx's ``Report.to_latex``.
@@ -408,6 +494,10 @@ class ComparisonReport:
         (adjusted p below alpha, better mean); the best mean is bold. Better is
         higher, or lower for a metric whose ``higher_is_better`` is False (fall_out,
         mean_rank, ...).
+
+        The rules are booktabs' (``\\toprule``, ``\\midrule``, ``\\bottomrule``): the
+        document needs ``\\usepackage{booktabs}`` in its preamble, and the table's
+        second line, a LaTeX comment, says so.
         """
         letters = {name: chr(ord("a") + i) for i, name in enumerate(self.systems)}
         beats: dict[tuple[str, str], list[str]] = {}
@@ -420,6 +510,7 @@ class ComparisonReport:
         columns = "c" * len(self.metrics)
         lines = [
             "\\begin{table}[ht]",
+            "% needs \\usepackage{booktabs} in the preamble (\\toprule, \\midrule, \\bottomrule)",
             "\\centering",
             f"\\begin{{tabular}}{{cl{columns}}}",
             "\\toprule",
@@ -512,6 +603,15 @@ class ComparisonReport:
 
     def __str__(self) -> str:
         return self.to_table()
+
+    def __repr__(self) -> str:
+        # the table, not the dataclass's dump of every field: what a notebook cell or a
+        # REPL shows for a report (the fields are in rows, to_dict() and to_json())
+        head = (
+            f"ComparisonReport({len(self.systems)} systems, {len(self.metrics)} metrics, "
+            f"{self.queries} queries)"
+        )
+        return head + "\n" + self.to_table().rstrip("\n")
 
 
 def _fixed(value: float) -> str:
@@ -609,12 +709,13 @@ def compare(
     _check_count("resamples", resamples)
     names, qids, values = paired_values(systems, query_ids)
     if len(qids) < 2:  # a paired test (and a sample standard deviation) needs two
-        raise ValueError(
-            f"`systems`: compare needs at least 2 queries, got {len(qids)}"
-            + ("; there are no queries to compare" if not qids else "")
+        raise V.ArgumentError(
+            "systems",
+            f"must hold at least 2 queries, got {len(qids)}"
+            + ("; there are no queries to compare" if not qids else ""),
         )
     if baseline is not None and baseline not in names:
-        raise ValueError(f"`baseline` must be one of the systems {names}, got {baseline!r}")
+        raise V.ArgumentError("baseline", f"must be one of the systems {names}, got {baseline!r}")
     if baseline is not None:
         pairs = [(baseline, name) for name in names if name != baseline]
     else:

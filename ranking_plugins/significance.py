@@ -68,17 +68,19 @@ def _check_differences(differences: Tensor) -> Tensor:
     if differences.ndim == 1:
         differences = differences.unsqueeze(1)
     if differences.ndim != 2 or differences.shape[0] < 2:
-        raise ValueError(
-            "`differences` must be (queries,) or (queries, comparisons) with at least 2 "
-            f"queries, got shape {tuple(differences.shape)}"
+        raise V.ArgumentError(
+            "differences",
+            "must be (queries,) or (queries, comparisons) with at least 2 queries, got "
+            f"shape {tuple(differences.shape)}",
         )
     if not differences.is_floating_point():
         raise TypeError(f"`differences` must be floating point, got {differences.dtype}")
     differences = differences.to(torch.float64)
     if not bool(torch.isfinite(differences).all()):
-        raise ValueError(
-            "`differences` must be finite; NaN marks a query skipped as empty: "
-            "drop it from every system first (compare() does, see `empty_target_action`)"
+        raise V.ArgumentError(
+            "differences",
+            "must be finite; NaN marks a query skipped as empty: drop it from every "
+            "system first (compare() does, see `empty_target_action`)",
         )
     return differences
 

@@ -5,7 +5,7 @@ A :class:`Totals` is a small immutable record, one column per result key
 queries that count (w = 1, or R with ``weighted=True``). Every row is a plain
 sum, so merging two totals, or all-reducing them across processes, is one
 addition, and the order of batches and processes cannot change the result
-beyond float64 rounding.
+beyond float64 rounding. The row Σw·x is kept scaled by 2^-64 (:data:`VALUE_SCALE`).
 """
 
 from __future__ import annotations
@@ -21,10 +21,18 @@ from ranking_plugins.per_query import Evaluation, result_matrices
 #: rows of :attr:`Totals.sums`
 WEIGHT, WEIGHTED_VALUE, WEIGHTED_SQUARE, SQUARED_WEIGHT = range(4)
 
+#: the row Σw·x holds Σw·x·2^-VALUE_SCALE, so that the mean of values near the float64
+#: limit (dcg of exponential gains near 2^1023) does not overflow in its sum (2^63
+#: queries of them fit). A power of two: every value above 2^-958 is scaled, summed
+#: and divided to the bit as without it, and the mean is scaled back exactly.
+VALUE_SCALE = 64
+_DOWN, _UP = 2.0**-VALUE_SCALE, 2.0**VALUE_SCALE
+
 
 @dataclass(frozen=True)
 class Totals:
-    """Σw, Σw·x, Σw·x², Σw² per result key, as one (4, K) float64 tensor."""
+    """Σw, Σw·x (scaled by 2^-64, :data:`VALUE_SCALE`), Σw·x², Σw² per result key, as one (4, K)
+    float64 tensor."""
 
     keys: tuple[str, ...]
     sums: Tensor
@@ -45,10 +53,11 @@ class Totals:
         if weighted:
             weight = counted.to(torch.float64) * evaluation.relevant_count.unsqueeze(1)
             wx = weight * x
-            rows = [weight.sum(0), wx.sum(0), (wx * x).sum(0), (weight * weight).sum(0)]
+            scaled = (weight * (x * _DOWN)).sum(0)
+            rows = [weight.sum(0), scaled, (wx * x).sum(0), (weight * weight).sum(0)]
         else:  # w is 0 or 1 and x is 0 where w is: w·x is x and w² is w, to the bit
             count = counted.sum(0, dtype=torch.float64)
-            rows = [count, x.sum(0), (x * x).sum(0), count]
+            rows = [count, (x * _DOWN).sum(0), (x * x).sum(0), count]
         return cls(keys, torch.stack(rows, dim=0))
 
     def merge(self, other: Totals) -> Totals:
@@ -63,7 +72,7 @@ class Totals:
 
     def mean(self) -> Tensor:
         """The (weighted) mean per key; NaN where no query counted."""
-        return self.sums[WEIGHTED_VALUE] / self.sums[WEIGHT]
+        return self.sums[WEIGHTED_VALUE] / self.sums[WEIGHT] * _UP
 
     def standard_error(self) -> Tensor:
         """Standard error of the mean per key: sample standard deviation / √n.
@@ -72,7 +81,8 @@ class Totals:
         effective sample size (Σw)² / Σw²; with w = 1 both reduce to the
         textbook formulas. NaN with fewer than two counted queries.
         """
-        w, wx, wx2, w2 = self.sums
+        w, scaled, wx2, w2 = self.sums
+        wx = scaled * _UP
         n_effective = w * w / w2
         variance = (wx2 - wx * wx / w) / (w - w2 / w)
         return torch.sqrt(variance.clamp(min=0) / n_effective)

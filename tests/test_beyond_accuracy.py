@@ -403,15 +403,18 @@ def test_per_query_exposure_of_an_empty_catalogue_is_undefined() -> None:
     assert all(bool(torch.isnan(value).all()) for value in per_query.values()), per_query
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open (design): coverage of an empty catalogue (N = 0) is 0 today, where the "
-    "share of no items is 0 / 0 (gini and entropy give NaN there): a (Q, 0) batch is ranked "
-    "with one phantom column, so its exposure has N = 1; the fuzzer leaves it out",
-)
-def test_coverage_of_an_empty_catalogue() -> None:
-    got = rank_metrics(torch.zeros(2, 0), torch.zeros(2, 0), ["coverage"], 1)
-    assert math.isnan(float(got["coverage@1"]))
+@pytest.mark.parametrize("target_format", ["dense", "indices"])
+def test_coverage_of_an_empty_catalogue(target_format: str) -> None:
+    """The share of no items is 0 / 0: NaN, as gini and entropy there (a (Q, 0) batch is
+    ranked with one padding column, which is no catalogue item). A catalogue of items
+    that no list shows is covered 0."""
+    target = torch.zeros(2, 0) if target_format == "dense" else torch.full((2, 1), -1)
+    names = ["coverage", "gini", "entropy"]
+    got = rank_metrics(torch.zeros(2, 0), target, names, [1, 3], target_format=target_format)
+    assert all(math.isnan(float(value)) for value in got.values()), got
+    hidden = torch.zeros(2, 3, dtype=torch.bool)
+    shown = rank_metrics(torch.zeros(2, 3), torch.zeros(2, 3), ["coverage"], 1, mask=hidden)
+    assert float(shown["coverage@1"]) == 0.0
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from ranking_plugins import rank_metrics
+from ranking_plugins import ArgumentError, rank_metrics
 from ranking_plugins.compare import (
     adjust_p_values,
     bootstrap_interval,
@@ -554,8 +554,21 @@ def test_nan_by_id_follows_empty_target_action() -> None:
             ValueError,
             "by query id but 'b' by position",
         ),
-        ({"a": {"q1": "high"}, "b": {"q1": 0.5}}, TypeError, "expected per-query values"),
-        ({"a": {"q1": {"map": "x"}}, "b": {"q1": {"map": 0.5}}}, TypeError, "must be a number"),
+        (
+            {"a": {"q1": 0.2, "q2": "high"}, "b": {"q1": 0.5, "q2": 0.1}},
+            TypeError,
+            r"system 'a': the value of query 'q2' is a str \('high'\), expected a number",
+        ),
+        (
+            {"a": {"q1": {"map": "x"}}, "b": {"q1": {"map": 0.5}}},
+            TypeError,
+            "the value of query 'q1' for 'map' is a str",
+        ),
+        (
+            {"a": {"q1": 0.5, "q2": {"map": 0.5}}, "b": {"q1": 0.5}},
+            TypeError,
+            "got a dict of dict and float values",
+        ),
         (
             {"a": {"q1": {"map": 0.1}, "q2": {"P_5": 0.2}}, "b": {"q1": {"map": 0.5}}},
             ValueError,
@@ -572,5 +585,99 @@ def test_bad_values_by_id_are_clear_errors(
 
 
 def test_query_ids_with_values_by_id_is_an_error() -> None:
-    with pytest.raises(ValueError, match="`query_ids`: the systems give their values by query id"):
+    with pytest.raises(ArgumentError, match="`query_ids` must be None: the systems give their"):
         compare({"a": {"q1": 0.1, "q2": 0.2}, "b": {"q1": 0.3, "q2": 0.1}}, query_ids=["q1", "q2"])
+
+
+# -- the Python API's results, repeated ids, argument errors
+
+
+def _qrels_and_runs(queries: int = 12) -> tuple[dict[str, dict[str, int]], list[dict]]:
+    """Qrels and two runs without tied scores (every tie policy gives pytrec_eval's order)."""
+    generator = torch.Generator().manual_seed(11)
+    qrels = {f"q{q}": {f"d{d}": (q + 2 * d) % 3 for d in range(8)} for q in range(queries)}
+    runs = []
+    for _ in range(2):
+        runs.append(
+            {
+                q: {f"d{d}": float(s) for d, s in enumerate(torch.randperm(8, generator=generator))}
+                for q in qrels
+            }
+        )
+    return qrels, runs
+
+
+def test_evaluate_run_results_are_compared_by_query_id() -> None:
+    """``compare`` reads ``evaluate_run``'s RunResults (per-query values by query id) of
+    several measures; pytrec_eval's own values, through scipy, are the oracle."""
+    pytrec_eval = pytest.importorskip("pytrec_eval")
+    from ranking_plugins import evaluate_run
+
+    qrels, (run_a, run_b) = _qrels_and_runs()
+    measures = ["ndcg_cut_10", "map", "P_5", "gm_map"]  # results under the spelling asked
+    a, b = (evaluate_run(qrels, run, measures) for run in (run_a, run_b))
+    report = compare({"a": a, "b": b}, correction="none")
+    assert report.metrics == ["ndcg_cut_10", "map", "P_5"]  # gm_map: a summary, left out
+    evaluator = pytrec_eval.RelevanceEvaluator(qrels, {"ndcg_cut.10", "map", "P.5"})
+    ours, theirs = evaluator.evaluate(run_a), evaluator.evaluate(run_b)
+    for row in report.rows:
+        xs = np.array([ours[q][row.metric] for q in qrels])
+        ys = np.array([theirs[q][row.metric] for q in qrels])
+        assert row.p_value == pytest.approx(stats.ttest_rel(ys, xs).pvalue, rel=1e-9)
+        assert row.difference == pytest.approx(float((ys - xs).mean()), abs=1e-12)
+    # RunResults beside pytrec_eval's dict: the same keys, matched by id
+    mixed = compare({"a": a, "b": dict(reversed(list(theirs.items())))}, correction="none")
+    for row, expected in zip(mixed.rows, report.rows, strict=True):
+        assert row.p_value == pytest.approx(expected.p_value, rel=1e-9)
+
+
+def test_evaluate_run_results_missing_a_query_are_refused_naming_it() -> None:
+    from ranking_plugins import evaluate_run
+
+    qrels, (run_a, run_b) = _qrels_and_runs()
+    del run_b["q3"]  # evaluated without it (unretrieved_queries="skip")
+    a, b = (evaluate_run(qrels, run, ["map"]) for run in (run_a, run_b))
+    with pytest.raises(ArgumentError, match=r"'q3' of 'a' missing from 'b'"):
+        compare({"a": a, "b": b})
+
+
+def test_a_repeated_query_id_is_named_with_its_system() -> None:
+    values = torch.rand(3, dtype=torch.float64)
+    with pytest.raises(
+        ArgumentError, match=r"system 'a' has '1' as 1 and as '1' \(an int id equals"
+    ):
+        compare({"a": {1: 0.5, "1": 0.1, "2": 0.3}, "b": {"1": 0.5, "2": 0.2, "3": 0.1}})
+    with pytest.raises(ArgumentError, match=r"`query_ids` .*system 'b' has 'q2' twice"):
+        compare(
+            {"a": values, "b": values.clone()},
+            query_ids={"a": ["q1", "q2", "q3"], "b": ["q1", "q2", "q2"]},
+        )
+
+
+@pytest.mark.parametrize(
+    ("keywords", "argument"),
+    [
+        ({"alpha": "x"}, "alpha"),
+        ({"confidence": 1.5}, "confidence"),
+        ({"permutations": 0}, "permutations"),
+        ({"baseline": "c"}, "baseline"),
+        ({"query_ids": {"a": ["q1", "q2", "q3"]}}, "query_ids"),
+    ],
+)
+def test_bad_arguments_raise_the_packages_argument_error(
+    keywords: dict[str, object], argument: str
+) -> None:
+    values = torch.rand(3, 2, dtype=torch.float64)
+    with pytest.raises(ArgumentError) as raised:
+        compare({"a": values[:, 0], "b": values[:, 1]}, **keywords)  # type: ignore[arg-type]
+    assert raised.value.argument == argument and isinstance(raised.value, ValueError)
+
+
+def test_bad_systems_and_differences_raise_the_packages_argument_error() -> None:
+    values = torch.rand(3, 2, dtype=torch.float64)
+    for systems in ({"a": values[:, 0]}, {"a": values, "b": values}):
+        with pytest.raises(ArgumentError, match="systems"):
+            compare(systems)
+    with pytest.raises(ArgumentError) as raised:
+        paired_t_test(torch.tensor([0.1, float("nan")], dtype=torch.float64))
+    assert raised.value.argument == "differences"

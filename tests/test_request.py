@@ -19,8 +19,9 @@ import ranking_plugins.request as request_module
 from ranking_plugins import rank_metrics
 from ranking_plugins.cli import main
 from ranking_plugins.kernel.statistics.list_stats import Cutoff, ListStats
+from ranking_plugins.per_query import Evaluation, ResultTable, result_matrices
 from ranking_plugins.request import RankingRequest
-from ranking_plugins.totals import Totals
+from ranking_plugins.totals import VALUE_SCALE, Totals
 
 
 @pytest.fixture
@@ -266,7 +267,8 @@ def test_weighted_standard_error_uses_effective_sample_size() -> None:
     # the reliability-weight variance with n_eff = (Σw)²/Σw² is what is reported
     x = torch.tensor([0.2, 0.9, 0.5, 1.0], dtype=torch.float64)
     w = torch.tensor([1.0, 3.0, 2.0, 2.0], dtype=torch.float64)
-    sums = torch.stack([w.sum(), (w * x).sum(), (w * x * x).sum(), (w * w).sum()]).unsqueeze(1)
+    scaled = (w * x).sum() * 2.0**-VALUE_SCALE  # the row Σw·x is kept scaled
+    sums = torch.stack([w.sum(), scaled, (w * x * x).sum(), (w * w).sum()]).unsqueeze(1)
     totals = Totals(("m",), sums)
     mean = float((w * x).sum() / w.sum())
     variance = float((w * (x - mean) ** 2).sum() / (w.sum() - (w * w).sum() / w.sum()))
@@ -275,6 +277,25 @@ def test_weighted_standard_error_uses_effective_sample_size() -> None:
     assert totals.standard_error().item() == pytest.approx(
         math.sqrt(variance / n_effective), rel=1e-12
     )
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_means_of_ordinary_values_are_the_plain_formula_to_the_bit(weighted: bool) -> None:
+    """The row Σw·x is kept scaled by a power of two (so that values near the float64
+    limit do not overflow it): on values of ordinary size the mean is Σw·x / Σw to the
+    bit, and so is the standard error's formula."""
+    request, preds, target = _per_query(3, weighted)
+    evaluation = request.evaluate(preds, target)
+    values, counted = result_matrices(evaluation.results, request.keys)
+    weight = counted.to(torch.float64)
+    if weighted:
+        weight = weight * evaluation.relevant_count.unsqueeze(1)
+    for scale in (1.0, 1e-200):  # 1e-200: small, but far above 2^-958
+        x = torch.where(counted, values, 0.0) * scale
+        table = ResultTable(request.keys, x, counted)
+        totals = Totals.of(Evaluation(table, evaluation.relevant_count), request.keys, weighted)
+        plain = (weight * x).sum(0) / weight.sum(0)
+        assert torch.equal(totals.mean(), plain), scale
 
 
 def test_empty_totals_give_nan_and_merging_other_keys_fails() -> None:

@@ -75,7 +75,7 @@ def rank_stats(
         None if mask is None else lambda: relevance.relevant_count(mask),
         relevance,
         num_ranked,
-        data.num_items,
+        data.catalogue_size,
     )
 
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ranking_plugins import _validation as V
+from ranking_plugins._display import html_table, import_pandas
 from ranking_plugins.choices import DEFAULT_METRICS, UNJUDGED_QUERIES, UNRETRIEVED_QUERIES
 from ranking_plugins.options import Options, unknown_keywords
 from ranking_plugins.runs.evaluation import (
@@ -50,8 +51,10 @@ COMMAND_OPTIONS = (
 class RunResults:
     """A run's values, by measure and by query id, and what was left out.
 
-    ``measures``: the result keys, in the order asked (``ndcg@10``, ``map``,
-    ``precision@10``: the package's names whatever spelling was asked).
+    ``measures``: the result keys, in the order asked, each under the spelling
+    it was asked by (``ndcg@10``, ``ndcg_cut_10`` and ``nDCG@10`` are three
+    keys of one value; a trec_eval name that stands for several, ``P.5,10``,
+    gives trec_eval's name of each, ``P_5`` and ``P_10``).
     ``qids``: the queries evaluated, sorted as strings. ``per_query``:
     ``{measure: {query_id: value}}`` (ranx's ``Run.scores`` shape; NaN where a
     query is left out of the mean, ``empty_target_action="skip"``). ``means``,
@@ -61,6 +64,9 @@ class RunResults:
     the run lacks, left out or counted as retrieving nothing
     (``unretrieved_queries="count"``); ``notes``: both in the command's words.
     ``options``: the options the values were computed with.
+
+    In a notebook it shows as a table of the means (``_repr_html_``);
+    ``to_pandas()`` gives the per-query values.
     """
 
     measures: list[str]
@@ -86,8 +92,10 @@ class RunResults:
         }
 
     def to_pandas(self) -> Any:
-        """A pandas DataFrame, one row per query (index ``query_id``), one column per measure."""
-        import pandas as pd  # type: ignore[import-untyped]
+        """A pandas DataFrame, one row per query (index ``query_id``), one column per measure.
+
+        Needs pandas (imported here)."""
+        pd = import_pandas("RunResults.to_pandas")
 
         columns = {measure: list(self.per_query[measure].values()) for measure in self.measures}
         return pd.DataFrame(columns, index=pd.Index(self.qids, name="query_id"))
@@ -95,6 +103,17 @@ class RunResults:
     def __repr__(self) -> str:
         means = ", ".join(f"{m}={_short(self.means[m])}" for m in self.measures)
         return f"RunResults(queries={len(self.qids)}, {means})"
+
+    def _repr_html_(self) -> str:
+        """Jupyter's view: each measure's mean, standard error and number of queries,
+        and the notes (the queries left out)."""
+        rows = [
+            [m, _short(self.means[m]), _short(self.standard_errors[m]), str(self.counts[m])]
+            for m in self.measures
+        ]
+        head = ["measure", "mean", "stderr", "queries"]
+        caption = f"RunResults: {len(self.qids)} queries"
+        return html_table(head, rows, caption=caption, notes=self.notes)
 
 
 def _short(value: float) -> str:

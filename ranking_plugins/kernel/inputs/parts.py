@@ -22,6 +22,9 @@ class RankingInput:
     #: own passes meet every score (a row's NaN comes first out of a top-k or a
     #: descending sort); only when no mask can hide a score from those passes
     nan_unchecked: bool = False
+    #: the score columns are one padding item of lists with no item at all
+    #: (:func:`_at_least_one_item`), not a catalogue item
+    padding_only: bool = False
 
     @property
     def num_queries(self) -> int:
@@ -31,11 +34,20 @@ class RankingInput:
     def num_items(self) -> int:
         return self.scores.shape[1]
 
+    @property
+    def catalogue_size(self) -> int:
+        """The catalogue items the score columns stand for: 0 for the padding item."""
+        return 0 if self.padding_only else self.num_items
+
     def rows(self, rows: slice) -> RankingInput:
         """The queries ``rows`` (views, no copy)."""
         ranked = None if self.ranked is None else self.ranked[rows]
         return RankingInput(
-            self.scores[rows], ranked, self.relevance.take(rows), self.nan_unchecked
+            self.scores[rows],
+            ranked,
+            self.relevance.take(rows),
+            self.nan_unchecked,
+            self.padding_only,
         )
 
 
@@ -99,6 +111,8 @@ def _at_least_one_item(data: RankingInput) -> RankingInput:
     if isinstance(relevance, DenseGrades):
         grades = torch.zeros_like(scores, dtype=relevance.grades.dtype)
         # the padding item carries no judgment: never relevant, whatever the threshold
-        return RankingInput(scores, ranked, DenseGrades(grades, relevance.rule, ranked))
+        padding = DenseGrades(grades, relevance.rule, ranked)
+        return RankingInput(scores, ranked, padding, padding_only=True)
     assert isinstance(relevance, ItemIds)  # only padding ids pass validation
-    return RankingInput(scores, ranked, ItemIds(relevance.item_ids, 1, relevance.rule))
+    ids = ItemIds(relevance.item_ids, 1, relevance.rule)
+    return RankingInput(scores, ranked, ids, padding_only=True)

@@ -146,6 +146,9 @@ class TopItems:
         num_items, num_ks = self.num_items, self.ks.shape[0]
         share = self.share  # (Q, L, K)
         device = share.device
+        queries = torch.full((), float(self.list.ranked.shape[0]), dtype=torch.float64)
+        if num_items == 0:  # an empty catalogue: no item to count (coverage is then 0 / 0)
+            return Exposure(Exposure.zeros(num_ks, 0, device).sums, queries.to(device))
         # one flat scatter per row: entry (k, item) of the (K, N) table is k * N + item
         offsets = torch.arange(num_ks, device=device) * num_items
         # (a place without an item may name no catalogue item: its share is 0)
@@ -179,7 +182,6 @@ class TopItems:
                     flat[row].index_add_(
                         0, index, (value.unsqueeze(-1) * members.unsqueeze(1)).reshape(-1)
                     )
-        queries = torch.full((), float(self.list.ranked.shape[0]), dtype=torch.float64)
         return Exposure(sums, queries.to(device))
 
     def _fractional(self, flat_share: Tensor) -> bool:
