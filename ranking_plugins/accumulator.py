@@ -95,7 +95,7 @@ class Accumulator:
 
     def flat(self) -> tuple[Tensor, Tensor]:
         """The sums as two float64 tensors that a framework adds across processes:
-        the totals' ``(4, K)`` rows, and the exposure packed flat (its ``3 x ks x N``
+        the totals' ``(5, K)`` rows, and the exposure packed flat (its ``3 x ks x N``
         sums, then its number of queries; empty without a catalogue-level metric)."""
         sums = self.totals.sums
         if self.exposure is None:

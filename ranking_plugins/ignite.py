@@ -133,6 +133,7 @@ from ranking_plugins.ignite_inputs import (
 from ranking_plugins.kernel import ITEM_KEYWORDS, AdapterItemKeywords, ItemInputs
 from ranking_plugins.metrics import result_columns
 from ranking_plugins.request import RankingRequest, TopK
+from ranking_plugins.totals import ROWS
 
 __all__ = [
     "AUC",
@@ -277,7 +278,7 @@ class BaseRankingMetric(Metric):
     A subclass names what it computes in ``_metrics`` (names of
     :data:`ranking_plugins.metrics.METRICS`); nothing else differs between
     them. State is an :class:`~ranking_plugins.accumulator.Accumulator` in
-    Ignite's attributes (``Accumulator.flat``): ``_sums``, one float64 ``(4, K)``
+    Ignite's attributes (``Accumulator.flat``): ``_sums``, one float64 ``(5, K)``
     tensor (:class:`ranking_plugins.totals.Totals`), and ``_exposure``, on ``device``.
     """
 
@@ -430,7 +431,7 @@ class BaseRankingMetric(Metric):
         """Ignite's ``load_state_dict``; the sums are then checked and put on ``device``."""
         super().load_state_dict(state_dict)
         sums = self._sums
-        expected = (4, len(self._request.query_keys))
+        expected = (ROWS, len(self._request.query_keys))
         if not isinstance(sums, Tensor) or tuple(sums.shape) != expected:
             shape = tuple(sums.shape) if isinstance(sums, Tensor) else type(sums).__name__
             self.reset()

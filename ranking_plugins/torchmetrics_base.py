@@ -63,7 +63,7 @@ from ranking_plugins.torchmetrics_messages import (
     _read,
     _refuse_lightning_log,
 )
-from ranking_plugins.totals import Aggregation, Totals
+from ranking_plugins.totals import ROWS, Aggregation, Totals
 
 try:
     from torchmetrics import Metric
@@ -220,7 +220,7 @@ class BaseRankingMetric(FixedDtypes):
         self._sums_name = "sums_" + _digest(self.request, ignore_index) + _items_digest(items)
         self.add_state(
             self._sums_name,
-            default=torch.zeros(4, len(self._query_keys), dtype=torch.float64),
+            default=torch.zeros(ROWS, len(self._query_keys), dtype=torch.float64),
             dist_reduce_fx="sum",
         )
         self._add_exposure_state(items)

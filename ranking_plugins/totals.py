@@ -1,11 +1,12 @@
 """Running totals of per-query values: the state every adapter keeps.
 
 A :class:`Totals` is a small immutable record, one column per result key
-(``"ndcg@10"``, ...), four float64 rows: Σw, Σw·x, Σw·x², Σw² over the
-queries that count (w = 1, or R with ``weighted=True``). Every row is a plain
-sum, so merging two totals, or all-reducing them across processes, is one
-addition, and the order of batches and processes cannot change the result
-beyond float64 rounding. The row Σw·x is kept scaled by 2^-64 (:data:`VALUE_SCALE`).
+(``"ndcg@10"``, ...), five float64 rows: Σw, Σw·x, Σw·x², Σw² over the
+queries that count (w = 1, or R with ``weighted=True``), and Σw·x once more,
+scaled by 2^-64 (:data:`VALUE_SCALE`), for the mean of values so large that
+Σw·x overflows. Every row is a plain sum, so merging two totals, or
+all-reducing them across processes, is one addition, and the order of
+batches and processes cannot change the result beyond float64 rounding.
 """
 
 from __future__ import annotations
@@ -19,27 +20,27 @@ from torch import Tensor
 from ranking_plugins.per_query import Evaluation, result_matrices
 
 #: rows of :attr:`Totals.sums`
-WEIGHT, WEIGHTED_VALUE, WEIGHTED_SQUARE, SQUARED_WEIGHT = range(4)
+WEIGHT, WEIGHTED_VALUE, WEIGHTED_SQUARE, SQUARED_WEIGHT, SCALED_VALUE = range(5)
+ROWS = 5
 
-#: the row Σw·x holds Σw·x·2^-VALUE_SCALE, so that the mean of values near the float64
-#: limit (dcg of exponential gains near 2^1023) does not overflow in its sum (2^63
-#: queries of them fit). A power of two: every value above 2^-958 is scaled, summed
-#: and divided to the bit as without it, and the mean is scaled back exactly.
+#: the row SCALED_VALUE holds Σw·x·2^-VALUE_SCALE, read only where Σw·x overflows
+#: (dcg of exponential gains near 2^1023; 2^63 queries of them fit): a power of
+#: two, so that such a mean is scaled back exactly, while every other mean is
+#: Σw·x / Σw itself (a scaled row alone would lose the bits of values below 2^-958)
 VALUE_SCALE = 64
 _DOWN, _UP = 2.0**-VALUE_SCALE, 2.0**VALUE_SCALE
 
 
 @dataclass(frozen=True)
 class Totals:
-    """Σw, Σw·x (scaled by 2^-64, :data:`VALUE_SCALE`), Σw·x², Σw² per result key, as one (4, K)
-    float64 tensor."""
+    """Σw, Σw·x, Σw·x², Σw², Σw·x·2^-64 per result key, as one (5, K) float64 tensor."""
 
     keys: tuple[str, ...]
     sums: Tensor
 
     @classmethod
     def zeros(cls, keys: tuple[str, ...], device: torch.device | str | None = None) -> Totals:
-        return cls(keys, torch.zeros(4, len(keys), dtype=torch.float64, device=device))
+        return cls(keys, torch.zeros(ROWS, len(keys), dtype=torch.float64, device=device))
 
     @classmethod
     def of(cls, evaluation: Evaluation, keys: tuple[str, ...], weighted: bool) -> Totals:
@@ -54,10 +55,10 @@ class Totals:
             weight = counted.to(torch.float64) * evaluation.relevant_count.unsqueeze(1)
             wx = weight * x
             scaled = (weight * (x * _DOWN)).sum(0)
-            rows = [weight.sum(0), scaled, (wx * x).sum(0), (weight * weight).sum(0)]
+            rows = [weight.sum(0), wx.sum(0), (wx * x).sum(0), (weight * weight).sum(0), scaled]
         else:  # w is 0 or 1 and x is 0 where w is: w·x is x and w² is w, to the bit
             count = counted.sum(0, dtype=torch.float64)
-            rows = [count, (x * _DOWN).sum(0), (x * x).sum(0), count]
+            rows = [count, x.sum(0), (x * x).sum(0), count, (x * _DOWN).sum(0)]
         return cls(keys, torch.stack(rows, dim=0))
 
     def merge(self, other: Totals) -> Totals:
@@ -72,7 +73,9 @@ class Totals:
 
     def mean(self) -> Tensor:
         """The (weighted) mean per key; NaN where no query counted."""
-        return self.sums[WEIGHTED_VALUE] / self.sums[WEIGHT] * _UP
+        w, wx = self.sums[WEIGHT], self.sums[WEIGHTED_VALUE]
+        rescued = self.sums[SCALED_VALUE] / w * _UP
+        return torch.where(torch.isinf(wx), rescued, wx / w)
 
     def standard_error(self) -> Tensor:
         """Standard error of the mean per key: sample standard deviation / √n.
@@ -81,8 +84,7 @@ class Totals:
         effective sample size (Σw)² / Σw²; with w = 1 both reduce to the
         textbook formulas. NaN with fewer than two counted queries.
         """
-        w, scaled, wx2, w2 = self.sums
-        wx = scaled * _UP
+        w, wx, wx2, w2 = self.sums[:SCALED_VALUE]
         n_effective = w * w / w2
         variance = (wx2 - wx * wx / w) / (w - w2 / w)
         return torch.sqrt(variance.clamp(min=0) / n_effective)

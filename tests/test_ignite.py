@@ -31,6 +31,7 @@ import ranking_plugins.kernel
 import ranking_plugins.request
 from ranking_plugins import EmbeddingScores, rank_metrics
 from ranking_plugins import ignite as rp
+from ranking_plugins.totals import ROWS
 from tests.host_reads import forbid_host_reads
 
 CLASSES: dict[str, type[rp.BaseRankingMetric]] = {
@@ -878,7 +879,7 @@ def test_missing_ignite_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None
 def test_state_lives_on_the_metric_device_in_float64() -> None:
     m = rp.NDCG([1, 2, 3])
     assert m._sums.dtype == torch.float64
-    assert m._sums.shape == (4, 3)
+    assert m._sums.shape == (ROWS, 3)
     assert m._sums.device == torch.device("cpu")
 
 
@@ -968,5 +969,5 @@ def test_update_reads_nothing_back_to_the_host_without_validate_args(
 
 def test_load_state_dict_of_another_metric_is_refused() -> None:
     saved = rp.NDCG([1, 2, 3]).state_dict()
-    with pytest.raises(ValueError, match=r"shape \(4, 2\)"):
+    with pytest.raises(ValueError, match=rf"shape \({ROWS}, 2\)"):
         rp.NDCG([1, 2]).load_state_dict(saved)

@@ -267,8 +267,9 @@ def test_weighted_standard_error_uses_effective_sample_size() -> None:
     # the reliability-weight variance with n_eff = (Σw)²/Σw² is what is reported
     x = torch.tensor([0.2, 0.9, 0.5, 1.0], dtype=torch.float64)
     w = torch.tensor([1.0, 3.0, 2.0, 2.0], dtype=torch.float64)
-    scaled = (w * x).sum() * 2.0**-VALUE_SCALE  # the row Σw·x is kept scaled
-    sums = torch.stack([w.sum(), scaled, (w * x * x).sum(), (w * w).sum()]).unsqueeze(1)
+    scaled = (w * x).sum() * 2.0**-VALUE_SCALE
+    sums = torch.stack([w.sum(), (w * x).sum(), (w * x * x).sum(), (w * w).sum(), scaled])
+    sums = sums.unsqueeze(1)
     totals = Totals(("m",), sums)
     mean = float((w * x).sum() / w.sum())
     variance = float((w * (x - mean) ** 2).sum() / (w.sum() - (w * w).sum() / w.sum()))
@@ -281,16 +282,16 @@ def test_weighted_standard_error_uses_effective_sample_size() -> None:
 
 @pytest.mark.parametrize("weighted", [False, True])
 def test_means_of_ordinary_values_are_the_plain_formula_to_the_bit(weighted: bool) -> None:
-    """The row Σw·x is kept scaled by a power of two (so that values near the float64
-    limit do not overflow it): on values of ordinary size the mean is Σw·x / Σw to the
-    bit, and so is the standard error's formula."""
+    """The mean is Σw·x / Σw to the bit wherever Σw·x does not overflow, tiny values
+    included (the scaled row, kept for values near the float64 limit, would lose
+    the bits of values below 2^-958)."""
     request, preds, target = _per_query(3, weighted)
     evaluation = request.evaluate(preds, target)
     values, counted = result_matrices(evaluation.results, request.keys)
     weight = counted.to(torch.float64)
     if weighted:
         weight = weight * evaluation.relevant_count.unsqueeze(1)
-    for scale in (1.0, 1e-200):  # 1e-200: small, but far above 2^-958
+    for scale in (1.0, 1e-200, 1e-300):
         x = torch.where(counted, values, 0.0) * scale
         table = ResultTable(request.keys, x, counted)
         totals = Totals.of(Evaluation(table, evaluation.relevant_count), request.keys, weighted)
