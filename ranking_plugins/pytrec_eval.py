@@ -30,6 +30,7 @@ from typing import Any
 from ranking_plugins import _validation as V
 from ranking_plugins.choices import TIES
 from ranking_plugins.runs.evaluation import COMMAND_DEFAULTS, Settings
+from ranking_plugins.runs.inputs import as_records
 from ranking_plugins.runs.names import (
     GEOMETRIC_MEANS,
     PYTREC_EVAL_CONSTANTS,
@@ -38,6 +39,7 @@ from ranking_plugins.runs.names import (
     MeasureSpec,
     pytrec_eval_measures,
 )
+from ranking_plugins.runs.reading import Records
 
 #: pytrec_eval's names: its measures and its nicknames (``{nickname: measures}``)
 supported_measures = set(PYTREC_EVAL_MEASURES)
@@ -49,8 +51,10 @@ class RelevanceEvaluator:
 
     Args:
         query_relevance: ``{query_id: {doc_id: grade}}`` (any form
-            :func:`ranking_plugins.evaluate_run` takes); queries with no judgment
-            are dropped, as pytrec_eval drops them.
+            :func:`ranking_plugins.evaluate_run` takes: a DataFrame, ir_measures'
+            ``Qrel`` records...), read here, as pytrec_eval copies it: changing it
+            afterwards changes no result. Queries with no judgment are dropped, as
+            pytrec_eval drops them; an empty dict evaluates nothing.
         measures: pytrec_eval's measure names and nicknames (a set or a list).
         relevance_level: trec_eval's ``-l``: the least grade that is relevant.
         judged_docs_only_flag: trec_eval's ``-J``: unjudged documents leave the ranking.
@@ -92,7 +96,13 @@ class RelevanceEvaluator:
         )
         if isinstance(query_relevance, Mapping):
             query_relevance = {q: docs for q, docs in query_relevance.items() if docs}
-        self._qrels = query_relevance
+        # read now, as pytrec_eval copies its qrels: a dict changed afterwards, a DataFrame
+        # or an iterator (read once) give every evaluate() the judgments given here
+        self._qrels: Records | None = (
+            as_records(query_relevance, "qrels")
+            if not isinstance(query_relevance, Mapping) or query_relevance
+            else None
+        )
 
     def evaluate(self, scores: Any) -> dict[str, dict[str, float]]:
         """``{query_id: {measure: value}}`` for the run's queries that the qrels judge.
@@ -102,7 +112,7 @@ class RelevanceEvaluator:
         """
         from ranking_plugins.runs.python_api import evaluate_specs
 
-        if not scores or not self._qrels or (not self._specs and not self._constants):
+        if not scores or self._qrels is None or (not self._specs and not self._constants):
             return {}
         settings = self._settings
         wanted: set[str] | None = None

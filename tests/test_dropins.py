@@ -164,6 +164,44 @@ def test_empty_and_disjoint_runs_give_no_query() -> None:
     assert evaluator.evaluate({"q2": {"d": 1.0}}) == {}  # a query of no judgment is dropped
 
 
+def test_the_qrels_are_read_at_construction() -> None:
+    """pytrec_eval copies the qrels: a dict changed after the evaluator is made changes
+    no result of either."""
+    run = {"q1": {"d1": 0.5, "d2": 1.0}}
+    evaluators = []
+    for module in (pytrec_eval, rp_pytrec_eval):
+        qrels = {"q1": {"d1": 1, "d2": 0}}
+        evaluators.append(module.RelevanceEvaluator(qrels, {"map", "P_1"}))
+        qrels["q1"]["d2"] = 1  # d2, ranked first, made relevant; and a query added
+        qrels["q2"] = {"d1": 1}
+    expected, got = (e.evaluate({**run, "q2": {"d1": 1.0}}) for e in evaluators)
+    assert got == expected == {"q1": {"map": 0.5, "P_1": 0.0}}
+
+
+def test_dataframes_and_records_as_qrels() -> None:
+    """A pandas or polars DataFrame and an iterator of ir_measures' ``Qrel`` records give
+    the dict's numbers (pytrec_eval's), at every evaluate() (an iterator is read once)."""
+    pd = pytest.importorskip("pandas")
+    pl = pytest.importorskip("polars")
+    qrels, run = collection(4)
+    measures = {"map", "ndcg_cut_5", "P_3", "bpref"}
+    expected = pytrec_eval.RelevanceEvaluator(qrels, measures).evaluate(run)
+    rows = [(q, d, g) for q, docs in qrels.items() for d, g in docs.items()]
+    frame = pd.DataFrame(rows, columns=["query_id", "doc_id", "relevance"])
+    forms = {
+        "pandas": frame,
+        "polars": pl.from_pandas(frame),
+        "records": iter([ir_measures.Qrel(*row) for row in rows]),
+    }
+    for form, value in forms.items():
+        evaluator = rp_pytrec_eval.RelevanceEvaluator(value, measures)
+        for _ in range(2):
+            got = evaluator.evaluate(run)
+            assert got.keys() == expected.keys(), form
+            for qid, row in expected.items():
+                assert all(close(got[qid][m], v) for m, v in row.items()), (form, qid)
+
+
 @pytest.mark.parametrize(
     "measures,message",
     [({"foo"}, "unsupported measure 'foo'"), ({"P.x"}, "unsupported measure"),
