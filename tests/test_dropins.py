@@ -178,6 +178,17 @@ def test_the_qrels_are_read_at_construction() -> None:
     assert got == expected == {"q1": {"map": 0.5, "P_1": 0.0}}
 
 
+def test_an_int_score_of_any_size_is_a_double() -> None:
+    """pytrec_eval reads an int score past int64 as a double (and a grade past it ends in
+    its SystemError: here a double too)."""
+    qrels = {"q1": {"a": 1, "b": 0, "c": 2}, "q2": {"a": 1, "d": 0}}
+    run = {"q1": {"a": 2**63, "b": -(2**70), "c": 2**64 + 1}, "q2": {"a": 10**30, "d": 2**200}}
+    measures = {"map", "recip_rank", "ndcg"}
+    expected = pytrec_eval.RelevanceEvaluator(qrels, measures).evaluate(run)
+    got = rp_pytrec_eval.RelevanceEvaluator(qrels, measures).evaluate(run)
+    assert got == expected
+
+
 def test_dataframes_and_records_as_qrels() -> None:
     """A pandas or polars DataFrame and an iterator of ir_measures' ``Qrel`` records give
     the dict's numbers (pytrec_eval's), at every evaluate() (an iterator is read once)."""
