@@ -415,7 +415,7 @@ def test_duplicate_pairs():
         ValueError, match="pair more than once, the first \\(query 'q1', document 'a'\\)"
     ):
         evaluate_run(QRELS, frame)
-    # an int and a str that spell one id are one id (as in pytrec_eval): given twice
+    # an int and a str that spell one id are one id (as in a TREC file): given twice
     with pytest.raises(ValueError, match="`qrels` gives 1 \\(query, document\\) pair more"):
         evaluate_run({"1": {"a": 1}, 1: {"a": 0}}, {"1": {"a": 1.0}})
     with pytest.raises(ValueError, match="`run` gives 1 \\(query, document\\) pair more"):
@@ -430,6 +430,44 @@ def test_non_string_ids(bad):
         evaluate_run(QRELS, {"q1": {bad: 1.0, "a": 0.5}})
     with pytest.raises(ValueError, match="ids must be strings \\(or integers"):
         evaluate_run({bad: {"a": 1}}, RUN)
+
+
+def test_id_columns_mixing_int_and_str():
+    """A pandas ``object`` column (and a polars ``Object`` one) mixing int and str ids is
+    their strings: the numbers of the dict of the same ids, and pytrec_eval's of their
+    strings."""
+    pl = pytest.importorskip("polars")
+    pytrec_eval = pytest.importorskip("pytrec_eval")
+    qrels = {1: {"a": 1, 7: 0}, "q2": {"c": 2, 8: 1}}
+    run = {1: {"a": 0.2, 7: 0.9}, "q2": {"c": 0.5, 8: 0.7, "x": 0.1}}
+
+    def frame(side: dict, value: str) -> Any:
+        rows = [(q, d, v) for q, docs in side.items() for d, v in docs.items()]
+        columns = list(zip(*rows))
+        return pd.DataFrame(
+            {"query_id": pd.Series(columns[0], dtype=object),
+             "doc_id": pd.Series(columns[1], dtype=object), value: list(columns[2])}
+        )  # fmt: skip
+
+    def texts(side: dict) -> dict:
+        return {str(q): {str(d): v for d, v in docs.items()} for q, docs in side.items()}
+
+    expected = pytrec_eval.RelevanceEvaluator(texts(qrels), {"map", "ndcg"}).evaluate(texts(run))
+    frames = (frame(qrels, "relevance"), frame(run, "score"))
+    objects = tuple(
+        pl.DataFrame([pl.Series(name, f[name].tolist(), dtype=pl.Object if "id" in name else None)
+                      for name in f.columns])
+        for f in frames
+    )  # fmt: skip
+    for form, (q, r) in {"dict": (qrels, run), "pandas": frames, "polars": objects}.items():
+        got = evaluate_run(q, r, ["map", "ndcg"], ties="first").to_dict()
+        assert got.keys() == expected.keys(), form
+        for qid, row in expected.items():
+            assert got[qid] == pytest.approx(row, abs=1e-12), (form, qid)
+    with pytest.raises(ValueError, match="column 'doc_id' cannot be read"):
+        evaluate_run(qrels, pd.DataFrame({"query_id": ["q2", "q2"],
+                                          "doc_id": pd.Series(["c", 1.5], dtype=object),
+                                          "score": [1.0, 2.0]}))  # fmt: skip
 
 
 def test_float_id_column():
