@@ -19,10 +19,12 @@ result shape and conventions as pytrec_eval: ties broken by document id, descend
 evaluated, silently. The numbers come from :func:`ranking_plugins.evaluate_run`'s path
 (:func:`~ranking_plugins.runs.python_api.evaluate_specs`): nothing is computed here.
 ``docs/runs.rst`` lists what differs (trec_eval 10's interpolated-precision cut).
+:func:`compute_aggregated_measure` is pytrec_eval's summary of a measure over the queries.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Any
@@ -30,6 +32,7 @@ from typing import Any
 from ranking_plugins import _validation as V
 from ranking_plugins.choices import TIES
 from ranking_plugins.runs.evaluation import COMMAND_DEFAULTS, Settings
+from ranking_plugins.runs.inputs import as_records
 from ranking_plugins.runs.names import (
     GEOMETRIC_MEANS,
     PYTREC_EVAL_CONSTANTS,
@@ -38,10 +41,20 @@ from ranking_plugins.runs.names import (
     MeasureSpec,
     pytrec_eval_measures,
 )
+from ranking_plugins.runs.reading import Records
 
 #: pytrec_eval's names: its measures and its nicknames (``{nickname: measures}``)
 supported_measures = set(PYTREC_EVAL_MEASURES)
 supported_nicknames = {name: set(members) for name, members in PYTREC_EVAL_NICKNAMES.items()}
+
+
+def _no_line() -> Records:
+    import torch
+
+    from ranking_plugins.runs.reading import IN_MEMORY, arrow
+
+    none = arrow().array([], arrow().binary())
+    return Records("<run>", "run", IN_MEMORY, none, none, torch.zeros(0, dtype=torch.float64))
 
 
 class RelevanceEvaluator:
@@ -49,10 +62,13 @@ class RelevanceEvaluator:
 
     Args:
         query_relevance: ``{query_id: {doc_id: grade}}`` (any form
-            :func:`ranking_plugins.evaluate_run` takes); queries with no judgment
-            are dropped, as pytrec_eval drops them.
+            :func:`ranking_plugins.evaluate_run` takes: a DataFrame, ir_measures'
+            ``Qrel`` records...), read here, as pytrec_eval copies it: changing it
+            afterwards changes no result. Queries with no judgment are dropped, as
+            pytrec_eval drops them; an empty dict evaluates nothing.
         measures: pytrec_eval's measure names and nicknames (a set or a list).
-        relevance_level: trec_eval's ``-l``: the least grade that is relevant.
+        relevance_level: trec_eval's ``-l``: the least grade that is relevant (above 0),
+            for every measure as in pytrec_eval (nDCG's gains are the grades whatever it is).
         judged_docs_only_flag: trec_eval's ``-J``: unjudged documents leave the ranking.
         ties: this package's tie policy; ``"first"`` (default) is trec_eval's tie break,
             ``"average"`` the expected value over the orders of each tie, ...
@@ -71,6 +87,11 @@ class RelevanceEvaluator:
         V.check("judged_docs_only_flag", V.flag_problem(judged_docs_only_flag))
         if isinstance(relevance_level, bool) or not isinstance(relevance_level, (int, float)):
             raise ValueError(f"`relevance_level` must be a number, got {relevance_level!r}")
+        if not relevance_level > 0:  # pytrec_eval refuses 0, and a negative level counts none
+            raise ValueError(
+                f"`relevance_level` must be above 0 (the least relevant grade), "
+                f"got {relevance_level!r}"
+            )
         specs, self._constants = pytrec_eval_measures(measures)
         # a query's gm_map (gm_bpref) is trec_eval's log term of its map (bpref)
         self._geometric = {
@@ -92,7 +113,13 @@ class RelevanceEvaluator:
         )
         if isinstance(query_relevance, Mapping):
             query_relevance = {q: docs for q, docs in query_relevance.items() if docs}
-        self._qrels = query_relevance
+        # read now, as pytrec_eval copies its qrels: a dict changed afterwards, a DataFrame
+        # or an iterator (read once) give every evaluate() the judgments given here
+        self._qrels: Records | None = (
+            as_records(query_relevance, "qrels")
+            if not isinstance(query_relevance, Mapping) or query_relevance
+            else None
+        )
 
     def evaluate(self, scores: Any) -> dict[str, dict[str, float]]:
         """``{query_id: {measure: value}}`` for the run's queries that the qrels judge.
@@ -102,7 +129,7 @@ class RelevanceEvaluator:
         """
         from ranking_plugins.runs.python_api import evaluate_specs
 
-        if not scores or not self._qrels or (not self._specs and not self._constants):
+        if not scores or self._qrels is None or (not self._specs and not self._constants):
             return {}
         settings = self._settings
         wanted: set[str] | None = None
@@ -110,11 +137,9 @@ class RelevanceEvaluator:
             wanted = {str(qid) for qid in scores}
             if any(not docs for docs in scores.values()):
                 # an empty query has no line: counted as retrieving nothing, then kept
-                # only where the run names it
+                # only where the run names it (a run of such queries only: no line at all)
                 settings = replace(settings, unretrieved_queries="count")
-                scores = {q: docs for q, docs in scores.items() if docs}
-                if not scores:
-                    return {}
+                scores = {q: docs for q, docs in scores.items() if docs} or _no_line()
         specs = self._specs or [MeasureSpec("num_ret", None, "num_ret")]
         results = evaluate_specs(self._qrels, scores, specs, settings, no_query_ok=True)
         rows = results.to_dict()
@@ -138,4 +163,36 @@ class RelevanceEvaluator:
         return row
 
 
-__all__ = ["RelevanceEvaluator", "supported_measures", "supported_nicknames"]
+def compute_aggregated_measure(measure: str, values: Iterable[float]) -> float:
+    """pytrec_eval's summary of a measure's per-query ``values`` (an ``evaluate()`` row's):
+    summed for a name that starts with ``num_`` (``num_q``, ``num_ret``, ...), the
+    geometric mean for ``gm_`` (its per-query values are trec_eval's log terms: the
+    exponential of their mean), else their mean. No values: 0.0 for a sum, else nan;
+    a nan value makes a mean nan, as in pytrec_eval.
+
+    >>> compute_aggregated_measure("map", [0.5, 0.25])
+    0.375
+    >>> compute_aggregated_measure("num_rel_ret", [3.0, 2.0])
+    5.0
+    >>> round(compute_aggregated_measure("gm_map", [math.log(0.5), math.log(0.125)]), 12)
+    0.25
+    """
+    if not isinstance(measure, str):
+        raise TypeError(f"`measure` must be a measure name (str), got {type(measure).__name__}")
+    import torch
+
+    data = torch.tensor(list(values), dtype=torch.float64)
+    if data.dim() != 1:
+        raise ValueError(f"`values` must be numbers, one per query; got shape {list(data.shape)}")
+    if measure.startswith("num_"):
+        return float(data.sum())
+    mean = data.mean() if len(data) else torch.tensor(math.nan)
+    return float(torch.exp(mean) if measure.startswith("gm_") else mean)
+
+
+__all__ = [
+    "RelevanceEvaluator",
+    "compute_aggregated_measure",
+    "supported_measures",
+    "supported_nicknames",
+]

@@ -478,6 +478,90 @@ def test_error_past_the_first_chunk_has_the_right_line(
     assert f"{run}:41: the score is not a number (got 'oops')" in outcome.err
 
 
+def write_run_with_a_bad_line(directory: Path, bad: str, gzipped: bool) -> tuple[Path, Path]:
+    """A run of 40,000 lines (about 1 MB: 16 blocks of 64 KiB) with ``bad`` at line 24,001:
+    the reader thread is blocks ahead when the caller meets it, with more left to read."""
+    qrels, run = write_big_run(directory, 40_000, queries=400)
+    lines = run.read_text().splitlines(keepends=True)
+    lines[24_000] = bad + "\n"
+    if gzipped:
+        run = directory / "big.run.gz"
+        with gzip.open(run, "wt") as handle:
+            handle.writelines(lines)
+    else:
+        run.write_text("".join(lines))
+    return qrels, run
+
+
+@pytest.mark.parametrize("gzipped", [False, True], ids=["plain", "gzip"])
+def test_a_bad_line_leaves_no_reader_open(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, gzipped: bool
+) -> None:
+    """After the error, the pyarrow reader and its file are closed and the reader thread is
+    joined: nothing is left suspended in the frames the exception keeps (a reader alive at
+    exit aborted the process, "terminate called without an active exception")."""
+    import gc
+    import types
+
+    from ranking_plugins import evaluate_run
+
+    monkeypatch.setattr(reading, "CHUNK_BYTES", 1 << 16)
+    qrels, run = write_run_with_a_bad_line(tmp_path, "q9 Q0 dX 1 nan r", gzipped)
+    threads = threading.active_count()
+    with pytest.raises(ValueError, match=r":24001: the score is NaN") as raised:
+        evaluate_run(qrels, run, ["map"])
+    assert raised.value is not None  # kept, as a caller keeps it
+    left = [
+        o.__qualname__
+        for o in gc.get_objects()
+        if type(o) is types.GeneratorType  # isinstance would touch torch's deprecated names
+        and o.gi_frame is not None
+        and o.gi_frame.f_globals.get("__name__") == reading.__name__
+    ]
+    assert left == []
+    assert threading.active_count() == threads
+
+
+#: a process that reads the run with 64 KiB blocks, then ``evaluate_run`` or the command
+BAD_RUN_SCRIPT = """
+import sys
+from ranking_plugins.runs import reading
+reading.CHUNK_BYTES = 1 << 16
+if sys.argv[1] == "api":
+    from ranking_plugins import evaluate_run
+    try:
+        evaluate_run(sys.argv[2], sys.argv[3], ["map", "ndcg@10"])
+    except ValueError as error:
+        print(error, file=sys.stderr)
+        sys.exit(1)
+else:
+    from ranking_plugins.cli import main
+    sys.exit(main(["evaluate", *sys.argv[2:]]))
+"""
+
+
+def test_a_bad_line_exits_1_without_an_abort(tmp_path: Path) -> None:
+    """evaluate_run's ValueError and the command's exit 1, never SIGABRT at exit: a plain
+    and a gzipped run, each through both, in processes run side by side."""
+    root = Path(__file__).resolve().parent.parent
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    processes = []
+    for gzipped, bad in ((False, "q9 Q0 dX 1 nan r"), (True, "q9 Q0 dX 1 high r")):
+        directory = tmp_path / str(gzipped)
+        directory.mkdir()
+        qrels, run = write_run_with_a_bad_line(directory, bad, gzipped)
+        for entry in ("api", "command"):
+            command = [sys.executable, "-c", BAD_RUN_SCRIPT, entry, str(qrels), str(run)]
+            processes.append((entry, run, subprocess.Popen(
+                command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                cwd=root,
+            )))  # fmt: skip
+    for entry, run, process in processes:
+        _, err = process.communicate(timeout=120)
+        assert process.returncode == 1, (entry, run, process.returncode, err[-2000:])
+        assert "terminate called" not in err and f"{run}:24001: the score " in err, err
+
+
 def test_empty_and_unreadable_files(tmp_path: Path) -> None:
     qrels = bad_run(tmp_path, GOOD_QRELS, "good.qrels")
     empty = bad_run(tmp_path, "", "empty.run")

@@ -9,6 +9,7 @@ import math
 import random
 import subprocess
 import sys
+import warnings
 from typing import Any
 
 import pytest
@@ -116,6 +117,36 @@ def test_a_query_of_no_document_is_evaluated(seed: int) -> None:
         assert all(close(got[qid][m], v) for m, v in row.items()), qid
 
 
+#: pytrec_eval on ``{}`` queries, in a process of its own: it reads memory it never wrote
+#: there (num_rel 0 or R) and crashes now and then, which would take the suite down
+_PYTREC_EVAL_OF_EMPTY_QUERIES = """
+import json, sys, pytrec_eval
+qrels, runs, measures = json.loads(sys.stdin.read())
+print(json.dumps([pytrec_eval.RelevanceEvaluator(qrels, set(measures)).evaluate(run)
+                  for run in runs]))
+"""
+
+
+def test_a_run_of_empty_queries_only() -> None:
+    """A run whose every query is ``{}``: each judged one retrieves nothing, as in
+    pytrec_eval (it was no query at all)."""
+    import json
+
+    qrels, _ = collection(1)
+    measures = ["map", "P_5", "recip_rank", "ndcg", "num_ret"]
+    runs = [{"q3": {}}, {"q3": {}, "q4": {}, "q0": {}}]
+    done = subprocess.run(
+        [sys.executable, "-c", _PYTREC_EVAL_OF_EMPTY_QUERIES],
+        input=json.dumps([qrels, runs, measures]), capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    if done.returncode < 0:
+        pytest.skip(f"pytrec_eval crashed on a {{}} query (signal {-done.returncode})")
+    assert done.returncode == 0, done.stderr
+    for run, expected in zip(runs, json.loads(done.stdout), strict=True):
+        got = rp_pytrec_eval.RelevanceEvaluator(qrels, set(measures)).evaluate(run)
+        assert got == expected and expected.keys() == run.keys() - {"q0"}
+
+
 def test_switching_by_the_import() -> None:
     """The same code, one import changed: the same dict, key for key."""
     qrels, run = collection(7)
@@ -129,6 +160,56 @@ def test_switching_by_the_import() -> None:
     for qid in expected:
         assert got[qid].keys() == expected[qid].keys()
         assert all(close(got[qid][m], v) for m, v in expected[qid].items())
+
+
+def test_compute_aggregated_measure_is_pytrec_evals() -> None:
+    """Every measure of all_trec summarised over the queries of an evaluate() as
+    pytrec_eval does (sums for num_*, the geometric mean of gm_map's log terms, means),
+    and the edge cases: no value, a nan value."""
+    qrels, run = collection(5)
+    run = {q: docs for q, docs in run.items() if docs}  # pytrec_eval's all_trec crashes on {}
+    rows = pytrec_eval.RelevanceEvaluator(qrels, {"all_trec"}).evaluate(run)
+    names = next(iter(rows.values())).keys()
+    assert {"num_q", "num_ret", "gm_map", "gm_bpref", "map", "runid"} <= names
+    for name in names:
+        values = [row[name] for row in rows.values()]
+        expected = pytrec_eval.compute_aggregated_measure(name, values)
+        got = rp_pytrec_eval.compute_aggregated_measure(name, values)
+        assert got == pytest.approx(expected, rel=1e-12, abs=1e-15), name
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # numpy's mean of nothing
+        for name, values in [("map", []), ("num_q", []), ("gm_map", []),
+                             ("P_5", [math.nan, 1.0]), ("gm_map", [-1.0, -math.inf])]:  # fmt: skip
+            expected = pytrec_eval.compute_aggregated_measure(name, values)
+            got = rp_pytrec_eval.compute_aggregated_measure(name, values)
+            assert close(got, expected) and type(got) is float, (name, values)
+
+
+def test_relevance_level_as_docs_runs_says() -> None:
+    """docs/runs.rst: evaluate_run's ``relevance_threshold=2`` is pytrec_eval's
+    ``relevance_level=2`` but for nDCG's family, evaluated without it; the drop-in's
+    ``relevance_level`` is pytrec_eval's for every measure."""
+    from ranking_plugins import evaluate_run
+
+    qrels, run = collection(6)
+    run = {q: docs for q, docs in run.items() if docs}
+    leveled = ["map", "P_5", "recall_10", "recip_rank", "bpref", "Rprec", "num_rel_ret"]
+    graded = ["ndcg", "ndcg_cut_10"]
+    expected = pytrec_eval.RelevanceEvaluator(qrels, {*leveled, *graded}, 2).evaluate(run)
+    common: dict[str, Any] = {"ties": "first", "unjudged_queries": "skip"}
+    ours = evaluate_run(qrels, run, leveled, relevance_threshold=2, **common).to_dict()
+    ours_graded = evaluate_run(qrels, run, graded, **common).to_dict()
+    drop_in = rp_pytrec_eval.RelevanceEvaluator(qrels, {*leveled, *graded}, 2).evaluate(run)
+    assert ours.keys() == ours_graded.keys() == drop_in.keys() == expected.keys()
+    for qid, row in expected.items():
+        for name, value in row.items():
+            got = (ours if name in leveled else ours_graded)[qid][name]
+            assert close(got, value) and close(drop_in[qid][name], value), (qid, name)
+    thresholded = evaluate_run(qrels, run, graded, relevance_threshold=2, **common).to_dict()
+    assert any(not close(thresholded[q]["ndcg"], expected[q]["ndcg"]) for q in expected)
+    for level in (0, -1, 0.0):
+        with pytest.raises(ValueError, match="`relevance_level` must be above 0"):
+            rp_pytrec_eval.RelevanceEvaluator(qrels, {"map"}, level)
 
 
 def test_tie_policies_as_an_option() -> None:
@@ -161,6 +242,55 @@ def test_empty_and_disjoint_runs_give_no_query() -> None:
     )
     assert evaluator.evaluate({"q9": {"d": 1.0}}) == {}
     assert evaluator.evaluate({"q2": {"d": 1.0}}) == {}  # a query of no judgment is dropped
+
+
+def test_the_qrels_are_read_at_construction() -> None:
+    """pytrec_eval copies the qrels: a dict changed after the evaluator is made changes
+    no result of either."""
+    run = {"q1": {"d1": 0.5, "d2": 1.0}}
+    evaluators = []
+    for module in (pytrec_eval, rp_pytrec_eval):
+        qrels = {"q1": {"d1": 1, "d2": 0}}
+        evaluators.append(module.RelevanceEvaluator(qrels, {"map", "P_1"}))
+        qrels["q1"]["d2"] = 1  # d2, ranked first, made relevant; and a query added
+        qrels["q2"] = {"d1": 1}
+    expected, got = (e.evaluate({**run, "q2": {"d1": 1.0}}) for e in evaluators)
+    assert got == expected == {"q1": {"map": 0.5, "P_1": 0.0}}
+
+
+def test_an_int_score_of_any_size_is_a_double() -> None:
+    """pytrec_eval reads an int score past int64 as a double (and a grade past it ends in
+    its SystemError: here a double too)."""
+    qrels = {"q1": {"a": 1, "b": 0, "c": 2}, "q2": {"a": 1, "d": 0}}
+    run = {"q1": {"a": 2**63, "b": -(2**70), "c": 2**64 + 1}, "q2": {"a": 10**30, "d": 2**200}}
+    measures = {"map", "recip_rank", "ndcg"}
+    expected = pytrec_eval.RelevanceEvaluator(qrels, measures).evaluate(run)
+    got = rp_pytrec_eval.RelevanceEvaluator(qrels, measures).evaluate(run)
+    assert got == expected
+
+
+def test_dataframes_and_records_as_qrels() -> None:
+    """A pandas or polars DataFrame and an iterator of ir_measures' ``Qrel`` records give
+    the dict's numbers (pytrec_eval's), at every evaluate() (an iterator is read once)."""
+    pd = pytest.importorskip("pandas")
+    pl = pytest.importorskip("polars")
+    qrels, run = collection(4)
+    measures = {"map", "ndcg_cut_5", "P_3", "bpref"}
+    expected = pytrec_eval.RelevanceEvaluator(qrels, measures).evaluate(run)
+    rows = [(q, d, g) for q, docs in qrels.items() for d, g in docs.items()]
+    frame = pd.DataFrame(rows, columns=["query_id", "doc_id", "relevance"])
+    forms = {
+        "pandas": frame,
+        "polars": pl.from_pandas(frame),
+        "records": iter([ir_measures.Qrel(*row) for row in rows]),
+    }
+    for form, value in forms.items():
+        evaluator = rp_pytrec_eval.RelevanceEvaluator(value, measures)
+        for _ in range(2):
+            got = evaluator.evaluate(run)
+            assert got.keys() == expected.keys(), form
+            for qid, row in expected.items():
+                assert all(close(got[qid][m], v) for m, v in row.items()), (form, qid)
 
 
 @pytest.mark.parametrize(

@@ -8,10 +8,12 @@ ranx, never from the API itself; the bad inputs are clear ValueErrors.
 from __future__ import annotations
 
 import contextlib
+import decimal
 import io
 import json
 import math
 import random
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -413,7 +415,7 @@ def test_duplicate_pairs():
         ValueError, match="pair more than once, the first \\(query 'q1', document 'a'\\)"
     ):
         evaluate_run(QRELS, frame)
-    # an int and a str that spell one id are one id (as in pytrec_eval): given twice
+    # an int and a str that spell one id are one id (as in a TREC file): given twice
     with pytest.raises(ValueError, match="`qrels` gives 1 \\(query, document\\) pair more"):
         evaluate_run({"1": {"a": 1}, 1: {"a": 0}}, {"1": {"a": 1.0}})
     with pytest.raises(ValueError, match="`run` gives 1 \\(query, document\\) pair more"):
@@ -428,6 +430,44 @@ def test_non_string_ids(bad):
         evaluate_run(QRELS, {"q1": {bad: 1.0, "a": 0.5}})
     with pytest.raises(ValueError, match="ids must be strings \\(or integers"):
         evaluate_run({bad: {"a": 1}}, RUN)
+
+
+def test_id_columns_mixing_int_and_str():
+    """A pandas ``object`` column (and a polars ``Object`` one) mixing int and str ids is
+    their strings: the numbers of the dict of the same ids, and pytrec_eval's of their
+    strings."""
+    pl = pytest.importorskip("polars")
+    pytrec_eval = pytest.importorskip("pytrec_eval")
+    qrels = {1: {"a": 1, 7: 0}, "q2": {"c": 2, 8: 1}}
+    run = {1: {"a": 0.2, 7: 0.9}, "q2": {"c": 0.5, 8: 0.7, "x": 0.1}}
+
+    def frame(side: dict, value: str) -> Any:
+        rows = [(q, d, v) for q, docs in side.items() for d, v in docs.items()]
+        columns = list(zip(*rows))
+        return pd.DataFrame(
+            {"query_id": pd.Series(columns[0], dtype=object),
+             "doc_id": pd.Series(columns[1], dtype=object), value: list(columns[2])}
+        )  # fmt: skip
+
+    def texts(side: dict) -> dict:
+        return {str(q): {str(d): v for d, v in docs.items()} for q, docs in side.items()}
+
+    expected = pytrec_eval.RelevanceEvaluator(texts(qrels), {"map", "ndcg"}).evaluate(texts(run))
+    frames = (frame(qrels, "relevance"), frame(run, "score"))
+    objects = tuple(
+        pl.DataFrame([pl.Series(name, f[name].tolist(), dtype=pl.Object if "id" in name else None)
+                      for name in f.columns])
+        for f in frames
+    )  # fmt: skip
+    for form, (q, r) in {"dict": (qrels, run), "pandas": frames, "polars": objects}.items():
+        got = evaluate_run(q, r, ["map", "ndcg"], ties="first").to_dict()
+        assert got.keys() == expected.keys(), form
+        for qid, row in expected.items():
+            assert got[qid] == pytest.approx(row, abs=1e-12), (form, qid)
+    with pytest.raises(ValueError, match="column 'doc_id' cannot be read"):
+        evaluate_run(qrels, pd.DataFrame({"query_id": ["q2", "q2"],
+                                          "doc_id": pd.Series(["c", 1.5], dtype=object),
+                                          "score": [1.0, 2.0]}))  # fmt: skip
 
 
 def test_float_id_column():
@@ -463,10 +503,50 @@ def test_no_query_in_both():
 def test_bad_records_and_values():
     with pytest.raises(ValueError, match="attributes query_id, doc_id and score"):
         evaluate_run(QRELS, [("q1", "a", 1.0)])
-    with pytest.raises(ValueError, match="the scores must be numbers, got str 'high'"):
+    with pytest.raises(
+        ValueError, match="the score of \\(query 'q1', document 'a'\\) is not a number: got str"
+    ):
         evaluate_run(QRELS, {"q1": {"a": "high"}})
     with pytest.raises(TypeError, match="`run` must be a path"):
         evaluate_run(QRELS, 3)
+
+
+def test_scores_and_grades_of_any_numeric_type():
+    """A Decimal, a numpy scalar and a 0-d tensor are their float values, as ranx reads
+    them; an int past int64 a double, as pytrec_eval reads it."""
+    import numpy as np
+    import torch
+
+    ranx = pytest.importorskip("ranx")
+    pytrec_eval = pytest.importorskip("pytrec_eval")
+    qrels = {"q1": {"a": 1, "b": 0, "c": 2}, "q2": {"a": 1, "d": 1}}
+    run = {"q1": {"a": decimal.Decimal("0.25"), "b": np.float32(0.5), "c": torch.tensor(0.75)},
+           "q2": {"a": torch.tensor(2, dtype=torch.int32), "d": np.int64(1)}}  # fmt: skip
+    expected = ranx.evaluate(ranx.Qrels(qrels), ranx.Run(run), ["map", "ndcg@2"], return_mean=False)
+    results = evaluate_run(qrels, run, ["map", "ndcg@2"])
+    assert results.per_query["map"] == dict(zip(["q1", "q2"], expected["map"].tolist()))
+    assert results.per_query["ndcg@2"] == pytest.approx(dict(zip(["q1", "q2"], expected["ndcg@2"])))
+    huge = {"q1": {"a": 2**63, "b": -(2**70), "c": 2**64 + 1}, "q2": {"a": 10**30, "d": 2**63}}
+    theirs = pytrec_eval.RelevanceEvaluator(qrels, {"map", "recip_rank"}).evaluate(huge)
+    ours = evaluate_run(qrels, huge, ["map", "recip_rank"], ties="first").to_dict()
+    assert ours == theirs
+    graded = evaluate_run({"q1": {"a": 2**63, "b": decimal.Decimal(0)}}, {"q1": {"a": 1.0}}, "map")
+    assert graded.means == {"map": 1.0}
+
+
+@pytest.mark.parametrize(
+    "value,words",
+    [(None, "is not a number: got NoneType None"), (10**400, "is too large for a float"),
+     ([0.5], "is not a number: got list [0.5]"),
+     (decimal.Decimal("sNaN"), "cannot be read as a float")],
+    ids=["None", "too-large", "list", "signalling-NaN"],
+)  # fmt: skip
+def test_a_bad_score_names_its_pair(value, words):
+    run = {"q1": {"a": 0.5, "b": value}, "q2": {"c": 1.0}}
+    with pytest.raises(
+        ValueError, match=re.escape(f"the score of (query 'q1', document 'b') {words}")
+    ):
+        evaluate_run(QRELS, run)
 
 
 def test_bad_options_and_measures():

@@ -14,15 +14,21 @@ the file readers make, so that they are joined and evaluated as files are.
   ``score`` attributes (ir_datasets' and ir_measures' named tuples).
 
 Ids are strings (or UTF-8 bytes); an integer id is its decimal string (``1`` and ``"1"`` are one
-query, as in pytrec_eval); any other id is a ValueError. A repeated (query,
+query, as in a TREC file), in a DataFrame column of Python objects mixing both too; any
+other id is a ValueError. A grade or score is a number
+read as its float value: an int of any size (a double, as pytrec_eval reads it), a float,
+a numpy scalar, a 0-d tensor or a Decimal (as ranx reads them); anything else is a
+ValueError naming its (query, document) pair and its type. A repeated (query,
 document) pair, a NaN score, a grade that is not finite, a missing value and an
 empty side are ValueErrors that name the argument.
 """
 
 from __future__ import annotations
 
+import decimal
+import numbers
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import torch
@@ -91,27 +97,42 @@ def _arrow_table(value: object) -> Any:
     if module.startswith("pyarrow") and hasattr(value, "column_names"):
         return value
     if module.startswith("polars") and hasattr(value, "to_arrow"):
-        return value.to_arrow()
+        return _Frame(value, polars=True)
     if module.startswith("pandas") and type(value).__name__ == "DataFrame":
-        return _Pandas(value)
+        return _Frame(value, polars=False)
     return None
 
 
-class _Pandas:
-    """A pandas DataFrame seen as a table: each column converted by pyarrow when asked
-    (never the whole frame, whose other columns may hold what pyarrow cannot read)."""
+class _Frame:
+    """A pandas or polars DataFrame seen as a table: each column converted by pyarrow when
+    asked (never the whole frame, whose other columns may hold what pyarrow cannot read).
 
-    def __init__(self, frame: Any) -> None:
-        self.frame = frame
+    A column of Python objects (pandas' ``object``, polars' ``Object``) that mixes str
+    and int ids holds their strings, as the dict of the same ids does."""
+
+    def __init__(self, frame: Any, polars: bool) -> None:
+        self.frame, self.polars = frame, polars
         self.column_names = [str(name) for name in frame.columns]
 
     def column(self, name: str) -> Any:
         pa = arrow()
-        try:
-            # NaN stays NaN (a NaN score is said as such), None and pd.NA are missing
-            return pa.array(self.frame[name], from_pandas=False)
-        except (pa.ArrowInvalid, pa.ArrowTypeError) as error:
-            raise ValueError(f"column {name!r} cannot be read: {error}") from None
+        series = self.frame[name]
+        if self.polars:
+            import polars as pl
+
+            if series.dtype != pl.Object:  # polars' Object column is pointers in pyarrow
+                return series.to_arrow()
+            reason = "it holds Python objects"
+        else:
+            try:
+                # NaN stays NaN (a NaN score is said as such), None and pd.NA are missing
+                return pa.array(series, from_pandas=False)
+            except (pa.ArrowInvalid, pa.ArrowTypeError) as error:
+                reason = str(error)
+        texts = _id_texts(series.to_list())
+        if texts is None:
+            raise ValueError(f"column {name!r} cannot be read: {reason}")
+        return pa.array(texts, pa.string())
 
     @property
     def num_rows(self) -> int:
@@ -201,7 +222,7 @@ def _from_mapping(value: Mapping[Any, Any], kind: str) -> Records:
     lines = torch.repeat_interleave(
         torch.arange(len(qids)), torch.tensor(counts, dtype=torch.int64)
     )
-    scores = _numbers(values, kind)
+    scores = _numbers(values, kind, lambda at: (qids[int(lines[at])], docnos[at]))
     return _records(kind, query_ids.take(pa.array(lines.numpy())), document_ids, scores)
 
 
@@ -224,7 +245,7 @@ def _from_iterable(value: Iterable[Any], kind: str) -> Records:
         ) from None
     return _records(
         kind, _ids_of(qids, kind, "query"), _ids_of(docnos, kind, "document"),
-        _numbers(values, kind),
+        _numbers(values, kind, lambda at: (qids[at], docnos[at])),
     )  # fmt: skip
 
 
@@ -241,45 +262,72 @@ def _ids_of(ids: list[Any], kind: str, what: str) -> Any:
     typed = array is not None and not array.null_count  # a None is said below
     if typed and (_is_text(array.type) or pa.types.is_integer(array.type)):
         return array.cast(pa.string()).cast(pa.binary())
-    texts = []
-    for item in ids:
-        if isinstance(item, str):
-            texts.append(item)
-        elif (isinstance(item, int) and not isinstance(item, bool)) or _is_numpy_int(item):
-            texts.append(str(int(item)))
-        else:
-            raise ValueError(
-                f"`{kind}`: {what} ids must be strings (or integers, read as their decimal "
-                f"strings), got {type(item).__name__} {item!r}"
-            )
+    texts = _id_texts(ids)
+    if texts is None:
+        item = next(item for item in ids if _id_text(item) is None)
+        raise ValueError(
+            f"`{kind}`: {what} ids must be strings (or integers, read as their decimal "
+            f"strings), got {type(item).__name__} {item!r}"
+        )
     return pa.array(texts, pa.string()).cast(pa.binary())
 
 
-def _is_numpy_int(item: object) -> bool:
+def _id_texts(ids: list[Any]) -> list[str] | None:
+    """Each id as its text (:func:`_id_text`); None if one is neither a str nor an int."""
+    texts = [_id_text(item) for item in ids]
+    return None if None in texts else texts  # type: ignore[return-value]
+
+
+def _id_text(item: object) -> str | None:
+    """A str itself, an int (Python's or numpy's, not a bool) its decimal string; else None."""
     import numpy as np
 
-    return isinstance(item, np.integer)
+    if isinstance(item, str):
+        return item
+    if (isinstance(item, int) and not isinstance(item, bool)) or isinstance(item, np.integer):
+        return str(int(item))
+    return None
 
 
-def _numbers(values: list[Any], kind: str) -> torch.Tensor:
-    what = "grades" if kind == "qrels" else "scores"
+def _numbers(values: list[Any], kind: str, ids: Callable[[int], tuple[Any, Any]]) -> torch.Tensor:
+    """The grades or scores as float64, each read as ``float(value)`` (pytrec_eval reads an
+    int of any size as a double; ranx a numpy scalar, a 0-d tensor, a Decimal). ``ids``:
+    the (query id, document id) of a value, which a refused value is said with."""
     pa = arrow()
-    try:
-        array = pa.array(values, pa.float64()).to_numpy(zero_copy_only=False)
-    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError):
-        bad = next((v for v in values if not _is_number(v)), None)
-        raise ValueError(
-            f"`{kind}`: the {what} must be numbers, got {type(bad).__name__} {bad!r}"
-        ) from None
-    return torch.from_numpy(array.copy())  # writable: torch warns on a read-only view
+    try:  # pyarrow converts the usual values (floats, ints within int64) in C
+        array = pa.array(values, pa.float64())
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError):
+        array = None
+    if array is None or array.null_count:  # a None is said as such, not read as NaN
+        return torch.tensor(
+            [_number(value, kind, ids, at) for at, value in enumerate(values)],
+            dtype=torch.float64,
+        )
+    # writable: torch warns on a read-only view
+    return torch.from_numpy(array.to_numpy(zero_copy_only=False).copy())
 
 
-def _is_number(value: object) -> bool:
-    try:
-        float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return False
-    return not isinstance(value, str)
+def _number(value: Any, kind: str, ids: Callable[[int], tuple[Any, Any]], at: int) -> float:
+    """One grade or score as a float: a real number (numbers.Real: int, float, bool, numpy's
+    scalars), a Decimal, or a 0-d array or tensor; anything else, a string among them, is
+    a ValueError naming the pair and the value's type."""
+    what = "grade" if kind == "qrels" else "score"
+    scalar = getattr(value, "ndim", None) == 0 and hasattr(value, "__float__")
+    if isinstance(value, (numbers.Real, decimal.Decimal)) or scalar:
+        try:
+            return float(value)
+        except OverflowError:
+            problem = "is too large for a float"
+        except (TypeError, ValueError):
+            problem = "cannot be read as a float"
+    else:
+        problem = "is not a number"
+    qid, docno = ids(at)
+    raise ValueError(
+        f"`{kind}`: the {what} of (query {qid!r}, document {docno!r}) {problem}: got "
+        f"{type(value).__name__} {value!r:.60}; the {what}s must be numbers (int, float, "
+        f"a numpy scalar, a 0-d tensor, Decimal)"
+    )
 
 
 def _records(kind: str, qids: Any, docnos: Any, values: torch.Tensor) -> Records:

@@ -162,6 +162,8 @@ def collections(
     done: dict[bytes, int] = {}  # each run query's code in the qrels (-1: none), in run order
     held: list[Records] = []
     for batch in [run] if isinstance(run, Records) else run:
+        if not len(batch):  # a run of no line (the drop-in's, of {} queries only)
+            continue
         held.append(batch)
         if whole or sum(map(len, held)) < PART_LINES:
             continue

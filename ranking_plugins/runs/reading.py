@@ -327,6 +327,13 @@ def _read_ahead(items: Iterator[Any], depth: int = 4) -> Iterator[Any]:
             offer(end)
         except BaseException as error:  # raised again in the caller
             offer(error)
+        finally:
+            # the caller stopped early (a bad block, an error in the join): the source
+            # (pyarrow's reader, the file) is closed here, in the thread that ran it, not
+            # left suspended in the frames an exception keeps alive until the process exits
+            close = getattr(items, "close", None)
+            if close is not None:
+                close()
 
     thread = threading.Thread(target=make, daemon=True)
     thread.start()
@@ -364,17 +371,20 @@ def _read_columnar(
         pa.csv.ConvertOptions(column_types=dict(zip(wanted, types, strict=True)),
                               include_columns=wanted, null_values=[], strings_can_be_null=False),
     )  # fmt: skip
-    with open(path, "rb") as raw:
-        stream: Any = gzip.GzipFile(fileobj=raw) if path.endswith(".gz") else raw
+    with contextlib.ExitStack() as stack:
+        raw = stack.enter_context(open(path, "rb"))
+        stream: Any = raw
+        if path.endswith(".gz"):
+            stream = stack.enter_context(gzip.GzipFile(fileobj=raw))
         bar = progress_bar(progress, path)
-        try:
-            for batch in pa.csv.open_csv(stream, *options):
-                yield batch.column(0), batch.column(1), batch.column(2)
-                if bar is not None:
-                    bar.update(raw.tell() - bar.n)
-        finally:
+        if bar is not None:
+            stack.callback(bar.close)
+        # closed first when the caller stops early: its read-ahead ends before the file does
+        reader = stack.enter_context(contextlib.closing(pa.csv.open_csv(stream, *options)))
+        for batch in reader:
+            yield batch.column(0), batch.column(1), batch.column(2)
             if bar is not None:
-                bar.close()
+                bar.update(raw.tell() - bar.n)
 
 
 def _jsonl_columns(kind: str, table: Any) -> tuple[Any, Any, Any]:
