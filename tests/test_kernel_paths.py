@@ -202,7 +202,7 @@ def test_counting_in_row_blocks_equals_brute_force_counts(
     dtype: torch.dtype, check_nan: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from ranking_plugins.kernel import flags
-    from ranking_plugins.kernel.ranking.counting import RankCounter, distinct_ids
+    from ranking_plugins.kernel.statistics.counting import RankCounter, distinct_ids
 
     monkeypatch.setattr(flags, "COMPARE_BLOCK_ELEMENTS", 40)  # 2 rows a block
     generator = torch.Generator().manual_seed(6)

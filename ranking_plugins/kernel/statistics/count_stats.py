@@ -1,6 +1,6 @@
 """Rank statistics from counts: the tie group of each relevant item.
 
-From the counts of :class:`~ranking_plugins.kernel.ranking.counting.RankCounter`,
+From the counts of :class:`~ranking_plugins.kernel.statistics.counting.RankCounter`,
 each relevant item knows its tie group as SPEC section 3 describes it (T_c
 items before it, t_c items in it, r_c of them relevant, ρ_c relevant items
 before it). :class:`CountStats` sums the closed forms of section 3 over those

@@ -4,29 +4,34 @@
 :class:`ranking_plugins.EmbeddingScores`, documented in
 :mod:`ranking_plugins.embeddings`); :func:`embedding_stats` walks the
 catalogue chunk by chunk through
-:class:`~ranking_plugins.kernel.ranking.counting.RankCounter`, straight to
+:class:`~ranking_plugins.kernel.statistics.counting.RankCounter`, straight to
 count statistics.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 from torch import Tensor
 
 from ranking_plugins import _validation as V
+from ranking_plugins.kernel.catalogue.checks import (
+    check_embedding_targets,
+    check_exclude,
+    check_scoring,
+)
 from ranking_plugins.kernel.host_reads import host_reads_are_free
-from ranking_plugins.kernel.inputs.checks import check_embedding_scores
+from ranking_plugins.kernel.inputs.checks import check_judged_ids, item_ids_in_catalogue
 from ranking_plugins.kernel.inputs.relevance import GainRule, ItemIds
-from ranking_plugins.kernel.ranking.counting import (
+from ranking_plugins.kernel.statistics.count_stats import CountStats
+from ranking_plugins.kernel.statistics.counting import (
     RankCounter,
     counted_judged_stats,
     distinct_ids,
     tracked_ids,
 )
-from ranking_plugins.kernel.statistics.count_stats import CountStats
 
 ScoreFn = Callable[[Tensor, Tensor], Tensor]
 
@@ -84,7 +89,7 @@ class EmbeddingScores:
     chunk_size: int = 32768
 
     def __post_init__(self) -> None:
-        check_embedding_scores(self)
+        _check_made(self)
 
     @property
     def num_queries(self) -> int:
@@ -146,6 +151,39 @@ class EmbeddingScores:
 QUERY_ROWS_AT_LEAST = 64
 
 
+def _check_made(scores: EmbeddingScores) -> None:
+    """What :class:`~ranking_plugins.EmbeddingScores` checks when it is made (no value read)."""
+    check_scoring(
+        scores.query_emb, scores.item_emb, "item_emb", "N", scores.score_fn, scores.chunk_size
+    )
+    check_exclude(scores.exclude, scores.query_emb.shape[0])
+    V.check_same_device(
+        query_emb=scores.query_emb, item_emb=scores.item_emb, exclude=scores.exclude
+    )
+
+
+def check_embedding_ids(
+    scores: EmbeddingScores, target: object, judged: object, validate_args: bool
+) -> tuple[EmbeddingScores, Tensor, Tensor | None]:
+    """``scores`` (its ``exclude`` in range), ``target`` (Q, T) and ``judged`` (Q, J), checked.
+
+    Every id outside the catalogue is an error (``validate_args``) or padding
+    (:func:`item_ids_in_catalogue`), before any is read.
+    """
+    target = check_embedding_targets(target, scores.query_emb)
+    target = item_ids_in_catalogue("target", target, scores.num_items, validate_args)
+    if judged is not None:
+        judged = V.check_tensor("judged", judged).detach()
+        V.check_same_device(query_emb=scores.query_emb, judged=judged)
+        judged = check_judged_ids(judged, scores.num_queries, scores.num_items, validate_args)
+    if scores.exclude is not None:
+        exclude = scores.exclude.detach().to(torch.int64)
+        exclude = item_ids_in_catalogue("exclude", exclude, scores.num_items, validate_args)
+        if not validate_args:
+            scores = replace(scores, exclude=exclude)
+    return scores, target, judged
+
+
 def embedding_stats(
     scores: EmbeddingScores,
     target: Tensor,
@@ -158,7 +196,7 @@ def embedding_stats(
 ) -> CountStats:
     """Rank statistics of the whole catalogue for item-index ``target`` (Q, T).
 
-    ``target`` and ``judged`` as :func:`~ranking_plugins.kernel.inputs.checks.check_embedding_ids`
+    ``target`` and ``judged`` as :func:`check_embedding_ids`
     gives them, with ``scores``: checked, every id in the catalogue or padding.
 
     ``judgments`` (issue 13): also count the judged items (``judged``: their ids

@@ -7,7 +7,7 @@ many of those have a lower index). Those are counts, and counts add up over
 any split of the catalogue; so the same statistics come from one pass over
 a dense ``(Q, N)`` score matrix (:func:`count_ranks`) or from a walk over
 chunks of an item embedding table, where the matrix is never built
-(:mod:`ranking_plugins.kernel.inputs.embeddings`).
+(:mod:`ranking_plugins.kernel.catalogue.chunked`).
 
 From the counts, each relevant item knows its tie group as SPEC section 3
 describes it; :meth:`RankCounter.stats` hands those groups to
@@ -224,7 +224,7 @@ class RankCounter:
 
         The items above and tied with each listed item and, under "first", the
         tied ones before it: the counts of two disjoint sets of items sum to the
-        counts of their union (:mod:`ranking_plugins.kernel.inputs.sharded`).
+        counts of their union (:mod:`ranking_plugins.kernel.catalogue.sharded`).
         """
         planes = (self.above, self.tied)
         return torch.stack((*planes, self.tied_before) if self.ties == "first" else planes)
