@@ -201,7 +201,7 @@ class RankingRequest:
         """Per-query values of every metric at every k for one batch (no gradient).
 
         ``preds`` is a score tensor, or :class:`EmbeddingScores` with item-index targets.
-        ``judged``: which items carry a judgment (issue 13; None: every item).
+        ``judged``: which items carry a judgment (None: every item).
         """
         return self.read(self.rank(preds, target, indexes=indexes, mask=mask, judged=judged))
 
@@ -278,7 +278,7 @@ class RankingRequest:
 
     @property
     def judgments(self) -> bool:
-        """Whether a metric reads which items are judged (bpref, infAP, unj, ...; issue 13)."""
+        """Whether a metric reads which items are judged (bpref, infAP, unj, ...)."""
         return any(metric.judgments for metric in self.metrics)
 
     def reads(self, ranking_key: tuple[object, ...], depth: int | None) -> bool:
@@ -517,7 +517,7 @@ class _LastBatch(threading.local):
     * the ranking of those kept copies at ``compute`` (:meth:`kept_ranking`,
       :meth:`keep_ranking`), for the next metric holding the same tensors.
 
-    Measured reason (issue 26; ``benchmarks/bench_aggregation.py --cache
+    Measured reason (``benchmarks/bench_aggregation.py --cache
     --repeats 7 --threads 1``): a ``MetricCollection`` of ``MRR``, ``NDCG``,
     ``MAP`` (``top_k=10``) on workload 3's data (10,000 queries x 100
     candidates, 50 updates, fresh tensors per run) updates and computes in

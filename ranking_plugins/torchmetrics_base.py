@@ -385,7 +385,7 @@ class BaseRankingMetric(FixedDtypes):
             mask: bool, ``preds``' shape; False marks items that were not
                 retrieved (never ranked, but a relevant one still counts in R).
             judged: which items carry a judgment (None: every item), read by
-                bpref, infap, unj, ... (issue 13): bool of ``preds``' shape, or
+                bpref, infap, unj, ...: bool of ``preds``' shape, or
                 the judged item ids ``(Q, J)`` with item-id targets. In the
                 grouped layout a metric that reads a measure of judged items
                 keeps one flag per entry until ``compute`` (an update without

@@ -61,7 +61,7 @@ FLAT_STATES: dict[str, torch.dtype] = {
 #: members, the processes' gather); ``compute`` checks the scores again only then
 UNCHECKED_STATE = "flat_unchecked"
 
-#: the grouped layout's judged flags (issue 13), one per entry: a "cat" state
+#: the grouped layout's judged flags, one per entry: a "cat" state
 #: only of the metrics that read a measure of judged items (bpref, infap, unj,
 #: ...), so that the state (and the state_dict) of every other metric is
 #: unchanged (those keep an unjudged entry's grade as not relevant, which is all

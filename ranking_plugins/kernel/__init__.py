@@ -130,7 +130,7 @@ def rank_inputs(
     (sharded only) raises when the item inputs describe another catalogue: on
     every process of the group alike.
 
-    ``judged`` (issue 13): which items carry a judgment (None: every item);
+    ``judged``: which items carry a judgment (None: every item);
     ``judgments``: a metric reads them (bpref, infAP, unj, ...): the caller asks
     whole lists (``depth=None``); counting (item ids, ``EmbeddingScores``)
     counts the judged items too, in the same pass or walk.

@@ -53,7 +53,7 @@ def rank_stats(
     lists one id (next-item recommendation), where it is the cheaper of the two.
     ``identities``: the statistics must say which item holds each place (the
     metrics of item exposure), so the lists are ranked, never counted.
-    ``judgments``: a measure of judged items is read (issue 13): counting then
+    ``judgments``: a measure of judged items is read: counting then
     counts the judged items too (a ranked list knows them anyway).
     """
     relevance = data.relevance

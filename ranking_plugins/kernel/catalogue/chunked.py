@@ -199,7 +199,7 @@ def embedding_stats(
     ``target`` and ``judged`` as :func:`check_embedding_ids`
     gives them, with ``scores``: checked, every id in the catalogue or padding.
 
-    ``judgments`` (issue 13): also count the judged items (``judged``: their ids
+    ``judgments``: also count the judged items (``judged``: their ids
     (Q, J), -1 padding; None: every item) for the measures that read them
     (:class:`~ranking_plugins.kernel.statistics.judged.CountedJudgedStats`), in
     the same walk.
@@ -316,7 +316,7 @@ def _changed(counters: list[RankCounter]) -> Tensor:
 
 
 def _stats(counters: list[RankCounter], ids: Tensor, relevance: ItemIds, ties: str) -> CountStats:
-    """The counted statistics; with a second counter, of the judged items too (issue 13)."""
+    """The counted statistics; with a second counter, of the judged items too."""
     stats = counters[0].stats()
     if len(counters) > 1:
         stats.judged_stats = counted_judged_stats(counters[1], ids, relevance, ties, stats)

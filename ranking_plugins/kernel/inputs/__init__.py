@@ -49,7 +49,7 @@ def normalize_input(
 ) -> Batch:
     """Check the inputs and bring any layout to :class:`Batch` (SPEC section 2).
 
-    ``judged`` (issue 13): which items carry a judgment, in the layout's own form
+    ``judged``: which items carry a judgment, in the layout's own form
     (:func:`~ranking_plugins.kernel.inputs.checks.check_judged`); None: every item.
     ``depth``: how deep the batch will be ranked (None: whole lists), where dense
     grades may select their own top as deep (:class:`DenseGrades`).

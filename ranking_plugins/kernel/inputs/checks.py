@@ -130,7 +130,7 @@ def _gains_bounded(dtype: torch.dtype, rule: GainRule, list_length: int) -> bool
 def check_judged(
     judged: object, preds: Tensor, target: Tensor, layout: str, validate_args: bool = True
 ) -> Tensor | None:
-    """The ``judged`` input of a layout (issue 13), detached; None: every item is judged.
+    """The ``judged`` input of a layout, detached; None: every item is judged.
 
     Dense and grouped: a bool tensor shaped like ``preds``. Item ids: an integer
     tensor (Q,) or (Q, J) of judged item ids, -1 for padding (their range is

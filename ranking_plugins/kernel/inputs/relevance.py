@@ -147,7 +147,7 @@ class Relevance(Protocol):
         """The targets of the queries ``rows`` only."""
         ...
 
-    # -- judgments (issue 13): read only by the measures of incomplete judgments --
+    # -- judgments: read only by the measures of incomplete judgments --
 
     def judgment_at(self, items: Tensor) -> tuple[Tensor, Tensor]:
         """(judged, pooled) of ``items`` (item indices per query), bool each.

@@ -236,7 +236,7 @@ class RankCounter:
             self.tied_before = counts[2]
 
     def tracked_counts(self, relevant: Tensor, judged: Tensor) -> dict[str, Tensor]:
-        """The counts of the measures of judged items (issue 13), for ``CountedJudgedStats``.
+        """The counts of the measures of judged items, for ``CountedJudgedStats``.
 
         The listed ids are the tracked items (judged or relevant); ``relevant``
         and ``judged`` (Q, T) bool say which they are. Besides the catalogue
@@ -362,7 +362,7 @@ def count_ranks(
     ``check_nan``: raise the NaN-scores error if a score is NaN, found block by
     block while each block of rows is in cache for the counting.
     ``judgments``: count the judged items too (:func:`tracked_ids`), for the
-    measures that read them (issue 13); without ``judged_ids`` every item is
+    measures that read them; without ``judged_ids`` every item is
     judged and the relevant items' own counts serve (``CountStats.every_judged``).
     """
     ids = distinct_ids(relevance.item_ids)
