@@ -242,7 +242,7 @@ def embedding_stats(
             # on an accelerator no value is read per chunk: both walks score every chunk
             # whole (skipping a chunk that lists no item would read a flag per chunk), and
             # with validate_args the NaN flags and the two walks' agreement are read once
-            # at the end (W5 on an H200: 31.0 ms with two reads per chunk, 27.5 ms so)
+            # at the end: each read waits for the device (benchmarks/profile_gpu.py)
             counters = _count(scores, listed, ties, validate_args)
             if validate_args:
                 _check_same_scores(counters)
@@ -252,7 +252,7 @@ def embedding_stats(
         # queries scored them differently than the whole chunk's call (a `score_fn` that
         # reads the batch, a matmul that sums otherwise), counted again against the
         # whole calls' scores. On a GPU the whole call costs less than picking the rows
-        # (W5 on an H200: 30.5 ms with whole calls, 36.0 ms by rows)
+        # (benchmarks/profile_gpu.py)
         by_rows = scores.num_queries >= 4 * QUERY_ROWS_AT_LEAST
         counters = _count(scores, listed, ties, validate_args, query_rows=by_rows)
         if by_rows and bool(_changed(counters).any()):

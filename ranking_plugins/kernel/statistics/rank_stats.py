@@ -56,7 +56,7 @@ def _ap_term_at(
 #: places (queries x list length) up to which a ranked list's sums of values that are
 #: 0 but at a few places (AP's, the reciprocal rank's) take the prefix sums of every
 #: place: on (Q, L) float64 matrices this small a pass costs less than the ~30
-#: operations of :class:`PlacedSums` (W1 at Q = 64, L = 100: 55 operations less a call)
+#: operations of :class:`PlacedSums` (benchmarks/profile_gpu.py counts them)
 PLACED_SUMS_ELEMENTS = 1 << 14
 
 
