@@ -89,7 +89,7 @@ class EmbeddingScores:
     chunk_size: int = 32768
 
     def __post_init__(self) -> None:
-        _check_made(self)
+        _check_embedding_scores(self)
 
     @property
     def num_queries(self) -> int:
@@ -151,7 +151,7 @@ class EmbeddingScores:
 QUERY_ROWS_AT_LEAST = 64
 
 
-def _check_made(scores: EmbeddingScores) -> None:
+def _check_embedding_scores(scores: EmbeddingScores) -> None:
     """What :class:`~ranking_plugins.EmbeddingScores` checks when it is made (no value read)."""
     check_scoring(
         scores.query_emb, scores.item_emb, "item_emb", "N", scores.score_fn, scores.chunk_size

@@ -125,7 +125,7 @@ class ShardedEmbeddingScores:
     group: ProcessGroup | None = field(default=None, kw_only=True)
 
     def __post_init__(self) -> None:
-        _check_made(self)
+        _check_sharded_scores(self)
 
     @property
     def num_queries(self) -> int:
@@ -145,7 +145,7 @@ class ShardedEmbeddingScores:
         return EmbeddingScores(query_emb, self.item_shard, self.score_fn, None, self.chunk_size)
 
 
-def _check_made(scores: ShardedEmbeddingScores) -> None:
+def _check_sharded_scores(scores: ShardedEmbeddingScores) -> None:
     """What :class:`~ranking_plugins.ShardedEmbeddingScores` checks when it is made."""
     if not dist.is_available() or not dist.is_initialized():
         raise RuntimeError(
