@@ -163,8 +163,8 @@ def test_exclusions_out_of_range_and_score_functions_of_the_wrong_shape_are_caug
 def test_the_same_scores_object_is_walked_once_for_several_requests(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    import ranking_plugins.batch_cache as batch_cache
     import ranking_plugins.kernel as kernel
-    import ranking_plugins.request as request_module
 
     walks: list[int] = []
     real = kernel.embedding_stats
@@ -174,7 +174,7 @@ def test_the_same_scores_object_is_walked_once_for_several_requests(
         return real(*args, **kwargs)
 
     monkeypatch.setattr(kernel, "embedding_stats", counting)
-    request_module._last_batch.clear()
+    batch_cache.last_batch.clear()
     users, items, target, _ = _case(4)
     scores = EmbeddingScores(users, items)
     a = rank_metrics(scores, target, "mrr", 5)
