@@ -15,7 +15,7 @@ Runs alternate between the two sides; the median of the runs is shown.
 
 With ``--cache``, instead: a ``MetricCollection`` of ``MRR``, ``NDCG``, ``MAP``
 (``top_k=10``) on the same data, with and without the package's one cache
-(``ranking_plugins.request._last_batch``, its look-ups answering nothing), dense
+(``ranking_plugins.batch_cache.last_batch``, its look-ups answering nothing), dense
 and grouped: the measurement behind that cache.
 
     python benchmarks/bench_aggregation.py [--repeats 7] [--threads 1] [--cache]
@@ -29,7 +29,7 @@ import time
 
 import torch
 
-from ranking_plugins.request import _last_batch
+from ranking_plugins.batch_cache import last_batch
 from ranking_plugins.torchmetrics import (
     BaseRankingMetric,
     RankingMetrics,
@@ -78,7 +78,7 @@ def timed(metric: BaseRankingMetric, data: list[tuple]) -> float:
 def fresh(metrics: list[BaseRankingMetric]) -> None:
     """Every metric reset and the last-batch cache cleared, before each timed
     run: no run reuses a ranking or a copy that another run made (as suite.py)."""
-    _last_batch.clear()
+    last_batch.clear()
     for metric in metrics:
         metric.reset()
 
@@ -106,12 +106,12 @@ def cache_rows(args: argparse.Namespace) -> None:
     from ranking_plugins.torchmetrics import MAP, MRR, NDCG
 
     def run(data: list[tuple], cached: bool) -> float:
-        for name in ("lookup", "copies", "kept_ranking"):  # the cache's look-ups
+        for name in ("lookup", "held"):  # the cache's look-ups
             if cached:
-                _last_batch.__dict__.pop(name, None)
+                last_batch.__dict__.pop(name, None)
             else:
-                setattr(_last_batch, name, lambda *_, **__: None)
-        _last_batch.clear()
+                setattr(last_batch, name, lambda *_, **__: None)
+        last_batch.clear()
         collection = MetricCollection({"mrr": MRR(10), "ndcg": NDCG(10), "map": MAP(10)})
         batches = copies(data)
         start = time.perf_counter()
@@ -131,8 +131,8 @@ def cache_rows(args: argparse.Namespace) -> None:
                 times[cached].append(run(data, cached))
         with_cache, without = (statistics.median(times[c]) * 1000 for c in (True, False))
         print(f"{layout:<26} {with_cache:>9.1f} {without:>10.1f} {without / with_cache:>6.2f}")
-    for name in ("lookup", "copies", "kept_ranking"):  # the look-ups back
-        _last_batch.__dict__.pop(name, None)
+    for name in ("lookup", "held"):  # the look-ups back
+        last_batch.__dict__.pop(name, None)
 
 
 def main() -> None:

@@ -26,7 +26,7 @@ from collections.abc import Callable
 import torch
 
 from ranking_plugins import rank_metrics
-from ranking_plugins.request import _last_batch
+from ranking_plugins.batch_cache import last_batch
 
 ACCURACY = ["hit_rate", "ndcg"]
 EXPOSURE = ["coverage", "gini", "novelty", "personalisation"]
@@ -87,7 +87,7 @@ def main() -> int:
     times: dict[str, list[float]] = {name: [] for name in entries}
     for _ in range(args.repeats):
         for name, fn in entries.items():  # alternately: load changes hit every entry alike
-            _last_batch.clear()
+            last_batch.clear()
             start = time.perf_counter()
             fn()
             times[name].append(1000 * (time.perf_counter() - start))

@@ -14,7 +14,7 @@ embeddings. Printed per case:
 * peak memory per process: the high-water mark (``VmHWM``, reset just before
   the call) minus the resident size just before it, the inputs already made;
 * bytes per batch: the bytes of the tensors this process's collectives
-  carried (``ranking_plugins.kernel.inputs.sharded.traffic``), against the
+  carried (``ranking_plugins.kernel.catalogue.sharded.traffic``), against the
   bytes of the gathered item table;
 * whether each process's per-query values equal the one process's (they
   may differ only where BLAS rounds a float32 dot product differently in
@@ -145,7 +145,7 @@ def _measure(call: Any, report: dict[str, Any], barrier: Any = None) -> Any:
 
 def _sharded(rank: int, args: argparse.Namespace, port: int, out: str) -> None:
     from ranking_plugins import ShardedEmbeddingScores
-    from ranking_plugins.kernel.inputs.sharded import traffic
+    from ranking_plugins.kernel.catalogue.sharded import traffic
 
     torch.set_num_threads(args.threads)
     world = args.processes

@@ -36,8 +36,8 @@ from typing import Any
 import torch
 
 from ranking_plugins import EmbeddingScores, rank_metrics
+from ranking_plugins.batch_cache import last_batch
 from ranking_plugins.kernel import host_reads
-from ranking_plugins.request import _last_batch
 
 METRICS = (
     "hit_rate",
@@ -105,9 +105,9 @@ def check_equal(device: torch.device) -> list[str]:
             for metrics, top_k in ((AT_K, [1, 3, 10, 40]), (METRICS, None)):
                 options = {"ties": ties, "empty_target_action": "skip"}
                 want = rank_metrics(metrics=metrics, top_k=top_k, **on_cpu, **options)
-                _last_batch.clear()
+                last_batch.clear()
                 got = rank_metrics(metrics=metrics, top_k=top_k, **inputs, **options)
-                _last_batch.clear()
+                last_batch.clear()
                 for key, value in want.items():
                     other = got[key].to(cpu)
                     if not torch.allclose(other, value, rtol=1e-9, atol=1e-12, equal_nan=True):
@@ -120,7 +120,7 @@ def check_equal(device: torch.device) -> list[str]:
         except ValueError as error:
             if "`preds` must not contain NaN" not in str(error):
                 failures.append(f"{name}: NaN scores refused with {error}")
-        _last_batch.clear()
+        last_batch.clear()
     return failures
 
 
@@ -190,7 +190,7 @@ def check_no_sync(device: torch.device) -> tuple[list[str], list[str]]:
     cuda = device.type == "cuda"
     for name, (may_sync, update) in adapter_updates(device).items():
         update()  # warm-up: lazy initialisation may sync, and is not an update's cost
-        _last_batch.clear()
+        last_batch.clear()
         mode = contextlib.nullcontext()
         if cuda:
             torch.cuda.synchronize()
@@ -205,7 +205,7 @@ def check_no_sync(device: torch.device) -> tuple[list[str], list[str]]:
         finally:
             if cuda:
                 torch.cuda.set_sync_debug_mode(0)
-        _last_batch.clear()
+        last_batch.clear()
     return failures, notes
 
 
@@ -222,7 +222,7 @@ def timed(device: torch.device, fn: Callable[[], object], repeats: int) -> float
     fn()
     times = []
     for _ in range(repeats):
-        _last_batch.clear()
+        last_batch.clear()
         sync()
         start = time.perf_counter()
         fn()

@@ -24,7 +24,7 @@ import gpu
 import suite
 
 from ranking_plugins import EmbeddingScores, rank_metrics
-from ranking_plugins.request import _last_batch
+from ranking_plugins.batch_cache import last_batch
 
 
 def show(name: str, fn: Callable[[], object], device: torch.device, rows: int) -> None:
@@ -33,7 +33,7 @@ def show(name: str, fn: Callable[[], object], device: torch.device, rows: int) -
     if device.type == "cuda":
         activities.append(ProfilerActivity.CUDA)
         torch.cuda.synchronize()
-    _last_batch.clear()
+    last_batch.clear()
     with profile(activities=activities) as prof:
         fn()
         if device.type == "cuda":

@@ -55,7 +55,7 @@ from pathlib import Path
 import torch
 
 from ranking_plugins import EmbeddingScores, rank_metrics
-from ranking_plugins.request import _last_batch
+from ranking_plugins.batch_cache import last_batch
 
 KS = (1, 5, 10, 20, 50, 100)
 ALL_METRICS = ("hit_rate", "mrr", "ndcg", "map", "precision", "recall")
@@ -235,7 +235,7 @@ def run_once(entry: Entry, fn: Fn) -> object:
         # ranking_plugins.request keeps the last batch's rank statistics and
         # reuses them when the very same tensor objects come again; without
         # this every run after the first would time a cache hit.
-        _last_batch.clear()
+        last_batch.clear()
     return fn()
 
 
@@ -899,7 +899,7 @@ def paired_ms(
 
     def timed(e: Entry, f: Fn) -> float:
         if e.kind == "ours":
-            _last_batch.clear()  # see run_once: never time a cache hit
+            last_batch.clear()  # see run_once: never time a cache hit
         start = clock()
         f()
         return clock() - start

@@ -313,7 +313,7 @@ def run_evaluate(
     return write_output(text, args.output, stdout, stderr)
 
 
-# -- trec_eval's relstring (issue 13): a string per query, not a metric ------------------
+# -- trec_eval's relstring: a string per query, not a metric ------------------
 
 
 def _relstring_request(

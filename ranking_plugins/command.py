@@ -14,7 +14,7 @@ import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from ranking_plugins.choices import (
     AP_DENOMINATORS,
@@ -34,30 +34,33 @@ if TYPE_CHECKING:
 PROG = "ranking-plugins"
 
 
-def add_evaluation_arguments(
-    add: Callable[..., argparse.Action], notes: Mapping[str, str] | None = None
-) -> None:
-    """The options that say how a run is evaluated, defined once for ``evaluate`` and
-    ``compare`` (:func:`evaluation_settings` reads them). ``notes``: words added to an
-    option's help, by its long name."""
-    actions = [
-        add(
-            "--ties",
+#: the options that say how a run is evaluated, as (names, argparse keywords):
+#: defined once for ``evaluate`` and ``compare`` (:func:`evaluation_settings` reads them)
+EVALUATION_FLAGS: tuple[tuple[tuple[str, ...], dict[str, Any]], ...] = (
+    (
+        ("--ties",),
+        dict(
             choices=TIES,
             default=None,
             help="what equal scores mean (default: average, the expected value over every "
             "order of each tie group); 'first' is trec_eval's tie break (document id, "
             "descending)",
         ),
-        add(
-            "--gain",
+    ),
+    (
+        ("--gain",),
+        dict(
             choices=GAINS,
             default=None,
             help="nDCG gain of a grade g: linear g (default, trec_eval's) or exponential 2^g - 1",
         ),
-        add(
+    ),
+    (
+        (
             "-l",
             "--relevance-threshold",
+        ),
+        dict(
             type=float,
             default=None,
             metavar="GRADE",
@@ -65,69 +68,96 @@ def add_evaluation_arguments(
             "A document the qrels do not judge is never relevant, whatever GRADE (trec_eval "
             "gives it grade -1, so its -l -1 would count it)",
         ),
-        add(
-            "--empty-target-action",
+    ),
+    (
+        ("--empty-target-action",),
+        dict(
             choices=EMPTY_TARGET_ACTIONS,
             default=None,
             help="a query without relevant documents counts as 0 (neg, default, as trec_eval), "
             "1 (pos), is left out of the means (skip), or is an error",
         ),
-        add(
-            "--ap-denominator",
+    ),
+    (
+        ("--ap-denominator",),
+        dict(
             choices=AP_DENOMINATORS,
             default=None,
             help="map@k divides by R (relevant, default, trec_eval's map_cut) or min(k, R)",
         ),
-        add(
-            "--rbp-persistence",
+    ),
+    (
+        ("--rbp-persistence",),
+        dict(
             type=float,
             default=None,
             metavar="P",
             help="RBP's persistence p in (0, 1) (default: 0.9, trec_eval's; ir_measures uses 0.8)",
         ),
-        add(
-            "--unjudged-queries",
+    ),
+    (
+        ("--unjudged-queries",),
+        dict(
             choices=UNJUDGED_QUERIES,
             default="error",
             help="a query in the run but not in the qrels is an error (default) or is "
             "left out with a note on stderr",
         ),
-        add(
-            "-c",
+    ),
+    (
+        ("-c",),
+        dict(
             dest="unretrieved_queries",
             action="store_const",
             const="count",
             default="skip",
             help="trec_eval -c: the same as --unretrieved-queries count",
         ),
-        add(
-            "--unretrieved-queries",
+    ),
+    (
+        ("--unretrieved-queries",),
+        dict(
             choices=UNRETRIEVED_QUERIES,
             default="skip",
             help="a query in the qrels but not in the run is left out with a note on stderr "
             "(skip, default, as trec_eval) or counted with nothing retrieved (count, "
             "trec_eval -c)",
         ),
-        add(
+    ),
+    (
+        (
             "-J",
             "--judged-only",
+        ),
+        dict(
             action="store_true",
             help="trec_eval -J: judged documents only (condensed lists: a retrieved document "
             "absent from the qrels, or there with a negative grade, is removed from the run "
             "before evaluation)",
         ),
-        *(
-            add(
-                f"--{kind}-format",
+    ),
+    *(
+        (
+            (f"--{kind}-format",),
+            dict(
                 choices=FILE_FORMATS,
                 default="auto",
                 help=f"format of the {kind} file{'s' if kind == 'run' else ''} (default: auto, "
                 "from the extension .tsv/.jsonl, else from the first line)",
-            )
-            for kind in ("qrels", "run")
-        ),
-    ]
-    for action in actions:
+            ),
+        )
+        for kind in ("qrels", "run")
+    ),
+)
+
+
+def add_evaluation_arguments(
+    add: Callable[..., argparse.Action], notes: Mapping[str, str] | None = None
+) -> None:
+    """Add :data:`EVALUATION_FLAGS` through ``add`` (a parser's or a group's
+    ``add_argument``); ``notes``: words added to an option's help, by its long name."""
+    for names, keywords in EVALUATION_FLAGS:
+        action = add(*names, **keywords)
         action.help = f"{action.help}{(notes or {}).get(action.option_strings[-1], '')}"
 
 

@@ -148,7 +148,7 @@ def run_compare(
     parser = getattr(args, "command_parser", parser)
     wanted = parse_metric_flags(parser, args.metric or list(DEFAULT_COMPARE_METRICS))
     for name, _ in wanted:
-        if name in GEOMETRIC_MEANS:  # issue 13: a summary, it has no per-query values
+        if name in GEOMETRIC_MEANS:  # a summary, it has no per-query values
             parser.error(
                 f"-m/--metric: {name} is an aggregation (a geometric mean of "
                 f"{GEOMETRIC_MEANS[name]}), not a per-query measure; compare tests per-query "

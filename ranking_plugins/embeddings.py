@@ -7,7 +7,7 @@ embeddings and a score function (dot product by default). Pass it wherever
 ``preds`` goes (:func:`ranking_plugins.rank_metrics`, every adapter's
 ``update``), with item-index targets; the kernel walks the catalogue in
 chunks of ``chunk_size`` items and counts, for each relevant item, the items
-scored above it and tied with it (:mod:`ranking_plugins.kernel.ranking.counting`).
+scored above it and tied with it (:mod:`ranking_plugins.kernel.statistics.counting`).
 Every metric, at every k, under every tie policy, is what the matrix of those
 chunk calls gives, every item ranked by the one score its chunk gave it; see
 :class:`EmbeddingScores` for when that is the one-call matrix to the last bit.

@@ -285,7 +285,7 @@ class BaseRankingMetric(Metric):
     _metrics: ClassVar[tuple[str, ...]] = ()
     required_output_keys = ("y_pred", "y")
     _state_dict_all_req_keys: tuple[str, ...] = ("_sums",)
-    #: exposure metrics only (issue 14): Σp, Σp², Σlog(1 - p) per k and item, then the
+    #: exposure metrics only: Σp, Σp², Σlog(1 - p) per k and item, then the
     #: number of queries, flat (``Accumulator.flat``); an empty tensor otherwise
     _exposure: Tensor
 

@@ -147,7 +147,7 @@ Batch = tuple[Tensor | EmbeddingInput, Tensor, Tensor | None, Tensor | None]
 
 
 def judged_of(output: object, owner: str) -> Tensor | None:
-    """The optional ``"judged"`` entry of a dict output (issue 13), or None."""
+    """The optional ``"judged"`` entry of a dict output, or None."""
     judged = output.get("judged") if isinstance(output, Mapping) else None
     if judged is not None and not isinstance(judged, Tensor):
         raise TypeError(

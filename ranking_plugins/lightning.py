@@ -310,7 +310,7 @@ class RankingMetricsCallback(Callback):
             )
         inputs = outputs if self.output_transform is None else self.output_transform(outputs, batch)
         preds, target, indexes, mask = _unpack(inputs, stage, self.output_transform is None)
-        # which items carry a judgment (issue 13): an optional "judged" key of a mapping
+        # which items carry a judgment: an optional "judged" key of a mapping
         judged = inputs.get("judged") if isinstance(inputs, Mapping) else None
         states[dataloader_idx].update(preds, target, indexes=indexes, mask=mask, judged=judged)
 

@@ -123,7 +123,7 @@ def _auroc(c: Cutoff, options: Options) -> MetricValue:
     return c.auroc(options.max_fpr), _has_relevant(c)
 
 
-# -- trec_eval's counts and set measures, RBP, DCG (issue 13) ------------------------------
+# -- trec_eval's counts and set measures, RBP, DCG ------------------------------
 
 
 def _always(c: Cutoff) -> Tensor:
@@ -219,7 +219,7 @@ def _precision_at_r_multiple(multiple: float) -> Callable[[Cutoff, Options], Met
     return value
 
 
-# -- judged measures (issue 13): they read which items are judged (kernel/statistics/judged.py)
+# -- judged measures: they read which items are judged (kernel/statistics/judged.py)
 
 
 def _bpref(c: Cutoff, options: Options) -> MetricValue:
@@ -274,7 +274,7 @@ def _rbp_resid(c: Cutoff, options: Options) -> MetricValue:
     return value.unsqueeze(1).expand_as(c.k), _always(c)
 
 
-# -- G, ndcg_rel, Rndcg (issue 13) ---------------------------------------------------------
+# -- G, ndcg_rel, Rndcg ---------------------------------------------------------
 
 
 def _g(c: Cutoff, options: Options) -> MetricValue:
@@ -410,7 +410,7 @@ class Metric:
     #: where the metric is read: at each k (``"k"``), at R (``"relevant_count"``,
     #: r_precision) or at the end of the list (``"whole_list"``)
     cutoff: str = "k"
-    #: it reads which items are judged (issue 13): whole lists, judged items counted too
+    #: it reads which items are judged: whole lists, judged items counted too
     judgments: bool = False
     #: its relevant items are those of positive gain (trec_eval's ndcg_rel, Rndcg): a
     #: ``relevance_threshold`` <= 0, which makes grades <= 0 relevant with gain 0, is refused
@@ -542,7 +542,7 @@ METRICS: dict[str, Metric] = {
             host_under_average=True,
             recall_levels=RECALL_LEVELS,
         ),
-        # -- judged measures (issue 13)
+        # -- judged measures
         Metric(
             name="bpref",
             higher_is_better=True,

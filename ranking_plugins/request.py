@@ -6,18 +6,12 @@ first batch). :meth:`RankingRequest.evaluate` runs the kernel on one batch.
 
 Several metric objects that see the same batch (a TorchMetrics
 ``MetricCollection`` of MRR, NDCG and HitRate, or three Ignite metrics
-attached to one engine) should not rank it three times. Ranking does not
-depend on the metric, so the ranking of the last batch is kept (one entry
-per thread) and reused when inputs proved equal to it come again with the
-same ranking options and a depth that is deep enough (:class:`_LastBatch`, the
-package's one cache, which also holds the TorchMetrics adapter's grouped copies
-and their ranking).
+attached to one engine) should not rank it three times: the ranking of the
+last batch is kept and reused (:mod:`ranking_plugins.batch_cache`).
 """
 
 from __future__ import annotations
 
-import threading
-import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -27,6 +21,7 @@ from torch import Tensor
 from typing_extensions import Unpack
 
 from ranking_plugins import _validation as V
+from ranking_plugins.batch_cache import last_batch
 from ranking_plugins.embeddings import EmbeddingInput, EmbeddingScores, ShardedEmbeddingScores
 from ranking_plugins.kernel import (
     ITEM_INPUTS,
@@ -34,7 +29,6 @@ from ranking_plugins.kernel import (
     Exposure,
     ItemInputs,
     RankedBatch,
-    host_reads_are_free,
     rank_inputs,
 )
 from ranking_plugins.metrics import (
@@ -201,7 +195,7 @@ class RankingRequest:
         """Per-query values of every metric at every k for one batch (no gradient).
 
         ``preds`` is a score tensor, or :class:`EmbeddingScores` with item-index targets.
-        ``judged``: which items carry a judgment (issue 13; None: every item).
+        ``judged``: which items carry a judgment (None: every item).
         """
         return self.read(self.rank(preds, target, indexes=indexes, mask=mask, judged=judged))
 
@@ -234,14 +228,14 @@ class RankingRequest:
             self.items.check_catalogue(preds.shape[1])
         if identities and isinstance(preds, EmbeddingScores):
             self.items.check_catalogue(preds.num_items)
-        ranked = _last_batch.lookup(inputs, ranking, depth, self.options.validate_args)
+        ranked = last_batch.lookup(inputs, ranking, depth, self.options.validate_args)
         if ranked is not None and identities and not ranked.identities:
             ranked = None  # counted, or made without the items' order: rank again
         if ranked is None:
             with torch.no_grad():
                 ranked = self._rank(preds, target, indexes, mask, depth, judged, scores_checked)
             if ranked.reusable:
-                _last_batch.store(inputs, ranking, None if ranked.whole_lists else depth, ranked)
+                last_batch.store(inputs, ranking, None if ranked.whole_lists else depth, ranked)
         return ranked
 
     def read(self, ranked: RankedBatch) -> Evaluation:
@@ -278,7 +272,7 @@ class RankingRequest:
 
     @property
     def judgments(self) -> bool:
-        """Whether a metric reads which items are judged (bpref, infAP, unj, ...; issue 13)."""
+        """Whether a metric reads which items are judged (bpref, infAP, unj, ...)."""
         return any(metric.judgments for metric in self.metrics)
 
     def reads(self, ranking_key: tuple[object, ...], depth: int | None) -> bool:
@@ -415,217 +409,5 @@ def _check_exposure_metrics(
         if problem is not None:
             raise ValueError(problem)
 
-
-Input = Tensor | EmbeddingScores | None
-
-
-def _snapshot(value: Input) -> object:
-    """A copy of what ``value``'s scores (or targets) depend on, to compare with later."""
-    if isinstance(value, EmbeddingScores):
-        return (value.chunk_size, tuple(t.detach().clone() for t in value.tensors()))
-    return None if value is None else value.detach().clone()
-
-
-def _same_content(value: Input, snapshot: object) -> bool:
-    if isinstance(value, EmbeddingScores):
-        return (value.chunk_size, len(value.tensors())) == (
-            snapshot[0],  # type: ignore[index]
-            len(snapshot[1]),  # type: ignore[index]
-        ) and all(
-            _same_content(t, copy)
-            for t, copy in zip(value.tensors(), snapshot[1], strict=True)  # type: ignore[index]
-        )
-    if value is None or snapshot is None:
-        return value is None and snapshot is None
-    assert isinstance(snapshot, Tensor)
-    return (
-        value.dtype == snapshot.dtype
-        and value.shape == snapshot.shape
-        and value.device == snapshot.device
-        and torch.equal(value, snapshot)
-    )
-
-
-def _comparable(value: Input, validate_args: bool) -> bool:
-    """Whether the content of ``value`` may be proved equal to a snapshot.
-
-    Comparing reads a value on the host: free on the CPU, allowed on an
-    accelerator only when ``validate_args=True`` (which reads values anyway).
-    A custom ``score_fn`` may change without any tensor changing (a model's
-    weights), so its scores are never reused.
-    """
-    if isinstance(value, EmbeddingScores):
-        return value.score_fn is None and (validate_args or host_reads_are_free(value.query_emb))
-    if value is None:
-        return True
-    if not isinstance(value, Tensor) or value.is_nested or value.layout != torch.strided:
-        return False  # not an input the kernel takes: it will say so
-    return validate_args or host_reads_are_free(value)
-
-
-@dataclass
-class _Entry:
-    preds: weakref.ref[Tensor | EmbeddingScores]
-    ranking: tuple[object, ...]
-    depth: int | None  # ranked this deep (None: whole lists)
-    ranked: RankedBatch
-    snapshot: tuple[object, ...] | None  # copies of the inputs, when kept
-    seen_again: bool  # the same ``preds`` object came again while this entry was kept
-
-
-@dataclass
-class _CopiesEntry:
-    """A grouped batch's copies as an adapter keeps them (its own tensors, by weak
-    reference), for the next metric given the same input objects."""
-
-    inputs: tuple[object, ...]  # weak references to the inputs (None kept as None)
-    device: torch.device
-    copies: dict[str, weakref.ref[Tensor]]
-
-
-@dataclass
-class _KeptEntry:
-    """The ranking of an adapter's kept tensors (its own copies, never handed to user
-    code, so holding the very same tensor objects proves the same content)."""
-
-    kept: tuple[tuple[weakref.ref[Tensor], ...], ...]
-    ranking: tuple[object, ...]
-    depth: int | None
-    extra: object  # what else changes the ranking (the adapter's ``ignore_index``)
-    ranked: RankedBatch
-
-
-class _LastBatch(threading.local):
-    """The last batch seen by this thread, for reuse by the next metric object: the
-    package's one cache (one entry per thread, replaced by the next batch).
-
-    Several metric objects that read the same batch (a ``MetricCollection``
-    of MRR, NDCG and HitRate, three Ignite metrics on one engine) rank it
-    once. Three kinds of entry share the one slot:
-
-    * the ranking of a batch of user inputs (:meth:`lookup`, :meth:`store`),
-      reused only when the inputs are *proved* unchanged: equal, element by
-      element, to copies taken when it was made. An object identity or a
-      version counter proves nothing (writes through a numpy array or
-      ``.data`` bump no counter). Copies cost a pass over the batch, so they
-      are taken only once the same ``preds`` object has come twice in a row
-      (several metrics per batch); a single metric never pays for them. While
-      taken, one copy of the last batch is kept alive until the next one;
-    * the copies of a grouped batch that TorchMetrics keeps until ``compute``
-      (:meth:`copies`, :meth:`keep_copies`), so that a collection holds one
-      copy of each batch; the adapter proves them equal to the inputs;
-    * the ranking of those kept copies at ``compute`` (:meth:`kept_ranking`,
-      :meth:`keep_ranking`), for the next metric holding the same tensors.
-
-    Measured reason (issue 26; ``benchmarks/bench_aggregation.py --cache
-    --repeats 7 --threads 1``): a ``MetricCollection`` of ``MRR``, ``NDCG``,
-    ``MAP`` (``top_k=10``) on workload 3's data (10,000 queries x 100
-    candidates, 50 updates, fresh tensors per run) updates and computes in
-    66 ms with the cache and 107 ms without (1.6x) as dense ``(Q, N)``
-    batches (one ranking per batch instead of three), and in 60 ms against
-    148 ms (2.5x) in the grouped layout (``indexes``), where the cache also
-    keeps one copy of each batch per collection instead of one per metric (25
-    bytes per entry: 25 MB per metric here). A 2-core machine shared with other
-    work (load 4); under heavier load (10) the grouped ratio fell to 0.8x-1.6x
-    run to run, the dense one stayed 1.6x-1.8x.
-    """
-
-    def __init__(self) -> None:
-        self.entry: _Entry | _CopiesEntry | _KeptEntry | None = None
-
-    def lookup(
-        self,
-        inputs: tuple[Input, ...],
-        ranking: tuple[object, ...],
-        depth: int | None,
-        validate_args: bool,
-    ) -> RankedBatch | None:
-        entry = self.entry
-        if not isinstance(entry, _Entry) or entry.preds() is not inputs[0]:
-            return None
-        entry.seen_again = True
-        if entry.snapshot is None or ranking != entry.ranking:
-            return None
-        if entry.depth is not None and (depth is None or depth > entry.depth):
-            return None
-        if not all(_comparable(value, validate_args) for value in inputs):
-            return None
-        same = all(_same_content(v, s) for v, s in zip(inputs, entry.snapshot, strict=True))
-        return entry.ranked if same else None
-
-    def store(
-        self,
-        inputs: tuple[Input, ...],
-        ranking: tuple[object, ...],
-        depth: int | None,
-        ranked: RankedBatch,
-    ) -> None:
-        preds = inputs[0]
-        if not isinstance(preds, (Tensor, EmbeddingScores)):
-            return
-        old = self.entry if isinstance(self.entry, _Entry) else None
-        same_batch = old is not None and old.preds() is preds
-        keep_copies = old is not None and old.seen_again
-        snapshot = tuple(_snapshot(value) for value in inputs) if keep_copies else None
-        self.entry = _Entry(weakref.ref(preds), ranking, depth, ranked, snapshot, same_batch)
-
-    def copies(
-        self, inputs: tuple[Tensor | None, ...], device: torch.device
-    ) -> dict[str, Tensor] | None:
-        """The copies kept of ``inputs`` (the same objects) on ``device``, all alive;
-        unproved: the caller compares them with the inputs."""
-        entry = self.entry
-        if not isinstance(entry, _CopiesEntry) or entry.device != device:
-            return None
-        if len(entry.inputs) != len(inputs) or not all(
-            (kept() if isinstance(kept, weakref.ref) else kept) is given
-            for kept, given in zip(entry.inputs, inputs, strict=True)
-        ):
-            return None
-        copies = {name: ref() for name, ref in entry.copies.items()}
-        alive = {name: copy for name, copy in copies.items() if copy is not None}
-        return alive if len(alive) == len(copies) else None
-
-    def keep_copies(
-        self, inputs: tuple[Tensor | None, ...], device: torch.device, copies: dict[str, Tensor]
-    ) -> None:
-        refs = tuple(None if t is None else weakref.ref(t) for t in inputs)
-        kept = {name: weakref.ref(copy) for name, copy in copies.items()}
-        self.entry = _CopiesEntry(refs, device, kept)
-
-    def kept_ranking(
-        self, kept: tuple[tuple[Tensor, ...], ...], request: RankingRequest, extra: object
-    ) -> RankedBatch | None:
-        """The ranking of these very tensors under ``request``'s ranking, deep enough."""
-        entry = self.entry
-        if not isinstance(entry, _KeptEntry) or entry.extra != extra:
-            return None
-        if not request.reads(entry.ranking, entry.depth):
-            return None
-        if [len(t) for t in kept] != [len(r) for r in entry.kept]:
-            return None
-        for tensors, refs in zip(kept, entry.kept, strict=True):
-            if not all(ref() is t for t, ref in zip(tensors, refs, strict=True)):
-                return None
-        return entry.ranked
-
-    def keep_ranking(
-        self,
-        kept: tuple[tuple[Tensor, ...], ...],
-        request: RankingRequest,
-        extra: object,
-        ranked: RankedBatch,
-    ) -> None:
-        if not ranked.reusable:  # ranked block by block when read: nothing to keep
-            return
-        refs = tuple(tuple(weakref.ref(t) for t in tensors) for tensors in kept)
-        depth = None if ranked.whole_lists else request.depth
-        self.entry = _KeptEntry(refs, request.ranking_key, depth, extra, ranked)
-
-    def clear(self) -> None:
-        self.entry = None
-
-
-_last_batch = _LastBatch()
 
 __all__ = ["ITEM_INPUTS", "MetricPair", "RankingRequest", "TopK"]

@@ -32,7 +32,7 @@ from ranking_plugins.kernel import (
 from ranking_plugins.metrics import result_columns
 from ranking_plugins.options import OPTION_NAMES, OptionKeywords, Options
 from ranking_plugins.per_query import Evaluation
-from ranking_plugins.request import RankingRequest, TopK, _last_batch
+from ranking_plugins.request import RankingRequest, TopK
 from ranking_plugins.torchmetrics_dtypes import FixedDtypes
 from ranking_plugins.torchmetrics_functional import TORCHMETRICS_DEFAULTS
 from ranking_plugins.torchmetrics_grouped import (
@@ -49,6 +49,8 @@ from ranking_plugins.torchmetrics_grouped import (
     _items_digest,
     _state_size,
     _unjudged_grades,
+    keep_ranking,
+    kept_ranking,
     shared_copies,
     stored_form,
 )
@@ -385,7 +387,7 @@ class BaseRankingMetric(FixedDtypes):
             mask: bool, ``preds``' shape; False marks items that were not
                 retrieved (never ranked, but a relevant one still counts in R).
             judged: which items carry a judgment (None: every item), read by
-                bpref, infap, unj, ... (issue 13): bool of ``preds``' shape, or
+                bpref, infap, unj, ...: bool of ``preds``' shape, or
                 the judged item ids ``(Q, J)`` with item-id targets. In the
                 grouped layout a metric that reads a measure of judged items
                 keeps one flag per entry until ``compute`` (an update without
@@ -619,7 +621,7 @@ class BaseRankingMetric(FixedDtypes):
             return None
         # each metric's lists start with its own empty tensor: empties carry nothing
         kept = tuple(tuple(t for t in tensors if t.numel()) for tensors in self._flat_lists())
-        ranked = _last_batch.kept_ranking(kept, request, self.ignore_index)
+        ranked = kept_ranking(kept, request, self.ignore_index)
         if ranked is None:
             target = dim_zero_cat(self.flat_target)
             indexes = dim_zero_cat(self.flat_indexes)
@@ -644,7 +646,7 @@ class BaseRankingMetric(FixedDtypes):
                 judged=judged,
                 scores_checked=checked,
             )
-            _last_batch.keep_ranking(kept, request, self.ignore_index, ranked)
+            keep_ranking(kept, request, self.ignore_index, ranked)
         return _read(request, ranked)
 
     def compute(self) -> Tensor | dict[str, Tensor]:

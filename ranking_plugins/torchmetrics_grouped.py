@@ -14,7 +14,7 @@ whose states hold the very same copy tensors in the same order, read that
 ranking: one ranking per collection. The copies are this module's own (never
 handed to user code that could rewrite them), so holding the same tensor
 objects proves the same content. Both go through the package's one cache,
-``ranking_plugins.request._last_batch`` (per thread, the last entry only, by
+``ranking_plugins.batch_cache.last_batch`` (per thread, the last entry only, by
 weak reference: nothing outlives the metrics' states).
 """
 
@@ -22,16 +22,19 @@ from __future__ import annotations
 
 import hashlib
 import math
+import weakref
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import torch
 from torch import Tensor
 
 from ranking_plugins import _validation as V
+from ranking_plugins.batch_cache import last_batch
 from ranking_plugins.embeddings import EmbeddingInput
-from ranking_plugins.kernel import ITEM_FIELDS, ItemInputs
+from ranking_plugins.kernel import ITEM_FIELDS, ItemInputs, RankedBatch
 from ranking_plugins.options import Options
-from ranking_plugins.request import RankingRequest, _last_batch
+from ranking_plugins.request import RankingRequest
 
 
 class GroupedBatch(NamedTuple):
@@ -61,7 +64,7 @@ FLAT_STATES: dict[str, torch.dtype] = {
 #: members, the processes' gather); ``compute`` checks the scores again only then
 UNCHECKED_STATE = "flat_unchecked"
 
-#: the grouped layout's judged flags (issue 13), one per entry: a "cat" state
+#: the grouped layout's judged flags, one per entry: a "cat" state
 #: only of the metrics that read a measure of judged items (bpref, infap, unj,
 #: ...), so that the state (and the state_dict) of every other metric is
 #: unchanged (those keep an unjudged entry's grade as not relevant, which is all
@@ -111,13 +114,94 @@ def stored_form(
     return found
 
 
+# -- the copies and their ranking, kept in the package's one cache slot -----------
+
+
+@dataclass
+class _CopiesEntry:
+    """A grouped batch's copies as an adapter keeps them (its own tensors, by weak
+    reference), for the next metric given the same input objects."""
+
+    inputs: tuple[object, ...]  # weak references to the inputs (None kept as None)
+    device: torch.device
+    copies: dict[str, weakref.ref[Tensor]]
+
+
+@dataclass
+class _KeptEntry:
+    """The ranking of an adapter's kept tensors (its own copies, never handed to user
+    code, so holding the very same tensor objects proves the same content)."""
+
+    kept: tuple[tuple[weakref.ref[Tensor], ...], ...]
+    ranking: tuple[object, ...]
+    depth: int | None
+    extra: object  # what else changes the ranking (the adapter's ``ignore_index``)
+    ranked: RankedBatch
+
+
+def _kept_copies(
+    inputs: tuple[Tensor | None, ...], device: torch.device
+) -> dict[str, Tensor] | None:
+    """The copies kept of ``inputs`` (the same objects) on ``device``, all alive;
+    unproved: the caller compares them with the inputs."""
+    entry = last_batch.held(_CopiesEntry)
+    if entry is None or entry.device != device:
+        return None
+    if len(entry.inputs) != len(inputs) or not all(
+        (kept() if isinstance(kept, weakref.ref) else kept) is given
+        for kept, given in zip(entry.inputs, inputs, strict=True)
+    ):
+        return None
+    copies = {name: ref() for name, ref in entry.copies.items()}
+    alive = {name: copy for name, copy in copies.items() if copy is not None}
+    return alive if len(alive) == len(copies) else None
+
+
+def _keep_copies(
+    inputs: tuple[Tensor | None, ...], device: torch.device, copies: dict[str, Tensor]
+) -> None:
+    refs = tuple(None if t is None else weakref.ref(t) for t in inputs)
+    kept = {name: weakref.ref(copy) for name, copy in copies.items()}
+    last_batch.hold(_CopiesEntry(refs, device, kept))
+
+
+def kept_ranking(
+    kept: tuple[tuple[Tensor, ...], ...], request: RankingRequest, extra: object
+) -> RankedBatch | None:
+    """The ranking of these very tensors under ``request``'s ranking, deep enough."""
+    entry = last_batch.held(_KeptEntry)
+    if entry is None or entry.extra != extra:
+        return None
+    if not request.reads(entry.ranking, entry.depth):
+        return None
+    if [len(t) for t in kept] != [len(r) for r in entry.kept]:
+        return None
+    for tensors, refs in zip(kept, entry.kept, strict=True):
+        if not all(ref() is t for t, ref in zip(tensors, refs, strict=True)):
+            return None
+    return entry.ranked
+
+
+def keep_ranking(
+    kept: tuple[tuple[Tensor, ...], ...],
+    request: RankingRequest,
+    extra: object,
+    ranked: RankedBatch,
+) -> None:
+    if not ranked.reusable:  # ranked block by block when read: nothing to keep
+        return
+    refs = tuple(tuple(weakref.ref(t) for t in tensors) for tensors in kept)
+    depth = None if ranked.whole_lists else request.depth
+    last_batch.hold(_KeptEntry(refs, request.ranking_key, depth, extra, ranked))
+
+
 def shared_copies(
     batch: GroupedBatch, device: torch.device, fields: tuple[str, ...], may_read: bool
 ) -> dict[str, Tensor]:
     """The copies of ``fields`` to keep: those the previous metric kept of the same
     input objects where they prove equal to them (``may_read``: whether comparing,
     which reads values, is allowed), the others made here and kept for the next."""
-    kept = _last_batch.copies(batch, device) if may_read else None
+    kept = _kept_copies(batch, device) if may_read else None
     if kept is not None:
         fresh = stored_form(batch, device, tuple(kept))  # dropped once compared
         if not all(_same(fresh[field], copy) for field, copy in kept.items()):
@@ -128,7 +212,7 @@ def shared_copies(
         # none kept, or kept by a metric without the judged flags: made here
         # (only the missing ones) and kept for the next metric
         kept = {**kept, **stored_form(batch, device, missing)}
-        _last_batch.keep_copies(batch, device, kept)
+        _keep_copies(batch, device, kept)
     return {field: kept[field] for field in fields}
 
 

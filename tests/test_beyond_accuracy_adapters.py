@@ -25,6 +25,7 @@ sys.path.insert(0, str(HERE))
 import beyond_accuracy_ddp_worker as job  # noqa: E402
 from processes import run_worker_script  # noqa: E402
 
+import ranking_plugins.batch_cache  # noqa: E402
 import ranking_plugins.kernel  # noqa: E402
 import ranking_plugins.request  # noqa: E402
 from ranking_plugins import ignite as rp_ignite  # noqa: E402
@@ -72,7 +73,7 @@ def test_one_ranking_per_batch_in_a_collection(monkeypatch: pytest.MonkeyPatch) 
         return original(*args, **kwargs)
 
     monkeypatch.setattr(ranking_plugins.kernel, "rank_batch", counting)
-    ranking_plugins.request._last_batch.clear()
+    ranking_plugins.batch_cache.last_batch.clear()
     collection = MetricCollection(
         {
             "ndcg": rp_tm.NDCG(job.KS),

@@ -163,8 +163,8 @@ def test_exclusions_out_of_range_and_score_functions_of_the_wrong_shape_are_caug
 def test_the_same_scores_object_is_walked_once_for_several_requests(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    import ranking_plugins.batch_cache as batch_cache
     import ranking_plugins.kernel as kernel
-    import ranking_plugins.request as request_module
 
     walks: list[int] = []
     real = kernel.embedding_stats
@@ -174,7 +174,7 @@ def test_the_same_scores_object_is_walked_once_for_several_requests(
         return real(*args, **kwargs)
 
     monkeypatch.setattr(kernel, "embedding_stats", counting)
-    request_module._last_batch.clear()
+    batch_cache.last_batch.clear()
     users, items, target, _ = _case(4)
     scores = EmbeddingScores(users, items)
     a = rank_metrics(scores, target, "mrr", 5)
@@ -555,7 +555,7 @@ def test_a_nan_in_one_late_chunk_is_refused_on_an_accelerator(
 
 def _many_queries(seed: int):  # type: ignore[no-untyped-def]
     """Enough queries (4 x QUERY_ROWS_AT_LEAST) for the listed scores to be read by rows."""
-    from ranking_plugins.kernel.inputs.embeddings import QUERY_ROWS_AT_LEAST
+    from ranking_plugins.kernel.catalogue.chunked import QUERY_ROWS_AT_LEAST
 
     generator = torch.Generator().manual_seed(seed)
     q, n, d = 4 * QUERY_ROWS_AT_LEAST, 600, 8
@@ -572,7 +572,7 @@ def test_listed_scores_read_from_calls_on_the_queries_that_list_them(ties: str) 
     """Q >= 4 x QUERY_ROWS_AT_LEAST: the listed items' scores come from calls on only
     the queries (at least QUERY_ROWS_AT_LEAST) that list an item of each chunk, then one
     counting walk of whole calls; the numbers are the matrix of whole chunk calls'."""
-    from ranking_plugins.kernel.inputs.embeddings import QUERY_ROWS_AT_LEAST
+    from ranking_plugins.kernel.catalogue.chunked import QUERY_ROWS_AT_LEAST
 
     users, items, target = _many_queries(3)
     rows_per_call: list[int] = []

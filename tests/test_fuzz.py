@@ -143,13 +143,13 @@ BUFFER_MODES = ("fresh", "fresh", "numpy", "data", "copy_")
 #: the block-by-block paths too (a renamed constant is just not patched)
 BLOCK_CONSTANTS = (
     ("ranking_plugins.kernel.ranked_batch", "WHOLE_ROW_BLOCK_ELEMENTS"),
-    ("ranking_plugins.kernel.ranking.counting", "_BLOCK_ELEMENTS"),
+    ("ranking_plugins.kernel.statistics.counting", "_BLOCK_ELEMENTS"),
     ("ranking_plugins.kernel.flags", "ACCELERATOR_BLOCK_ELEMENTS"),
     # the top grades from blocks' maxima, and EmbeddingScores' target scores by rows
     ("ranking_plugins.kernel.inputs.relevance", "_BLOCK"),
     ("ranking_plugins.kernel.inputs.relevance", "_BLOCKS_PER_CHOSEN"),
     ("ranking_plugins.kernel.inputs.relevance", "_MAXIMA_ELEMENTS"),
-    ("ranking_plugins.kernel.inputs.embeddings", "QUERY_ROWS_AT_LEAST"),
+    ("ranking_plugins.kernel.catalogue.chunked", "QUERY_ROWS_AT_LEAST"),
     # AP's and RR's sums at their places only, past this many places of a batch
     ("ranking_plugins.kernel.statistics.rank_stats", "PLACED_SUMS_ELEMENTS"),
 )

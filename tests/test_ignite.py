@@ -625,7 +625,7 @@ def count_rank_passes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
         return original(*args, **kwargs)
 
     monkeypatch.setattr(ranking_plugins.kernel, "rank_batch", counting)
-    ranking_plugins.request._last_batch.clear()
+    ranking_plugins.batch_cache.last_batch.clear()
     return calls
 
 

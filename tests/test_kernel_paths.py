@@ -14,13 +14,14 @@ import torch
 
 import ranking_plugins.kernel as kernel
 from ranking_plugins import rank_metrics
+from ranking_plugins.batch_cache import last_batch
 from ranking_plugins.kernel import host_reads, ranked_batch
 from ranking_plugins.kernel.ranked_batch import Unranked
 from ranking_plugins.kernel.ranking import selection
 from ranking_plugins.kernel.ranking.tie_groups import sort_within_ties
 from ranking_plugins.kernel.statistics import rank_stats
 from ranking_plugins.options import Options
-from ranking_plugins.request import RankingRequest, _last_batch
+from ranking_plugins.request import RankingRequest
 
 AT_K = ["hit_rate", "mrr", "precision", "recall", "f1", "map", "ndcg", "fall_out"]
 
@@ -67,7 +68,7 @@ def test_placed_sums_and_prefix_sums_give_the_same_bits(
     runs = []
     for elements in (0, 1 << 30):
         monkeypatch.setattr(rank_stats, "PLACED_SUMS_ELEMENTS", elements)
-        _last_batch.clear()
+        last_batch.clear()
         runs.append(rank_metrics(preds, target, ["map", "mrr"], ks, ties=ties, reduction="none"))
     for key, values in runs[0].items():
         torch.testing.assert_close(values, runs[1][key], rtol=0, atol=0, equal_nan=True)
@@ -94,7 +95,7 @@ def test_small_lists_take_the_prefix_sums(monkeypatch: pytest.MonkeyPatch) -> No
     rank_metrics(preds, target, ["map", "mrr"], [10, 100])
     assert not made
     monkeypatch.setattr(rank_stats, "PLACED_SUMS_ELEMENTS", 64 * 100 - 1)
-    _last_batch.clear()
+    last_batch.clear()
     rank_metrics(preds, target, ["map", "mrr"], [10, 100])
     assert made
 
@@ -202,7 +203,7 @@ def test_counting_in_row_blocks_equals_brute_force_counts(
     dtype: torch.dtype, check_nan: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from ranking_plugins.kernel import flags
-    from ranking_plugins.kernel.ranking.counting import RankCounter, distinct_ids
+    from ranking_plugins.kernel.statistics.counting import RankCounter, distinct_ids
 
     monkeypatch.setattr(flags, "COMPARE_BLOCK_ELEMENTS", 40)  # 2 rows a block
     generator = torch.Generator().manual_seed(6)
@@ -245,8 +246,8 @@ def test_accelerator_row_blocks_give_the_cpu_numbers(
     """Counted (whole lists, graded summary) and embeddings, in blocks of 2 rows on the
     accelerator's paths, equal the CPU's one-block numbers exactly."""
     from ranking_plugins import EmbeddingScores
+    from ranking_plugins.batch_cache import last_batch
     from ranking_plugins.kernel import flags
-    from ranking_plugins.request import _last_batch
 
     generator = torch.Generator().manual_seed(8)
     preds = torch.randint(0, 5, (9, 40), generator=generator).float()  # many ties
@@ -255,7 +256,7 @@ def test_accelerator_row_blocks_give_the_cpu_numbers(
     item = torch.randint(0, 40, (9,), generator=generator)
 
     def evaluate() -> list[dict[str, torch.Tensor]]:
-        _last_batch.clear()
+        last_batch.clear()
         return [
             rank_metrics(preds, grades, metrics, None),
             rank_metrics(EmbeddingScores(query, items, chunk_size=16), item, metrics, [1, 5]),
@@ -295,7 +296,7 @@ def test_rows_without_ties_described_apart_give_the_grouped_numbers(
     metrics = ["ndcg", "map", "mrr", "precision", "recall", "hit_rate"]
     fast = rank_metrics(preds, grades, metrics, top_k, ties=ties, reduction="none")
     monkeypatch.setattr(host_reads, "ACCELERATOR_PATHS_ON_CPU", True)  # every row grouped
-    _last_batch.clear()
+    last_batch.clear()
     grouped = rank_metrics(preds, grades, metrics, top_k, ties=ties, reduction="none")
     assert fast.keys() == grouped.keys()
     for key in fast:
@@ -314,7 +315,7 @@ def _rows_in_tie_order(
     (_, stats), *_ = ranked.parts
     stats = stats.rank() if isinstance(stats, Unranked) else stats
     order = stats.list.items
-    _last_batch.clear()
+    last_batch.clear()
     return (
         preds.gather(1, order),
         target.gather(1, order),
@@ -357,7 +358,7 @@ def test_rows_already_in_tie_order_skip_the_sort_and_give_the_same_numbers(
     in_order = rank_metrics(*ordered[:2], metrics, ks, mask=ordered[2], **options)
     assert not sorts  # every row was in order: no sort
     monkeypatch.setattr(host_reads, "ACCELERATOR_PATHS_ON_CPU", True)  # sorted, every row grouped
-    _last_batch.clear()
+    last_batch.clear()
     accelerator = rank_metrics(*ordered[:2], metrics, ks, mask=ordered[2], **options)
     assert sorts
     for key, values in shuffled.items():
@@ -394,7 +395,7 @@ def test_rows_out_of_tie_order_are_sorted(ties: str, monkeypatch: pytest.MonkeyP
             bad_target[row, :2] = (
                 relevant_first if ties == "pessimistic" else relevant_first.flip(0)
             )
-        _last_batch.clear()
+        last_batch.clear()
         before = len(sorts)
         got = rank_metrics(bad_preds, bad_target, WHOLE_LIST, None, mask=bad_mask, ties=ties)
         assert len(sorts) == before + 1, case
@@ -443,7 +444,7 @@ def test_a_whole_list_ranking_read_at_k_ranks_blocks_only_to_k(
     monkeypatch.setattr(ranked_batch, "rank_stats", recorded)
     from_whole = at_k.read(ranked)
     assert depths == [10] * 4
-    _last_batch.clear()
+    last_batch.clear()
     own = at_k.read(at_k.rank(preds, target, mask=mask))
     for key, value in own.results.items():
         torch.testing.assert_close(
@@ -467,7 +468,7 @@ def test_sums_over_the_relevant_places_equal_the_whole_row_sums(
     options = {"mask": mask, "ties": ties, "reduction": "none"}
     placed = rank_metrics(preds, target, metrics, ks, **options)
     monkeypatch.setattr(host_reads, "ACCELERATOR_PATHS_ON_CPU", True)
-    _last_batch.clear()
+    last_batch.clear()
     every_position = rank_metrics(preds, target, metrics, ks, **options)
     for key, values in placed.items():
         torch.testing.assert_close(values, every_position[key], rtol=0, atol=0, equal_nan=True)
@@ -500,11 +501,11 @@ def test_bool_targets_and_rows_without_ties_give_the_general_forms_numbers(
     for preds in (distinct, tied):  # every row without ties, then some rows with
         options = {"mask": mask, "ties": ties, "reduction": "none"}
         monkeypatch.setattr(host_reads, "ACCELERATOR_PATHS_ON_CPU", True)
-        _last_batch.clear()
+        last_batch.clear()
         want = rank_metrics(preds, target.float(), metrics, top_k, **options)
         for accelerator_paths, grades in ((True, target), (False, target), (False, target.float())):
             monkeypatch.setattr(host_reads, "ACCELERATOR_PATHS_ON_CPU", accelerator_paths)
-            _last_batch.clear()
+            last_batch.clear()
             got = rank_metrics(preds, grades, metrics, top_k, **options)
             assert got.keys() == want.keys()
             for key in got:
@@ -710,7 +711,7 @@ def test_graded_ndcg_of_long_integer_rows_equals_that_of_float_grades(ties: str,
     ks = [1, 5, 10, 20]
     want = rank_metrics(preds, grades.double(), "ndcg", ks, gain=gain, ties=ties, reduction="none")
     for validate in (True, False):
-        _last_batch.clear()
+        last_batch.clear()
         got = rank_metrics(
             preds,
             grades,

@@ -15,7 +15,7 @@ from reference import reference_rank_metrics
 
 from ranking_plugins import rank_metrics
 from ranking_plugins.kernel import TIES, GainRule, ItemIds, host_reads, normalize_input, rank_batch
-from ranking_plugins.kernel.ranking import RankCounter, distinct_ids
+from ranking_plugins.kernel.statistics import RankCounter, distinct_ids
 from ranking_plugins.metrics import METRICS
 from ranking_plugins.options import Options
 from ranking_plugins.per_query import read_metrics

@@ -14,8 +14,8 @@ import pytest
 import torch
 from reference import reference_rank_metrics
 
+import ranking_plugins.batch_cache as batch_cache
 import ranking_plugins.kernel as kernel
-import ranking_plugins.request as request_module
 from ranking_plugins import rank_metrics
 from ranking_plugins.cli import main
 from ranking_plugins.kernel.statistics.list_stats import Cutoff, ListStats
@@ -35,7 +35,7 @@ def rank_calls(monkeypatch: pytest.MonkeyPatch) -> list[int | None]:
         return real(batch, ties, depth, **keywords)
 
     monkeypatch.setattr(kernel, "rank_batch", counting)
-    request_module._last_batch.clear()
+    batch_cache.last_batch.clear()
     return calls
 
 
@@ -68,11 +68,11 @@ def test_same_batch_is_ranked_once_for_several_metric_objects(rank_calls: list) 
 
 
 def test_one_metric_per_batch_keeps_no_copy() -> None:
-    request_module._last_batch.clear()
+    batch_cache.last_batch.clear()
     request = RankingRequest.create("mrr", 3)
     for seed in range(3):
         request.evaluate(*_batch(seed))
-    entry = request_module._last_batch.entry
+    entry = batch_cache.last_batch.entry
     assert entry is not None and entry.snapshot is None
 
 
@@ -146,7 +146,7 @@ def test_anything_that_changes_the_ranking_is_not_reused(rank_calls: list, chang
 
 def test_numpy_buffer_rewritten_between_calls_gives_the_new_numbers() -> None:
     """Issue 11, item 1: rank_metrics on a reused numpy-backed buffer."""
-    request_module._last_batch.clear()
+    batch_cache.last_batch.clear()
     buffer = numpy.zeros((2, 4), dtype=numpy.float32)
     preds = torch.from_numpy(buffer)
     target = torch.tensor([0, 1])

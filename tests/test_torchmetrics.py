@@ -20,6 +20,7 @@ import torch
 from torchmetrics import MetricCollection
 
 import ranking_plugins
+import ranking_plugins.batch_cache
 import ranking_plugins.kernel
 import ranking_plugins.request
 from ranking_plugins import torchmetrics as rp
@@ -224,9 +225,9 @@ def kernel_calls(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
         return original(*args, **kwargs)
 
     monkeypatch.setattr(ranking_plugins.kernel, "rank_batch", counting)
-    ranking_plugins.request._last_batch.clear()
+    ranking_plugins.batch_cache.last_batch.clear()
     yield calls
-    ranking_plugins.request._last_batch.clear()
+    ranking_plugins.batch_cache.last_batch.clear()
 
 
 def collection(**options: Any) -> MetricCollection:

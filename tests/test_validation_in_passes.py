@@ -15,10 +15,10 @@ import pytest
 import torch
 
 from ranking_plugins import rank_metrics
+from ranking_plugins.batch_cache import last_batch
 from ranking_plugins.kernel import ranked_batch
 from ranking_plugins.kernel.inputs import checks
 from ranking_plugins.kernel.inputs.relevance import GainRule
-from ranking_plugins.request import _last_batch
 
 NAN_MESSAGE = r"^`preds` must not contain NaN$"
 Q, N = 6, 40
@@ -43,7 +43,7 @@ PLACES = [(0, 0), (2, N - 1), (5, 17)]
 
 @pytest.fixture(autouse=True)
 def _no_cache() -> None:
-    _last_batch.clear()
+    last_batch.clear()
 
 
 @pytest.mark.parametrize("path", list(PATHS))
@@ -76,9 +76,9 @@ def test_counting_with_ties_and_nan() -> None:
     with pytest.raises(ValueError, match=NAN_MESSAGE):
         rank_metrics(preds, torch.tensor([0, 1, 2]), "mrr", None)
     preds[1, 4] = 0.0  # ties only: no error, the numbers of validate_args=False
-    _last_batch.clear()
+    last_batch.clear()
     checked = rank_metrics(preds, torch.tensor([0, 1, 2]), ("mrr", "auc"), None)
-    _last_batch.clear()
+    last_batch.clear()
     unchecked = rank_metrics(
         preds, torch.tensor([0, 1, 2]), ("mrr", "auc"), None, validate_args=False
     )
@@ -140,7 +140,7 @@ def test_numbers_equal_without_validation(
     preds[0, :5] = preds[0, 5]  # a tie across the cutoff
     metrics = ("ndcg", "map", "mrr", "recall")
     checked = rank_metrics(preds, target, metrics, top_k, gain=gain)
-    _last_batch.clear()
+    last_batch.clear()
     unchecked = rank_metrics(preds, target, metrics, top_k, gain=gain, validate_args=False)
     assert checked == unchecked
 

@@ -34,6 +34,18 @@ from collections.abc import Callable
 
 from torch import Tensor
 
+from ranking_plugins.kernel.catalogue import (
+    EmbeddingScores,
+    ScoreFn,
+    ShardedEmbeddingScores,
+    ShardError,
+    check_embedding_ids,
+    check_embedding_inputs,
+    dot_scores,
+    embedding_stats,
+    embedding_top_list,
+    sharded_stats,
+)
 from ranking_plugins.kernel.flags import count_true
 from ranking_plugins.kernel.host_reads import host_reads_are_free
 from ranking_plugins.kernel.inputs import (
@@ -44,19 +56,12 @@ from ranking_plugins.kernel.inputs import (
     Part,
     RankingInput,
     Relevance,
-    check_embedding_inputs,
     check_grades,
     check_grouped,
     check_inputs,
     normalize_input,
 )
-from ranking_plugins.kernel.inputs.checks import check_embedding_ids, check_judged
-from ranking_plugins.kernel.inputs.embeddings import (
-    EmbeddingScores,
-    ScoreFn,
-    dot_scores,
-    embedding_stats,
-)
+from ranking_plugins.kernel.inputs.checks import check_judged
 from ranking_plugins.kernel.inputs.items import (
     ITEM_FIELDS,
     ITEM_INPUTS,
@@ -66,7 +71,6 @@ from ranking_plugins.kernel.inputs.items import (
     ItemInputs,
     ItemKeywords,
 )
-from ranking_plugins.kernel.inputs.sharded import ShardedEmbeddingScores, ShardError, sharded_stats
 from ranking_plugins.kernel.ranked_batch import (
     RankedBatch,
     Unranked,
@@ -74,9 +78,15 @@ from ranking_plugins.kernel.ranked_batch import (
     rank_stats,
     ranking_method,
 )
-from ranking_plugins.kernel.ranking import TIES, RankCounter, RankedList, count_ranks, rank
-from ranking_plugins.kernel.ranking.embedding_top import embedding_top_list
-from ranking_plugins.kernel.statistics import CountStats, Cutoff, ListStats, RankStats
+from ranking_plugins.kernel.ranking import TIES, RankedList, rank
+from ranking_plugins.kernel.statistics import (
+    CountStats,
+    Cutoff,
+    ListStats,
+    RankCounter,
+    RankStats,
+    count_ranks,
+)
 from ranking_plugins.kernel.statistics.closed_forms import recall_level_cut
 from ranking_plugins.kernel.statistics.exposure import (
     COUNTS,
@@ -120,7 +130,7 @@ def rank_inputs(
     (sharded only) raises when the item inputs describe another catalogue: on
     every process of the group alike.
 
-    ``judged`` (issue 13): which items carry a judgment (None: every item);
+    ``judged``: which items carry a judgment (None: every item);
     ``judgments``: a metric reads them (bpref, infAP, unj, ...): the caller asks
     whole lists (``depth=None``); counting (item ids, ``EmbeddingScores``)
     counts the judged items too, in the same pass or walk.

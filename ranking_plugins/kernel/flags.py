@@ -19,14 +19,12 @@ FLOAT_EXACT_COUNT = 1 << 24
 #: elements per block of comparisons, so that a block of the input and its
 #: float flags stay in cache (4 MiB each: the last level) between the
 #: comparisons made on it; smaller blocks cost more in per-operation and
-#: thread start-up overhead than they save (2^18 -> 2^20: W1 1.68x -> 1.50x
-#: its floor at 2 threads, W2 0.56x -> 0.40x; the same at 1 thread)
+#: thread start-up overhead than they save (benchmarks/bench_kernel.py)
 COMPARE_BLOCK_ELEMENTS = 1 << 20
 
 #: elements per block on an accelerator, where a block is not kept in a cache
-#: but costs kernel launches (8-row blocks of W5's chunks launched about
-#: 16,000 kernels a call on an H200, 11x its floor): it only bounds the
-#: flags' memory (256 MiB of float32)
+#: but costs a kernel launch each (benchmarks/profile_gpu.py): it only bounds
+#: the flags' memory (256 MiB of float32)
 ACCELERATOR_BLOCK_ELEMENTS = 1 << 26
 
 

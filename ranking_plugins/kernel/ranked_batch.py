@@ -17,8 +17,8 @@ from ranking_plugins import _validation as V
 from ranking_plugins.kernel.flags import count_true
 from ranking_plugins.kernel.inputs.parts import Batch, RankingInput
 from ranking_plugins.kernel.inputs.relevance import ItemIds
-from ranking_plugins.kernel.ranking.counting import count_ranks
 from ranking_plugins.kernel.ranking.selection import rank
+from ranking_plugins.kernel.statistics.counting import count_ranks
 from ranking_plugins.kernel.statistics.list_stats import ListStats
 from ranking_plugins.kernel.statistics.rank_stats import RankStats
 
@@ -47,13 +47,13 @@ def rank_stats(
     """Rank once (down to ``depth``, all when None) and describe the list.
 
     ``method``: ``"count"`` (item-index targets only: count the items above and
-    tied with each relevant item, :mod:`~ranking_plugins.kernel.ranking.counting`) or
+    tied with each relevant item, :mod:`~ranking_plugins.kernel.statistics.counting`) or
     ``"rank"`` (select and order the top of every list); by default counting
     is used for item-index targets when the whole list is needed or each query
     lists one id (next-item recommendation), where it is the cheaper of the two.
     ``identities``: the statistics must say which item holds each place (the
     metrics of item exposure), so the lists are ranked, never counted.
-    ``judgments``: a measure of judged items is read (issue 13): counting then
+    ``judgments``: a measure of judged items is read: counting then
     counts the judged items too (a ranked list knows them anyway).
     """
     relevance = data.relevance

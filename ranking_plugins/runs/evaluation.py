@@ -355,7 +355,7 @@ def torch_threads(count: int) -> Iterator[None]:
     The command ranks parts of about 100k items: each of the kernel's many
     small operations would wake and join a team of threads, which costs more
     than it gives, and on a shared machine spinning threads slowed a run ten
-    times (``benchmarks/RESULTS.md``, issue 16).
+    times (``benchmarks/RESULTS.md``).
     """
     before = torch.get_num_threads()
     torch.set_num_threads(count)

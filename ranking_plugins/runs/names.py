@@ -69,12 +69,12 @@ TREC_EVAL_MEASURES: dict[str, TrecEvalMeasure] = {
     "map": TrecEvalMeasure("map"),
     "gm_map": TrecEvalMeasure("gm_map"),
     "Rprec": TrecEvalMeasure("r_precision"),
-    "bpref": TrecEvalMeasure("bpref"),  # judged measures (issue 13)
+    "bpref": TrecEvalMeasure("bpref"),  # judged measures
     "recip_rank": TrecEvalMeasure("mrr"),
     **{name: TrecEvalMeasure(name) for name in RECALL_LEVEL_METRICS},
     "P": TrecEvalMeasure("precision", DEFAULT_CUTOFFS),
     "recall": TrecEvalMeasure("recall", DEFAULT_CUTOFFS),
-    "infAP": TrecEvalMeasure("infap"),  # judged measures (issue 13)
+    "infAP": TrecEvalMeasure("infap"),  # judged measures
     "gm_bpref": TrecEvalMeasure("gm_bpref"),
     **{name: TrecEvalMeasure(name) for name in R_MULTIPLE_METRICS},
     "utility": TrecEvalMeasure("utility"),
@@ -95,7 +95,7 @@ TREC_EVAL_MEASURES: dict[str, TrecEvalMeasure] = {
     "set_F": TrecEvalMeasure("f1"),
     "num_nonrel_judged_ret": TrecEvalMeasure("num_nonrel_judged_ret", count=True),
     "rbp": TrecEvalMeasure("rbp"),
-    # judged measures (issue 13)
+    # judged measures
     "rbp_resid": TrecEvalMeasure("rbp_resid"),
     "unj": TrecEvalMeasure("unj", (5, 10, 20)),
 }

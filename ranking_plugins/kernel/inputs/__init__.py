@@ -7,7 +7,7 @@ items) and :mod:`~ranking_plugins.kernel.inputs.grouped` (flat triples with
 query ids). Each returns a :class:`Batch` of :class:`RankingInput` parts:
 scores (Q, N), an optional ``ranked`` mask and a :class:`Relevance` that
 answers questions about the targets. Scores given as embeddings
-(:mod:`~ranking_plugins.kernel.inputs.embeddings`) are never a matrix: they
+(:mod:`~ranking_plugins.kernel.catalogue.chunked`) are never a matrix: they
 are walked in chunks and counted, straight to statistics.
 """
 
@@ -16,7 +16,6 @@ from __future__ import annotations
 from torch import Tensor
 
 from ranking_plugins.kernel.inputs.checks import (
-    check_embedding_inputs,
     check_grades,
     check_grouped,
     check_inputs,
@@ -50,7 +49,7 @@ def normalize_input(
 ) -> Batch:
     """Check the inputs and bring any layout to :class:`Batch` (SPEC section 2).
 
-    ``judged`` (issue 13): which items carry a judgment, in the layout's own form
+    ``judged``: which items carry a judgment, in the layout's own form
     (:func:`~ranking_plugins.kernel.inputs.checks.check_judged`); None: every item.
     ``depth``: how deep the batch will be ranked (None: whole lists), where dense
     grades may select their own top as deep (:class:`DenseGrades`).
@@ -88,7 +87,6 @@ __all__ = [
     "Part",
     "RankingInput",
     "Relevance",
-    "check_embedding_inputs",
     "check_grades",
     "check_grouped",
     "check_inputs",

@@ -1,9 +1,9 @@
 """The input checks of every layout, kept apart from the layouts' conversions.
 
-The tensor layouts (dense grades, item ids, grouped), ``judged``, the
-scores given as embeddings (:class:`~ranking_plugins.EmbeddingScores`,
-:class:`~ranking_plugins.ShardedEmbeddingScores`) and the item inputs of the
-exposure metrics (:func:`check_item_inputs`). Checks that read no tensor
+The tensor layouts (dense grades, item ids, grouped), ``judged`` and the
+item inputs of the exposure metrics (:func:`check_item_inputs`); the scores
+given as embeddings are checked beside their classes
+(:mod:`~ranking_plugins.kernel.catalogue.checks`). Checks that read no tensor
 value always run; those that read values (:func:`check_grades`, the range of
 item ids in :func:`item_ids_in_catalogue`) run only with ``validate_args=True``.
 
@@ -18,20 +18,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import replace
-from numbers import Integral
-from typing import TYPE_CHECKING
 
 import torch
-import torch.distributed as dist
 from torch import Tensor
 
 from ranking_plugins import _validation as V
 from ranking_plugins.kernel.inputs.relevance import GainRule
-
-if TYPE_CHECKING:
-    from ranking_plugins.kernel.inputs.embeddings import EmbeddingScores
-    from ranking_plugins.kernel.inputs.sharded import ShardedEmbeddingScores
 
 
 def check_inputs(
@@ -138,7 +130,7 @@ def _gains_bounded(dtype: torch.dtype, rule: GainRule, list_length: int) -> bool
 def check_judged(
     judged: object, preds: Tensor, target: Tensor, layout: str, validate_args: bool = True
 ) -> Tensor | None:
-    """The ``judged`` input of a layout (issue 13), detached; None: every item is judged.
+    """The ``judged`` input of a layout, detached; None: every item is judged.
 
     Dense and grouped: a bool tensor shaped like ``preds``. Item ids: an integer
     tensor (Q,) or (Q, J) of judged item ids, -1 for padding (their range is
@@ -244,147 +236,6 @@ def check_dense(preds: Tensor, target: Tensor) -> None:
             f"dense `target` must have the shape of `preds` {tuple(preds.shape)}, "
             f"got {tuple(target.shape)}"
         )
-
-
-# -- scores given as embeddings -------------------------------------------------
-
-
-def check_embedding_inputs(
-    *, indexes: Tensor | None, mask: Tensor | None, target_format: str | None
-) -> None:
-    """The arguments of the tensor layouts that do not apply to ``EmbeddingScores``."""
-    if mask is not None:
-        raise ValueError(
-            "`mask` does not apply to EmbeddingScores: list the items to leave out of "
-            "the ranking in EmbeddingScores(..., exclude=item_ids)"
-        )
-    if indexes is not None:
-        raise ValueError("`indexes` (grouped layout) does not apply to EmbeddingScores")
-    if target_format == "dense":
-        raise ValueError("EmbeddingScores needs item-index targets, not `target_format='dense'`")
-
-
-def check_embedding_targets(target: object, query_emb: Tensor) -> Tensor:
-    """``target`` of scores given as embeddings: item ids for the rows of ``query_emb``.
-
-    Int64 (Q, T), their range unread (:func:`item_ids_in_catalogue`).
-    """
-    target = V.check_tensor("target", target).detach()
-    V.check_same_device(query_emb=query_emb, target=target)
-    return check_item_id_matrix(
-        "target",
-        target,
-        query_emb.shape[0],
-        hint=" (scores given as embeddings take item-index targets, not dense grades)",
-    )
-
-
-def check_embedding_ids(
-    scores: EmbeddingScores, target: object, judged: object, validate_args: bool
-) -> tuple[EmbeddingScores, Tensor, Tensor | None]:
-    """``scores`` (its ``exclude`` in range), ``target`` (Q, T) and ``judged`` (Q, J), checked.
-
-    Every id outside the catalogue is an error (``validate_args``) or padding
-    (:func:`item_ids_in_catalogue`), before any is read.
-    """
-    target = check_embedding_targets(target, scores.query_emb)
-    target = item_ids_in_catalogue("target", target, scores.num_items, validate_args)
-    if judged is not None:
-        judged = V.check_tensor("judged", judged).detach()
-        V.check_same_device(query_emb=scores.query_emb, judged=judged)
-        judged = check_judged_ids(judged, scores.num_queries, scores.num_items, validate_args)
-    if scores.exclude is not None:
-        exclude = scores.exclude.detach().to(torch.int64)
-        exclude = item_ids_in_catalogue("exclude", exclude, scores.num_items, validate_args)
-        if not validate_args:
-            scores = replace(scores, exclude=exclude)
-    return scores, target, judged
-
-
-def check_dot_product(query_emb: Tensor, item_emb: Tensor, item_name: str = "item_emb") -> None:
-    """What the default dot product needs: real embeddings of one width."""
-    for name, emb in (("query_emb", query_emb), (item_name, item_emb)):
-        if emb.dtype == torch.bool or emb.is_complex():
-            raise TypeError(
-                f"`{name}` must hold real numbers (a floating point or integer dtype) "
-                f"for dot-product scores, got {emb.dtype}; pass a `score_fn` for "
-                "other embeddings"
-            )
-        if not emb.is_floating_point() and emb.device.type != "cpu":
-            raise TypeError(
-                f"`{name}`: torch multiplies integer matrices on the CPU only, got "
-                f"{emb.dtype} on {emb.device}; convert the embeddings to a floating "
-                "point dtype (exact while the dot products stay below 2^24 in "
-                "float32, 2^53 in float64) or pass a `score_fn`"
-            )
-    if query_emb.shape[1] != item_emb.shape[1]:
-        raise ValueError(
-            f"`query_emb` and `{item_name}` must have the same width d for dot-product "
-            f"scores, got {query_emb.shape[1]} and {item_emb.shape[1]}"
-        )
-
-
-def check_exclude(exclude: object, num_queries: int) -> None:
-    """``exclude``: None, or (Q, X) integer item ids for ``num_queries`` queries (range unread)."""
-    if exclude is not None:
-        exclude = V.check_tensor("exclude", exclude)
-        check_item_id_matrix("exclude", exclude, num_queries, columns="X", one_per_row=False)
-
-
-def _check_embeddings(query_emb: object, items: object, items_name: str, rows: str) -> None:
-    """(Q, d) query embeddings and (``rows``, d) item embeddings."""
-    query_emb = V.check_tensor("query_emb", query_emb)
-    items = V.check_tensor(items_name, items)
-    if query_emb.ndim != 2 or items.ndim != 2:
-        raise ValueError(
-            f"`query_emb` must be (Q, d) and `{items_name}` ({rows}, d), got shapes "
-            f"{tuple(query_emb.shape)} and {tuple(items.shape)}"
-        )
-
-
-def check_embedding_scores(scores: EmbeddingScores) -> None:
-    """What :class:`~ranking_plugins.EmbeddingScores` checks when it is made (no value read)."""
-    _check_embeddings(scores.query_emb, scores.item_emb, "item_emb", "N")
-    if scores.score_fn is None:
-        check_dot_product(scores.query_emb, scores.item_emb)
-    if scores.score_fn is not None and not callable(scores.score_fn):
-        raise TypeError(f"`score_fn` must be callable, got {type(scores.score_fn).__name__}")
-    V.check("chunk_size", V.positive_int_problem(scores.chunk_size))
-    check_exclude(scores.exclude, scores.query_emb.shape[0])
-    V.check_same_device(
-        query_emb=scores.query_emb, item_emb=scores.item_emb, exclude=scores.exclude
-    )
-
-
-def check_sharded_scores(scores: ShardedEmbeddingScores, shard_error: type[ValueError]) -> None:
-    """What :class:`~ranking_plugins.ShardedEmbeddingScores` checks when it is made.
-
-    ``shard_error``: the error of a process outside ``group``.
-    """
-    if not dist.is_available() or not dist.is_initialized():
-        raise RuntimeError(
-            "ShardedEmbeddingScores needs torch.distributed: call "
-            "torch.distributed.init_process_group first (Lightning's DDP strategy "
-            "and ignite.distributed.Parallel do)"
-        )
-    if dist.get_rank(scores.group) < 0:
-        raise shard_error("`group`: this process is not a member of the process group")
-    _check_embeddings(scores.query_emb, scores.item_shard, "item_shard", "n")
-    if scores.score_fn is None:
-        check_dot_product(scores.query_emb, scores.item_shard, item_name="item_shard")
-    elif not callable(scores.score_fn):
-        raise TypeError(f"`score_fn` must be callable, got {type(scores.score_fn).__name__}")
-    V.check("chunk_size", V.positive_int_problem(scores.chunk_size))
-    for name in ("item_offset", "catalogue_size"):
-        value = getattr(scores, name)
-        if isinstance(value, bool) or not isinstance(value, Integral):
-            raise TypeError(f"`{name}` must be an int, got {value!r}")
-        if value < 0:
-            raise ValueError(f"`{name}` must be a non-negative int, got {value}")
-    check_exclude(scores.exclude, scores.query_emb.shape[0])
-    V.check_same_device(
-        query_emb=scores.query_emb, item_shard=scores.item_shard, exclude=scores.exclude
-    )
 
 
 # -- the item inputs of the exposure metrics ------------------------------------

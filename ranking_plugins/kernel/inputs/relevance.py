@@ -79,7 +79,7 @@ class GainRule:
             return g
         gain = torch.exp2(g).sub_(1)  # exact at 0 and at every integer grade
         if not grades.is_floating_point():
-            return gain  # integers: none strictly between 0 and 1 (W4: 4 ops less, 3 times a call)
+            return gain  # integers: none strictly between 0 and 1, no mask to build
         cancels = (g > 0) & (g < 1)
         if host_reads_are_free(cancels) and not bool(cancels.any()):
             return gain  # no grade strictly between 0 and 1 (0/1 grades): no expm1 to take
@@ -147,7 +147,7 @@ class Relevance(Protocol):
         """The targets of the queries ``rows`` only."""
         ...
 
-    # -- judgments (issue 13): read only by the measures of incomplete judgments --
+    # -- judgments: read only by the measures of incomplete judgments --
 
     def judgment_at(self, items: Tensor) -> tuple[Tensor, Tensor]:
         """(judged, pooled) of ``items`` (item indices per query), bool each.
@@ -374,10 +374,8 @@ _BLOCK = 32
 _BLOCKS_PER_CHOSEN = 16
 
 #: block maxima per row block of :func:`top_grades` on the CPU: its buffers stay
-#: small enough to be reused; whole-matrix ones (5 MiB for W4) are fresh pages at
-#: every call, whose faults cost as much as the selections (2,500 faults, 4 ms);
-#: 2 MiB faults too. At 2 threads on a quiet machine these row blocks also beat one
-#: max over every row (W4 1.80-1.87x its floor against 2.01-2.06x, same process, alternated)
+#: small enough to be reused: whole-matrix ones are fresh pages at every call,
+#: whose page faults cost as much as the selections (benchmarks/bench_kernel.py)
 _MAXIMA_ELEMENTS = 1 << 17
 
 

@@ -1,6 +1,6 @@
 """Rank statistics from counts: the tie group of each relevant item.
 
-From the counts of :class:`~ranking_plugins.kernel.ranking.counting.RankCounter`,
+From the counts of :class:`~ranking_plugins.kernel.statistics.counting.RankCounter`,
 each relevant item knows its tie group as SPEC section 3 describes it (T_c
 items before it, t_c items in it, r_c of them relevant, ρ_c relevant items
 before it). :class:`CountStats` sums the closed forms of section 3 over those
@@ -75,7 +75,7 @@ class CountStats(ListStats):
         self.num_ranked = num_ranked.to(torch.float64)
         # positions read go up to the end of the longest list, or R ≤ T for the ideal list
         self._table_length = max(num_items, ranked.shape[1], 1)
-        #: the statistics of judged items (issue 13), when the judged items were
+        #: the statistics of judged items, when the judged items were
         #: counted; else ``every_judged`` makes them from these counts, every item judged
         self.judged_stats: CountedJudgedStats | None = None
         self.every_judged: Callable[[CountStats], CountedJudgedStats] | None = None
@@ -268,7 +268,7 @@ class CountStats(ListStats):
         )
         return torch.where(self.ranked, term, 0.0).sum(dim=1)
 
-    # -- G, ndcg_rel, Rndcg (issue 13): computed only when one of them is read ----
+    # -- G, ndcg_rel, Rndcg: computed only when one of them is read ----
 
     @property
     def g_sum(self) -> Tensor:
@@ -321,7 +321,7 @@ class CountStats(ListStats):
         ) / self._read(discount, R).clamp(min=1e-300)
         return torch.where(self.ranked, first + second, 0.0).sum(dim=1)
 
-    # -- ERR under "average" (issue 13): read only for err -----------------------
+    # -- ERR under "average": read only for err -----------------------
 
     def _err_mixed_groups(self, k: Tensor, stop: Tensor) -> Tensor:
         """ERR@k when tie groups mix relevant and non-relevant items ("average").

@@ -1,4 +1,4 @@
-"""Statistics of judged items (issue 13): what bpref, infAP, unj and rbp_resid read.
+"""Statistics of judged items: what bpref, infAP, unj and rbp_resid read.
 
 An item is *pooled* when it carries a judgment entry (trec_eval: it is in the
 qrels) and *judged* when it is pooled with a grade of 0 or more (a negative

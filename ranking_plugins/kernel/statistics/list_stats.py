@@ -142,7 +142,7 @@ class ListStats(ABC):
         cuts_mixed = self.shared_ties and not whole_list
         return top_auc(self.auc_slots, k, self.num_ranked, max_fpr, cuts_mixed)
 
-    # -- G, ndcg_rel, Rndcg (issue 13): read only for those measures -------------
+    # -- G, ndcg_rel, Rndcg: read only for those measures -------------
 
     @property
     @abstractmethod
@@ -176,7 +176,7 @@ class ListStats(ABC):
     def nonrelevant_ranked(self) -> Tensor:
         return self.num_ranked - self.relevant_ranked
 
-    # -- judgments (issue 13): read only by the measures of judged items ------------
+    # -- judgments: read only by the measures of judged items ------------
     # Ranked lists (``RankStats``) answer them, and counts (``CountStats``) made
     # for them: a request that asks one of those measures reads whole lists and
     # tells the kernel (``rank_inputs(judgments=True)``).
@@ -295,7 +295,7 @@ class Cutoff:
 
     @cached_property
     def judged(self) -> JudgedReadings:
-        """The statistics of judged items (issue 13), computed when a measure reads them."""
+        """The statistics of judged items, computed when a measure reads them."""
         return self.stats.judgments()
 
     @cached_property

@@ -56,7 +56,7 @@ def _ap_term_at(
 #: places (queries x list length) up to which a ranked list's sums of values that are
 #: 0 but at a few places (AP's, the reciprocal rank's) take the prefix sums of every
 #: place: on (Q, L) float64 matrices this small a pass costs less than the ~30
-#: operations of :class:`PlacedSums` (W1 at Q = 64, L = 100: 55 operations less a call)
+#: operations of :class:`PlacedSums` (benchmarks/profile_gpu.py counts them)
 PLACED_SUMS_ELEMENTS = 1 << 14
 
 
@@ -469,7 +469,7 @@ class RankStats(ListStats):
         return interpolated_precision_of_mixed_groups(best, needed, mixed, first, fields)
 
     def err_at(self, k: Tensor, exponential: bool) -> Tensor:
-        if self.list.shared_ties:  # "average": survival over each group's orders (issue 13)
+        if self.list.shared_ties:  # "average": survival over each group's orders
             return self._read(self._cumulative(self._err_average(exponential)), k)
         stop = stopping_probability(self.gain, self.max_gain.unsqueeze(1), exponential)
         stop = torch.where(self.list.ranked, stop, 0.0)
@@ -487,7 +487,7 @@ class RankStats(ListStats):
         )
         return (self.relevance * term).sum(dim=1)
 
-    # -- judgments (issue 13) ------------------------------------------------
+    # -- judgments ------------------------------------------------
 
     def judgments(self) -> JudgedStats:
         """The statistics of judged items, made once, when a measure reads them."""
@@ -497,7 +497,7 @@ class RankStats(ListStats):
             self.__dict__["_judged"] = cached
         return cached
 
-    # -- G, ndcg_rel, Rndcg (issue 13): computed only when one of them is read ----
+    # -- G, ndcg_rel, Rndcg: computed only when one of them is read ----
 
     @cached_property
     def _ideal(self) -> Tensor:
@@ -584,7 +584,7 @@ class RankStats(ListStats):
         ideal = self._read(self.cum_idcg, self.position.expand_as(t))
         return torch.where(g.ranked & (r > 0), _ratio0(expected, ideal), 0.0).sum(dim=1)
 
-    # -- ERR under "average" (issue 13): computed only when err is read ----------
+    # -- ERR under "average": computed only when err is read ----------
 
     def _err_average(self, exponential: bool) -> Tensor:
         """(Q, L) E[ERR's term at each place] over the orders of every tie group.

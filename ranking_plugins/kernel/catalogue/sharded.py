@@ -5,7 +5,7 @@ every process of a ``torch.distributed`` group against a catalogue whose
 item table is split into contiguous shards, one per process.
 :func:`sharded_stats` gives each process the rank statistics of its own
 queries against the whole catalogue, exactly as
-:func:`~ranking_plugins.kernel.inputs.embeddings.embedding_stats` gives them
+:func:`~ranking_plugins.kernel.catalogue.chunked.embedding_stats` gives them
 on one process holding the whole table and every query:
 
 1. every process states its sizes (one small all-gather) and all of them
@@ -16,7 +16,7 @@ on one process holding the whole table and every query:
    shared (an all-reduce of a (Q, T) tensor, zero where not owned);
 4. every process counts, for every process's queries, the items of its own
    shard above and tied with each target
-   (:class:`~ranking_plugins.kernel.ranking.counting.RankCounter`, with the
+   (:class:`~ranking_plugins.kernel.statistics.counting.RankCounter`, with the
    shard's global item ids); counts add up over any split of the catalogue,
    so a reduce-scatter of the (C, Q, T) counts gives each process its
    queries' counts over the whole catalogue, ties across shards included.
@@ -37,6 +37,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from numbers import Integral
 from typing import TYPE_CHECKING
 
 import torch
@@ -44,34 +45,28 @@ import torch.distributed as dist
 from torch import Tensor
 
 from ranking_plugins import _validation as V
-from ranking_plugins.kernel.host_reads import host_reads_are_free
-from ranking_plugins.kernel.inputs.checks import (
+from ranking_plugins.kernel.catalogue.checks import (
+    ShardError,
     check_embedding_targets,
-    check_sharded_scores,
-    item_ids_in_catalogue,
+    check_exclude,
+    check_scoring,
 )
-from ranking_plugins.kernel.inputs.embeddings import EmbeddingScores, ScoreFn, listed_scores
-from ranking_plugins.kernel.inputs.parts import lowest
-from ranking_plugins.kernel.inputs.relevance import GainRule, ItemIds
-from ranking_plugins.kernel.ranking.counting import RankCounter, distinct_ids
-from ranking_plugins.kernel.ranking.embedding_top import (
+from ranking_plugins.kernel.catalogue.chunked import EmbeddingScores, ScoreFn, listed_scores
+from ranking_plugins.kernel.catalogue.top_lists import (
     chunk_tops,
     excluded_in_chunk,
     ranked_candidates,
 )
+from ranking_plugins.kernel.host_reads import host_reads_are_free
+from ranking_plugins.kernel.inputs.checks import item_ids_in_catalogue
+from ranking_plugins.kernel.inputs.parts import lowest
+from ranking_plugins.kernel.inputs.relevance import GainRule, ItemIds
 from ranking_plugins.kernel.ranking.tie_groups import TIES, RankedList
 from ranking_plugins.kernel.statistics.count_stats import CountStats
+from ranking_plugins.kernel.statistics.counting import RankCounter, distinct_ids
 
 if TYPE_CHECKING:
     from torch.distributed import ProcessGroup
-
-
-class ShardError(ValueError):
-    """The shards of a catalogue do not fit together, or one process's inputs are wrong.
-
-    Raised on every process of the group alike, from data all of them
-    gathered, so that no process is left waiting in a collective.
-    """
 
 
 @dataclass(frozen=True, eq=False)
@@ -130,7 +125,7 @@ class ShardedEmbeddingScores:
     group: ProcessGroup | None = field(default=None, kw_only=True)
 
     def __post_init__(self) -> None:
-        check_sharded_scores(self, ShardError)
+        _check_sharded_scores(self)
 
     @property
     def num_queries(self) -> int:
@@ -148,6 +143,31 @@ class ShardedEmbeddingScores:
     def scores_against_shard(self, query_emb: Tensor) -> EmbeddingScores:
         """The scores of ``query_emb`` against this process's shard (local item ids)."""
         return EmbeddingScores(query_emb, self.item_shard, self.score_fn, None, self.chunk_size)
+
+
+def _check_sharded_scores(scores: ShardedEmbeddingScores) -> None:
+    """What :class:`~ranking_plugins.ShardedEmbeddingScores` checks when it is made."""
+    if not dist.is_available() or not dist.is_initialized():
+        raise RuntimeError(
+            "ShardedEmbeddingScores needs torch.distributed: call "
+            "torch.distributed.init_process_group first (Lightning's DDP strategy "
+            "and ignite.distributed.Parallel do)"
+        )
+    if dist.get_rank(scores.group) < 0:
+        raise ShardError("`group`: this process is not a member of the process group")
+    check_scoring(
+        scores.query_emb, scores.item_shard, "item_shard", "n", scores.score_fn, scores.chunk_size
+    )
+    for name in ("item_offset", "catalogue_size"):
+        value = getattr(scores, name)
+        if isinstance(value, bool) or not isinstance(value, Integral):
+            raise TypeError(f"`{name}` must be an int, got {value!r}")
+        if value < 0:
+            raise ValueError(f"`{name}` must be a non-negative int, got {value}")
+    check_exclude(scores.exclude, scores.query_emb.shape[0])
+    V.check_same_device(
+        query_emb=scores.query_emb, item_shard=scores.item_shard, exclude=scores.exclude
+    )
 
 
 class Traffic:
@@ -516,7 +536,7 @@ def _top_across_shards(
        place ``depth`` + 1 still scores ``b``): counts, then ids and scores,
        all-to-all;
     7. the owner ranks these candidates
-       (:func:`~ranking_plugins.kernel.ranking.embedding_top.ranked_candidates`),
+       (:func:`~ranking_plugins.kernel.catalogue.top_lists.ranked_candidates`),
        the same candidates :class:`EmbeddingScores` keeps for the whole table.
     """
     group, world, device = scores.group, len(queries), scores.device

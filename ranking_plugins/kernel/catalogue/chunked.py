@@ -4,29 +4,34 @@
 :class:`ranking_plugins.EmbeddingScores`, documented in
 :mod:`ranking_plugins.embeddings`); :func:`embedding_stats` walks the
 catalogue chunk by chunk through
-:class:`~ranking_plugins.kernel.ranking.counting.RankCounter`, straight to
+:class:`~ranking_plugins.kernel.statistics.counting.RankCounter`, straight to
 count statistics.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 from torch import Tensor
 
 from ranking_plugins import _validation as V
+from ranking_plugins.kernel.catalogue.checks import (
+    check_embedding_targets,
+    check_exclude,
+    check_scoring,
+)
 from ranking_plugins.kernel.host_reads import host_reads_are_free
-from ranking_plugins.kernel.inputs.checks import check_embedding_scores
+from ranking_plugins.kernel.inputs.checks import check_judged_ids, item_ids_in_catalogue
 from ranking_plugins.kernel.inputs.relevance import GainRule, ItemIds
-from ranking_plugins.kernel.ranking.counting import (
+from ranking_plugins.kernel.statistics.count_stats import CountStats
+from ranking_plugins.kernel.statistics.counting import (
     RankCounter,
     counted_judged_stats,
     distinct_ids,
     tracked_ids,
 )
-from ranking_plugins.kernel.statistics.count_stats import CountStats
 
 ScoreFn = Callable[[Tensor, Tensor], Tensor]
 
@@ -84,7 +89,7 @@ class EmbeddingScores:
     chunk_size: int = 32768
 
     def __post_init__(self) -> None:
-        check_embedding_scores(self)
+        _check_embedding_scores(self)
 
     @property
     def num_queries(self) -> int:
@@ -146,6 +151,39 @@ class EmbeddingScores:
 QUERY_ROWS_AT_LEAST = 64
 
 
+def _check_embedding_scores(scores: EmbeddingScores) -> None:
+    """What :class:`~ranking_plugins.EmbeddingScores` checks when it is made (no value read)."""
+    check_scoring(
+        scores.query_emb, scores.item_emb, "item_emb", "N", scores.score_fn, scores.chunk_size
+    )
+    check_exclude(scores.exclude, scores.query_emb.shape[0])
+    V.check_same_device(
+        query_emb=scores.query_emb, item_emb=scores.item_emb, exclude=scores.exclude
+    )
+
+
+def check_embedding_ids(
+    scores: EmbeddingScores, target: object, judged: object, validate_args: bool
+) -> tuple[EmbeddingScores, Tensor, Tensor | None]:
+    """``scores`` (its ``exclude`` in range), ``target`` (Q, T) and ``judged`` (Q, J), checked.
+
+    Every id outside the catalogue is an error (``validate_args``) or padding
+    (:func:`item_ids_in_catalogue`), before any is read.
+    """
+    target = check_embedding_targets(target, scores.query_emb)
+    target = item_ids_in_catalogue("target", target, scores.num_items, validate_args)
+    if judged is not None:
+        judged = V.check_tensor("judged", judged).detach()
+        V.check_same_device(query_emb=scores.query_emb, judged=judged)
+        judged = check_judged_ids(judged, scores.num_queries, scores.num_items, validate_args)
+    if scores.exclude is not None:
+        exclude = scores.exclude.detach().to(torch.int64)
+        exclude = item_ids_in_catalogue("exclude", exclude, scores.num_items, validate_args)
+        if not validate_args:
+            scores = replace(scores, exclude=exclude)
+    return scores, target, judged
+
+
 def embedding_stats(
     scores: EmbeddingScores,
     target: Tensor,
@@ -158,10 +196,10 @@ def embedding_stats(
 ) -> CountStats:
     """Rank statistics of the whole catalogue for item-index ``target`` (Q, T).
 
-    ``target`` and ``judged`` as :func:`~ranking_plugins.kernel.inputs.checks.check_embedding_ids`
+    ``target`` and ``judged`` as :func:`check_embedding_ids`
     gives them, with ``scores``: checked, every id in the catalogue or padding.
 
-    ``judgments`` (issue 13): also count the judged items (``judged``: their ids
+    ``judgments``: also count the judged items (``judged``: their ids
     (Q, J), -1 padding; None: every item) for the measures that read them
     (:class:`~ranking_plugins.kernel.statistics.judged.CountedJudgedStats`), in
     the same walk.
@@ -204,7 +242,7 @@ def embedding_stats(
             # on an accelerator no value is read per chunk: both walks score every chunk
             # whole (skipping a chunk that lists no item would read a flag per chunk), and
             # with validate_args the NaN flags and the two walks' agreement are read once
-            # at the end (W5 on an H200: 31.0 ms with two reads per chunk, 27.5 ms so)
+            # at the end: each read waits for the device (benchmarks/profile_gpu.py)
             counters = _count(scores, listed, ties, validate_args)
             if validate_args:
                 _check_same_scores(counters)
@@ -214,7 +252,7 @@ def embedding_stats(
         # queries scored them differently than the whole chunk's call (a `score_fn` that
         # reads the batch, a matmul that sums otherwise), counted again against the
         # whole calls' scores. On a GPU the whole call costs less than picking the rows
-        # (W5 on an H200: 30.5 ms with whole calls, 36.0 ms by rows)
+        # (benchmarks/profile_gpu.py)
         by_rows = scores.num_queries >= 4 * QUERY_ROWS_AT_LEAST
         counters = _count(scores, listed, ties, validate_args, query_rows=by_rows)
         if by_rows and bool(_changed(counters).any()):
@@ -278,7 +316,7 @@ def _changed(counters: list[RankCounter]) -> Tensor:
 
 
 def _stats(counters: list[RankCounter], ids: Tensor, relevance: ItemIds, ties: str) -> CountStats:
-    """The counted statistics; with a second counter, of the judged items too (issue 13)."""
+    """The counted statistics; with a second counter, of the judged items too."""
     stats = counters[0].stats()
     if len(counters) > 1:
         stats.judged_stats = counted_judged_stats(counters[1], ids, relevance, ties, stats)

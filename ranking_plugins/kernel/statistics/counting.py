@@ -7,7 +7,7 @@ many of those have a lower index). Those are counts, and counts add up over
 any split of the catalogue; so the same statistics come from one pass over
 a dense ``(Q, N)`` score matrix (:func:`count_ranks`) or from a walk over
 chunks of an item embedding table, where the matrix is never built
-(:mod:`ranking_plugins.kernel.inputs.embeddings`).
+(:mod:`ranking_plugins.kernel.catalogue.chunked`).
 
 From the counts, each relevant item knows its tie group as SPEC section 3
 describes it; :meth:`RankCounter.stats` hands those groups to
@@ -224,7 +224,7 @@ class RankCounter:
 
         The items above and tied with each listed item and, under "first", the
         tied ones before it: the counts of two disjoint sets of items sum to the
-        counts of their union (:mod:`ranking_plugins.kernel.inputs.sharded`).
+        counts of their union (:mod:`ranking_plugins.kernel.catalogue.sharded`).
         """
         planes = (self.above, self.tied)
         return torch.stack((*planes, self.tied_before) if self.ties == "first" else planes)
@@ -236,7 +236,7 @@ class RankCounter:
             self.tied_before = counts[2]
 
     def tracked_counts(self, relevant: Tensor, judged: Tensor) -> dict[str, Tensor]:
-        """The counts of the measures of judged items (issue 13), for ``CountedJudgedStats``.
+        """The counts of the measures of judged items, for ``CountedJudgedStats``.
 
         The listed ids are the tracked items (judged or relevant); ``relevant``
         and ``judged`` (Q, T) bool say which they are. Besides the catalogue
@@ -362,7 +362,7 @@ def count_ranks(
     ``check_nan``: raise the NaN-scores error if a score is NaN, found block by
     block while each block of rows is in cache for the counting.
     ``judgments``: count the judged items too (:func:`tracked_ids`), for the
-    measures that read them (issue 13); without ``judged_ids`` every item is
+    measures that read them; without ``judged_ids`` every item is
     judged and the relevant items' own counts serve (``CountStats.every_judged``).
     """
     ids = distinct_ids(relevance.item_ids)

@@ -17,7 +17,7 @@ from dataclasses import replace
 import torch
 from torch import Tensor
 
-from ranking_plugins.kernel.inputs.embeddings import EmbeddingScores
+from ranking_plugins.kernel.catalogue.chunked import EmbeddingScores
 from ranking_plugins.kernel.inputs.parts import RankingInput, lowest
 from ranking_plugins.kernel.inputs.relevance import ItemIds
 from ranking_plugins.kernel.ranking.selection import rank
