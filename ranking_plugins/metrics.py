@@ -684,6 +684,8 @@ METRICS: dict[str, Metric] = {
                 value=value,
                 cutoff=cutoff,
                 intents=True,
+                # the greedy ideal list and the tied groups' expectations are sized on the host
+                host_under_average=True,
                 upper_bound=upper,
             )
             for name, value, cutoff, upper in (

@@ -218,11 +218,11 @@ class RankingRequest:
         if not is_subtopics:
             if self.intents:
                 names = metric_names(lambda metric: metric.intents)
-                shape = tuple(target.shape) if isinstance(target, Tensor) else type(target)
+                given = tuple(target.shape) if isinstance(target, Tensor) else type(target)
                 raise V.ArgumentError(
                     "target",
                     f"must hold subtopic judgments for the diversity measures ({names}): a "
-                    f"(Q, N, S) grade tensor, each item's grade per subtopic; got shape {shape}",
+                    f"(Q, N, S) grade tensor, each item's grade per subtopic; got shape {given}",
                 )
             return target, None
         shape = tuple(preds.shape) if isinstance(preds, Tensor) else None

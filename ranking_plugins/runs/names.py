@@ -378,7 +378,8 @@ IR_MEASURES_REFUSED: dict[str, str] = {
     "another measure, asked as err@k",
     **dict.fromkeys(
         (
-            "Accuracy", "BPM", "Compat", "INST", "INSQ", "NERR8", "NERR9", "NERR10", "NERR11", "NumQ", "SDCG",
+            "Accuracy", "BPM", "Compat", "INST", "INSQ", "NERR8", "NERR9", "NERR10",
+            "NERR11", "NumQ", "SDCG",
         ),
         "",
     ),
