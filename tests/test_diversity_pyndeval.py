@@ -91,3 +91,13 @@ def test_pyndeval_per_query_and_mean(seed: int) -> None:
         if len(finite) == len(expected):
             mean = sum(finite) / len(finite)
             assert got.means[str(measure)] == pytest.approx(mean, abs=1e-9), name
+
+
+def test_the_ir_measures_drop_in_routes_them_to_the_kernel() -> None:
+    from ranking_plugins.ir_measures import calc_aggregate
+
+    qrels, run, ndeval_run = _collection(3)
+    for name in ("alpha_nDCG@10", "NRBP(alpha=0.3, beta=0.8)", "StRecall@5"):
+        measure = ir_measures.parse_measure(name)
+        expected = ir_measures.calc_aggregate([measure], qrels, ndeval_run)[measure]
+        assert calc_aggregate([measure], qrels, run)[measure] == pytest.approx(expected, abs=1e-9)
