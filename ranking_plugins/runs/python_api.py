@@ -197,7 +197,7 @@ def evaluate_specs(
     unjudged_queries = settings.unjudged_queries
     subtopics: SubtopicQrels | None = None
     try:
-        if any(METRICS[spec.metric].intents for spec in specs):
+        if any(_diversity(spec) for spec in specs):
             # the diversity measures read each judgment's subtopic; the others the
             # largest grade of each (query, document)
             subtopics = subtopic_qrels(qrels)
@@ -247,7 +247,7 @@ def _evaluate_specs(
     passes: dict[tuple[tuple[tuple[str, Any], ...], bool], list[MeasureSpec]] = {}
     for spec in specs:
         # the diversity measures in passes of their own (subtopic parts)
-        diverse = (("diversity", True),) if METRICS[spec.metric].intents else ()
+        diverse = (("diversity", True),) if _diversity(spec) else ()
         passes.setdefault((spec.option_items + diverse, spec.judged_only), []).append(spec)
     per_query: dict[str, Any] = {}
     mean: dict[str, float] = {}
@@ -289,6 +289,12 @@ def _evaluate_specs(
     ordered = [spec.key for spec in specs]
     results = Results(first[0].qids, ordered, per_query, mean, standard_error, counted)
     return results, first[1]
+
+
+def _diversity(spec: MeasureSpec) -> bool:
+    """Whether a measure reads subtopic judgments (a geometric mean, gm_map, is none)."""
+    metric = METRICS.get(spec.metric)
+    return metric is not None and metric.intents
 
 
 def _measure_list(measures: str | Iterable[Any]) -> list[Any]:
