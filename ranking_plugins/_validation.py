@@ -109,6 +109,25 @@ def unit_interval_problem(value: object) -> Problem | None:
     return None
 
 
+def redundancy_problem(value: object) -> Problem | None:
+    """``value`` must be a number in [0, 1) (alpha-nDCG's alpha: 1 would make every
+    repeated subtopic worth nothing, and the greedy ideal list undefined)."""
+    if isinstance(value, bool) or not isinstance(value, Real):
+        return Problem(f"must be a number in [0, 1), got {value!r}", wrong_type=True)
+    if not 0 <= float(value) < 1:  # NaN too
+        return Problem(f"must be a number in [0, 1), got {value!r}")
+    return None
+
+
+def closed_unit_interval_problem(value: object) -> Problem | None:
+    """``value`` must be a number in [0, 1] (NRBP's patience beta)."""
+    if isinstance(value, bool) or not isinstance(value, Real):
+        return Problem(f"must be a number in [0, 1], got {value!r}", wrong_type=True)
+    if not 0 <= float(value) <= 1:  # NaN too
+        return Problem(f"must be a number in [0, 1], got {value!r}")
+    return None
+
+
 def max_fpr_problem(value: object) -> Problem | None:
     """``value`` must be None or a number in (0, 1] (a false positive rate; 1: the whole area)."""
     if value is None:

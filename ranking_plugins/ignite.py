@@ -168,6 +168,8 @@ class PackageOptions(AdapterItemKeywords, total=False):
     adaptive_k: bool
     weighted: bool
     rbp_persistence: float
+    alpha: float
+    beta: float
     fall_out_empty: str
     max_fpr: float | None
     target_format: str | None

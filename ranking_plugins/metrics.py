@@ -21,8 +21,10 @@ from ranking_plugins.kernel import (
     LOG_ABSENT,
     Cutoff,
     Exposure,
+    IntentStats,
     ItemInputs,
     TopItems,
+    nrbp_scale,
     personalisation,
 )
 from ranking_plugins.options import Options
@@ -390,6 +392,77 @@ def _entropy(exposure: Exposure, ks: Tensor) -> Tensor:
     return torch.where(total.squeeze(1) > 0, entropy, torch.nan)  # no item shown: undefined
 
 
+# -- diversity: intent-aware measures over subtopic judgments (kernel/statistics/intents.py)
+
+
+def _intents(c: Cutoff) -> IntentStats:
+    assert c.intents is not None, "a diversity measure is read with its IntentStats"
+    return c.intents
+
+
+def _has_subtopic(c: Cutoff) -> Tensor:
+    """A subtopic with a relevant item: without one every diversity measure is 0 / 0."""
+    return (_intents(c).subtopics > 0).expand_as(c.k)
+
+
+def _alpha_dcg(c: Cutoff, options: Options) -> MetricValue:
+    """alpha-DCG@k / Σ_{j ≤ k} S (1 - alpha)^(j-1) / log2(j + 1) (ndeval's alpha-DCG)."""
+    i = _intents(c)
+    return _ratio(i.dcg(c.k), i.ideal_ideal(c.k, "dcg")), _has_subtopic(c)
+
+
+def _alpha_ndcg(c: Cutoff, options: Options) -> MetricValue:
+    """alpha-DCG@k over the greedy ideal list's (Clarke et al., SIGIR 2008)."""
+    i = _intents(c)
+    return _ratio(i.dcg(c.k), i.ideal_dcg(c.k)), _has_subtopic(c)
+
+
+def _err_ia(c: Cutoff, options: Options) -> MetricValue:
+    """Σ_{j ≤ k} gain_j / j over Σ_{j ≤ k} S (1 - alpha)^(j-1) / j (ndeval's ERR-IA)."""
+    i = _intents(c)
+    return _ratio(i.err(c.k), i.ideal_ideal(c.k, "err")), _has_subtopic(c)
+
+
+def _nerr_ia(c: Cutoff, options: Options) -> MetricValue:
+    """Σ_{j ≤ k} gain_j / j over the greedy ideal list's (ndeval's nERR-IA)."""
+    i = _intents(c)
+    return _ratio(i.err(c.k), i.ideal_err(c.k)), _has_subtopic(c)
+
+
+def _nrbp(c: Cutoff, options: Options) -> MetricValue:
+    """(1 - (1 - alpha) beta) / S Σ_j gain_j beta^(j-1) (Clarke et al., ICTIR 2009)."""
+    i = _intents(c)
+    scale = nrbp_scale(options.alpha, options.beta)
+    value = _ratio(scale * i.geometric(options.beta), i.subtopics)
+    return value.expand_as(c.k), _has_subtopic(c)
+
+
+def _nnrbp(c: Cutoff, options: Options) -> MetricValue:
+    """NRBP over the greedy ideal list's (ndeval's nNRBP)."""
+    i = _intents(c)
+    value = _ratio(i.geometric(options.beta), i.ideal_geometric(options.beta))
+    return value.expand_as(c.k), _has_subtopic(c)
+
+
+def _p_ia(c: Cutoff, options: Options) -> MetricValue:
+    """Relevant (item, subtopic) pairs in the top k / (k S) (intent-aware precision)."""
+    i = _intents(c)
+    return _ratio(i.pairs_at(c.k), c.list_size * i.subtopics), _has_subtopic(c)
+
+
+def _ap_ia(c: Cutoff, options: Options) -> MetricValue:
+    """The mean over the subtopics with a relevant item of each one's AP (ndeval's MAP-IA)."""
+    i = _intents(c)
+    per_subtopic = _ratio(i.ap_sums, i.subtopic_relevant).sum(dim=1, keepdim=True)
+    return _ratio(per_subtopic, i.subtopics).expand_as(c.k), _has_subtopic(c)
+
+
+def _subtopic_recall(c: Cutoff, options: Options) -> MetricValue:
+    """Subtopics with a relevant item in the top k / S (ndeval's strec)."""
+    i = _intents(c)
+    return _ratio(i.covered_at(c.k), i.subtopics), _has_subtopic(c)
+
+
 @dataclass(frozen=True, kw_only=True)
 class Metric:
     """One metric: its name, its direction and how its value follows from a cutoff."""
@@ -412,6 +485,9 @@ class Metric:
     cutoff: str = "k"
     #: it reads which items are judged: whole lists, judged items counted too
     judgments: bool = False
+    #: it reads subtopic judgments (a (Q, N, S) grade target): whole ranked lists
+    #: that name their items
+    intents: bool = False
     #: its relevant items are those of positive gain (trec_eval's ndcg_rel, Rndcg): a
     #: ``relevance_threshold`` <= 0, which makes grades <= 0 relevant with gain 0, is refused
     relevant_by_gain: bool = False
@@ -600,6 +676,30 @@ METRICS: dict[str, Metric] = {
             trec_eval_graded=True,
             trec_eval_counts_at_level=True,
         ),
+        # -- diversity: subtopic judgments
+        *(
+            Metric(
+                name=name,
+                higher_is_better=True,
+                value=value,
+                cutoff=cutoff,
+                intents=True,
+                # the greedy ideal list and the tied groups' expectations are sized on the host
+                host_under_average=True,
+                upper_bound=upper,
+            )
+            for name, value, cutoff, upper in (
+                ("alpha_ndcg", _alpha_ndcg, "k", 1.0),
+                ("alpha_dcg", _alpha_dcg, "k", None),
+                ("err_ia", _err_ia, "k", None),
+                ("nerr_ia", _nerr_ia, "k", 1.0),
+                ("nrbp", _nrbp, "whole_list", None),
+                ("nnrbp", _nnrbp, "whole_list", 1.0),
+                ("p_ia", _p_ia, "k", 1.0),
+                ("ap_ia", _ap_ia, "whole_list", 1.0),
+                ("subtopic_recall", _subtopic_recall, "k", 1.0),
+            )
+        ),
         Metric(
             name="coverage", higher_is_better=True, value=None, catalogue=_coverage, exposure=True
         ),
@@ -706,7 +806,7 @@ def result_columns(
 
 def rank_depth(metrics: Sequence[Metric], ks: tuple[int, ...] | None) -> int | None:
     """How deep the ranked list must go: the largest k, or None for the whole list."""
-    if ks is None or any(not m.at_k or m.judgments for m in metrics):
+    if ks is None or any(not m.at_k or m.judgments or m.intents for m in metrics):
         return None
     return max(ks)
 

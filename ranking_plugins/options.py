@@ -67,6 +67,8 @@ _flag = _rule(V.flag_problem, bool)
 _finite_number_or_none = _rule(V.finite_number_problem, float)
 _persistence = _rule(V.unit_interval_problem, float)
 _max_fpr = _rule(V.max_fpr_problem, float)
+_redundancy = _rule(V.redundancy_problem, float)
+_patience = _rule(V.closed_unit_interval_problem, float)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -112,6 +114,17 @@ class Options:
         "RBP's persistence p in (0, 1), the chance of reading on (ir_measures' 0.8; "
         "trec_eval's and the command's 0.9)",
         _persistence,
+    )
+    alpha: float = option(
+        0.5,
+        "the diversity measures' redundancy penalty in [0, 1): an item's gain for a "
+        "subtopic already met c times above it is (1 - alpha)^c (ndeval's and ir_measures' 0.5)",
+        _redundancy,
+    )
+    beta: float = option(
+        0.5,
+        "NRBP's patience in [0, 1], the chance of reading on (ndeval's and ir_measures' 0.5)",
+        _patience,
     )
     fall_out_empty: str = option(
         "no_relevant",
@@ -171,6 +184,8 @@ class OptionKeywords(TypedDict, total=False):
     adaptive_k: bool
     weighted: bool
     rbp_persistence: float
+    alpha: float
+    beta: float
     fall_out_empty: str
     max_fpr: float | None
     target_format: str | None

@@ -25,6 +25,7 @@ from ranking_plugins.kernel import (
     RankedBatch,
     TopItems,
     Unranked,
+    intent_stats,
 )
 from ranking_plugins.metrics import (
     DEFAULT_OPTIONS,
@@ -103,11 +104,14 @@ def read_metrics(
     ks: tuple[int, ...] | None,
     options: Options = DEFAULT_OPTIONS,
     items: ItemInputs = NO_ITEM_INPUTS,
+    intents: Tensor | None = None,
 ) -> Evaluation:
     """Every metric at every k, per query, from statistics at least ``rank_depth`` deep.
 
     With a catalogue-level metric, also the batch's :class:`Exposure`
     (``items``: the item inputs of the exposure metrics, on the statistics' device).
+    ``intents``: (Q, N, S) bool, each item's relevance per subtopic, read by the
+    diversity measures (from whole ranked lists that name their items).
     """
     if not isinstance(ranked, RankedBatch):  # the statistics of one whole batch
         device = ranked.num_ranked.device
@@ -128,6 +132,7 @@ def read_metrics(
                 items,
                 exposures,
                 later=whole,
+                intents=None if intents is None else intents[queries],
             ),
         )
         for queries, stats in ranked.parts
@@ -198,6 +203,7 @@ def _read_part(
     items: ItemInputs = NO_ITEM_INPUTS,
     exposures: list[Exposure] | None = None,
     later: bool = False,
+    intents: Tensor | None = None,
 ) -> tuple[dict[str, MetricValue], Tensor | Callable[[], Tensor]]:
     """(value, defined) (Q, columns) of every metric by name, and R, for one part.
 
@@ -242,6 +248,14 @@ def _read_part(
         cutoff("k").top_items = top_items
         if exposures is not None and any(metric.catalogue for metric in metrics):
             exposures.append(top_items.exposure())
+    if any(metric.intents for metric in metrics):
+        top_list = stats.top_list
+        if intents is None or top_list is None or top_list.items is None:
+            raise ValueError("the diversity measures need subtopic judgments and ranked items")
+        found = intent_stats(top_list, intents, options.alpha)
+        for metric in metrics:
+            if metric.intents:
+                cutoff(metric.cutoff).intents = found
     values: dict[str, MetricValue] = {}
     for metric in metrics:
         if metric.value is None:

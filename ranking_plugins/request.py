@@ -30,6 +30,7 @@ from ranking_plugins.kernel import (
     ItemInputs,
     RankedBatch,
     rank_inputs,
+    subtopic_relevance,
 )
 from ranking_plugins.metrics import (
     Metric,
@@ -195,9 +196,51 @@ class RankingRequest:
         """Per-query values of every metric at every k for one batch (no gradient).
 
         ``preds`` is a score tensor, or :class:`EmbeddingScores` with item-index targets.
-        ``judged``: which items carry a judgment (None: every item).
+        ``judged``: which items carry a judgment (None: every item). A (Q, N, S)
+        ``target`` holds subtopic judgments (the diversity measures): each item's
+        grade per subtopic; the other metrics read each item's largest grade.
         """
-        return self.read(self.rank(preds, target, indexes=indexes, mask=mask, judged=judged))
+        target, intents = self.split_intents(preds, target, indexes)
+        ranked = self.rank(preds, target, indexes=indexes, mask=mask, judged=judged)
+        return self.read(ranked, intents)
+
+    @property
+    def intents(self) -> bool:
+        """Whether a metric reads subtopic judgments (the diversity measures)."""
+        return any(metric.intents for metric in self.metrics)
+
+    def split_intents(
+        self, preds: Tensor | EmbeddingInput, target: Tensor, indexes: Tensor | None
+    ) -> tuple[Tensor, Tensor | None]:
+        """A (Q, N, S) subtopic target as each item's largest grade and its subtopic
+        relevance (bool); another target as it is, with None."""
+        is_subtopics = isinstance(target, Tensor) and target.ndim == 3
+        if not is_subtopics:
+            if self.intents:
+                names = metric_names(lambda metric: metric.intents)
+                given = tuple(target.shape) if isinstance(target, Tensor) else type(target)
+                raise V.ArgumentError(
+                    "target",
+                    f"must hold subtopic judgments for the diversity measures ({names}): a "
+                    f"(Q, N, S) grade tensor, each item's grade per subtopic; got shape {given}",
+                )
+            return target, None
+        shape = tuple(preds.shape) if isinstance(preds, Tensor) else None
+        if indexes is not None or shape is None or len(shape) != 2 or target.shape[:2] != shape:
+            raise V.ArgumentError(
+                "target",
+                "must be a (Q, N, S) grade tensor of subtopic judgments for (Q, N) scores "
+                f"(dense layout, no indexes); got target {tuple(target.shape)} for preds "
+                f"{shape if shape is not None else type(preds).__name__}",
+            )
+        if target.shape[2] == 0:
+            raise V.ArgumentError("target", "must hold at least one subtopic (S > 0), got S = 0")
+        if target.dtype == torch.bool:
+            target = target.to(torch.int64)
+        if self.options.validate_args and target.is_floating_point() and bool(target.isnan().any()):
+            raise V.ArgumentError("target", "must not hold NaN subtopic grades")
+        relevant = subtopic_relevance(target, self.options.relevance_threshold)
+        return target.amax(dim=2), relevant
 
     def rank(
         self,
@@ -223,10 +266,10 @@ class RankingRequest:
                 return self._rank(preds, target, indexes, mask, depth, judged, scores_checked)
         inputs = (preds, target, indexes, mask, judged)
         ranking = self.ranking_key
-        identities = self.identities
-        if identities and isinstance(preds, Tensor) and preds.ndim == 2 and indexes is None:
+        identities = self.identities or self.intents
+        if self.identities and isinstance(preds, Tensor) and preds.ndim == 2 and indexes is None:
             self.items.check_catalogue(preds.shape[1])
-        if identities and isinstance(preds, EmbeddingScores):
+        if self.identities and isinstance(preds, EmbeddingScores):
             self.items.check_catalogue(preds.num_items)
         ranked = last_batch.lookup(inputs, ranking, depth, self.options.validate_args)
         if ranked is not None and identities and not ranked.identities:
@@ -238,12 +281,13 @@ class RankingRequest:
                 last_batch.store(inputs, ranking, None if ranked.whole_lists else depth, ranked)
         return ranked
 
-    def read(self, ranked: RankedBatch) -> Evaluation:
-        """Every metric at every k, per query, from a ranking at least :attr:`depth` deep."""
+    def read(self, ranked: RankedBatch, intents: Tensor | None = None) -> Evaluation:
+        """Every metric at every k, per query, from a ranking at least :attr:`depth` deep
+        (``intents``: the (Q, N, S) subtopic relevance of the diversity measures)."""
         with torch.no_grad():
             items = self.items.to(ranked.device) if self.identities else self.items
             reads = [
-                read_metrics(ranked, metrics, ks, self.options, items)
+                read_metrics(ranked, metrics, ks, self.options, items, intents)
                 for metrics, ks in self.groups
             ]
         if len(reads) == 1 and self.pairs is None:
@@ -306,7 +350,7 @@ class RankingRequest:
             ties=self.options.ties,
             depth=depth,
             validate_args=self.options.validate_args,
-            identities=self.identities,
+            identities=self.identities or self.intents,
             judged=judged,
             judgments=self.judgments,
             check_catalogue=self.items.check_catalogue if self.identities else None,

@@ -127,6 +127,7 @@ def test_host_under_average_marks_the_metrics_that_read_the_host(
     preds = torch.randint(0, 3, (4, 8), generator=g).float()  # tie groups in every row
     target = torch.randint(0, 3, (4, 8), generator=g)
     judged = torch.rand(4, 8, generator=g) < 0.8
+    subtopics = torch.randint(0, 3, (4, 8, 3), generator=g)  # the diversity measures' target
     reads = set()
     for name, metric in metric_table.METRICS.items():
         if metric.exposure:
@@ -135,7 +136,7 @@ def test_host_under_average_marks_the_metrics_that_read_the_host(
             with forbid_host_reads(monkeypatch):
                 rank_metrics(
                     preds,
-                    target,
+                    subtopics if metric.intents else target,
                     [name],
                     3,
                     ties="average",

@@ -27,6 +27,8 @@ BAD_VALUES: dict[str, tuple[object, type[Exception], str]] = {
     "adaptive_k": (1, TypeError, "`adaptive_k` must be a bool"),
     "weighted": ("yes", TypeError, "`weighted` must be a bool"),
     "rbp_persistence": (1.0, ValueError, r"`rbp_persistence` must be a number in \(0, 1\)"),
+    "alpha": (1.0, ValueError, r"`alpha` must be a number in \[0, 1\)"),
+    "beta": (1.5, ValueError, r"`beta` must be a number in \[0, 1\]"),
     "fall_out_empty": ("none", ValueError, "`fall_out_empty` must be one of"),
     "max_fpr": (0.0, ValueError, r"`max_fpr` must be None or a number in \(0, 1\]"),
     "target_format": ("sparse", ValueError, "`target_format` must be one of"),

@@ -95,6 +95,12 @@ from ranking_plugins.kernel.statistics.exposure import (
     TopItems,
     personalisation,
 )
+from ranking_plugins.kernel.statistics.intents import (
+    IntentStats,
+    intent_stats,
+    nrbp_scale,
+    subtopic_relevance,
+)
 
 
 def rank_inputs(
@@ -212,6 +218,7 @@ __all__ = [
     "EmbeddingScores",
     "Exposure",
     "GainRule",
+    "IntentStats",
     "ItemIds",
     "ItemInputs",
     "ItemKeywords",
@@ -238,7 +245,9 @@ __all__ = [
     "dot_scores",
     "embedding_stats",
     "host_reads_are_free",
+    "intent_stats",
     "normalize_input",
+    "nrbp_scale",
     "personalisation",
     "rank",
     "rank_batch",
@@ -247,4 +256,5 @@ __all__ = [
     "ranking_method",
     "recall_level_cut",
     "sharded_stats",
+    "subtopic_relevance",
 ]

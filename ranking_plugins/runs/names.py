@@ -203,7 +203,7 @@ def parse_measures(measures: str | object | Iterable[str | object]) -> list[Meas
       ir_measures' 0.8 whatever the call's options, and the others not written
       follow the call's options, whose defaults are ir_measures' (the linear
       gain, grades above 0 relevant). ir_measures' measures this
-      package does not compute (``ERR``: gdeval's, ``alpha_nDCG``, ...), and
+      package does not compute (``ERR``: gdeval's, ...), and
       parameter values it cannot honour (``gains``, ``SetF(beta=2)``), are a
       ValueError naming the ones it computes.
 
@@ -411,6 +411,23 @@ IR_MEASURES: dict[str, IrMeasure] = {
     "SetF": IrMeasure("f1", (_REL, "beta", _JUDGED)),
     "SetAP": IrMeasure("set_map", (_REL, _JUDGED)),
     "Success": IrMeasure("hit_rate", (_REL, _JUDGED), at_k=True),
+    # the diversity measures (pyndeval's in ir_measures); alpha and beta not written are
+    # ir_measures' 0.5 whatever the call's options
+    **{
+        name: IrMeasure(metric, params, at_k=at_k, fixed=(("alpha", 0.5), ("beta", 0.5)))
+        for names, metric, params, at_k in (
+            (("alpha_nDCG", "α_nDCG"), "alpha_ndcg", ("alpha", _REL, _JUDGED), True),
+            (("alpha_DCG", "α_DCG"), "alpha_dcg", ("alpha", _REL, _JUDGED), True),
+            (("ERR_IA",), "err_ia", (_REL, _JUDGED), True),
+            (("nERR_IA",), "nerr_ia", (_REL, _JUDGED), True),
+            (("NRBP",), "nrbp", ("alpha", "beta", _REL), False),
+            (("nNRBP",), "nnrbp", ("alpha", "beta", _REL), False),
+            (("P_IA",), "p_ia", (_REL, _JUDGED), True),
+            (("AP_IA", "MAP_IA"), "ap_ia", (_REL, _JUDGED), False),
+            (("StRecall",), "subtopic_recall", (_REL,), True),
+        )
+        for name in names
+    },
 }
 #: ir_measures' measures this package does not compute, and why where it has a near one
 IR_MEASURES_REFUSED: dict[str, str] = {
@@ -419,9 +436,8 @@ IR_MEASURES_REFUSED: dict[str, str] = {
     "another measure, asked as err@k",
     **dict.fromkeys(
         (
-            "Accuracy", "BPM", "Compat", "ERR_IA", "nERR_IA", "alpha_DCG", "α_DCG",
-            "alpha_nDCG", "α_nDCG", "NRBP", "nNRBP", "AP_IA", "MAP_IA", "P_IA", "StRecall",
-            "INST", "INSQ", "NERR8", "NERR9", "NERR10", "NERR11", "NumQ", "SDCG",
+            "Accuracy", "BPM", "Compat", "INST", "INSQ", "NERR8", "NERR9", "NERR10",
+            "NERR11", "NumQ", "SDCG",
         ),
         "",
     ),
@@ -488,6 +504,10 @@ def _ir_measure(name: str, params: dict[str, object], key: str, token: str) -> M
                 metric = "relative_precision"
             elif metric == "relative_precision":
                 metric = "precision"
+        elif param in ("alpha", "beta") and entry.metric != "f1":
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise ValueError(f"{token!r}: {param} must be a number, got {value!r}")
+            options[param] = float(value)
         elif param == "beta":
             if value != 1:
                 raise ValueError(f"{token!r}: only SetF's beta=1 (F1) is computed, got {value!r}")

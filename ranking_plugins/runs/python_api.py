@@ -20,11 +20,19 @@ from typing import Any
 from ranking_plugins import _validation as V
 from ranking_plugins._display import html_table, import_pandas
 from ranking_plugins.choices import DEFAULT_METRICS, UNJUDGED_QUERIES, UNRETRIEVED_QUERIES
+from ranking_plugins.metrics import METRICS
 from ranking_plugins.options import Options, unknown_keywords
+from ranking_plugins.runs.diversity import (
+    SubtopicQrels,
+    left_out,
+    subtopic_collections,
+    subtopic_qrels,
+)
 from ranking_plugins.runs.evaluation import (
     COMMAND_DEFAULTS,
     Results,
     Settings,
+    evaluate,
     evaluate_file,
     result_keys,
     torch_threads,
@@ -206,13 +214,21 @@ def evaluate_specs(
     (pytrec_eval's and ir_measures' answer) rather than a ValueError.
     """
     unjudged_queries = settings.unjudged_queries
+    subtopics: SubtopicQrels | None = None
     try:
+        if any(_diversity(spec) for spec in specs):
+            # the diversity measures read each judgment's subtopic; the others the
+            # largest grade of each (query, document)
+            subtopics = subtopic_qrels(qrels)
+            qrels = subtopics.records()
         qrels_records = as_records(qrels, "qrels", qrels_format)
         run_records = as_records(run, "run", run_format)
         if unjudged_queries == "error":
             _check_judged(qrels_records, run_records)
         with torch_threads(1):  # as the command: see torch_threads
-            results, collection = _evaluate_specs(qrels_records, run_records, specs, settings)
+            results, collection = _evaluate_specs(
+                qrels_records, run_records, specs, settings, subtopics
+            )
     except FileFormatError as error:
         # a file's problem at its FILE:LINE; an in-memory side's without the stand-in path
         if not is_in_memory(error.path):
@@ -239,13 +255,19 @@ def evaluate_specs(
 
 
 def _evaluate_specs(
-    qrels: Records, run: Records, specs: list[MeasureSpec], settings: Settings
+    qrels: Records,
+    run: Records,
+    specs: list[MeasureSpec],
+    settings: Settings,
+    subtopics: SubtopicQrels | None = None,
 ) -> tuple[Results, Collection]:
     """Each measure evaluated with the options its own parameters set (one pass per set
     of options, as the command's passes), its results under the key it was asked by."""
     passes: dict[tuple[tuple[tuple[str, Any], ...], bool], list[MeasureSpec]] = {}
     for spec in specs:
-        passes.setdefault((spec.option_items, spec.judged_only), []).append(spec)
+        # the diversity measures in passes of their own (subtopic parts)
+        diverse = (("diversity", True),) if _diversity(spec) else ()
+        passes.setdefault((spec.option_items + diverse, spec.judged_only), []).append(spec)
     per_query: dict[str, Any] = {}
     mean: dict[str, float] = {}
     standard_error: dict[str, float] = {}
@@ -253,12 +275,26 @@ def _evaluate_specs(
     first: tuple[Results, Collection] | None = None
     for (option_items, judged_only), group in passes.items():
         wanted = list(dict.fromkeys((spec.metric, spec.k) for spec in group))
+        own = dict(option_items)
+        diversity = own.pop("diversity", False)
         pass_settings = replace(
             settings,
-            options=settings.options.replace(**dict(option_items)),
+            options=settings.options.replace(**own),
             judged_only=settings.judged_only or judged_only,
         )
-        done, collection = evaluate_file(qrels, run, wanted, pass_settings)
+        if diversity:
+            assert subtopics is not None  # read for the diversity measures
+            parts = subtopic_collections(
+                subtopics,
+                run,
+                ties=pass_settings.options.ties,
+                judged_only=pass_settings.judged_only,
+                unretrieved=settings.unretrieved_queries,
+            )
+            done = evaluate(parts, wanted, pass_settings.options, "qrels")
+            collection = left_out(subtopics, run)
+        else:
+            done, collection = evaluate_file(qrels, run, wanted, pass_settings)
         first = first or (done, collection)
         assert done.qids == first[0].qids  # the same join, whatever the options
         keys = dict(zip(wanted, result_keys(wanted), strict=True))
@@ -272,6 +308,12 @@ def _evaluate_specs(
     ordered = [spec.key for spec in specs]
     results = Results(first[0].qids, ordered, per_query, mean, standard_error, counted)
     return results, first[1]
+
+
+def _diversity(spec: MeasureSpec) -> bool:
+    """Whether a measure reads subtopic judgments (a geometric mean, gm_map, is none)."""
+    metric = METRICS.get(spec.metric)
+    return metric is not None and metric.intents
 
 
 def _measure_list(measures: str | Iterable[Any]) -> list[Any]:

@@ -22,6 +22,7 @@ from ranking_plugins.kernel.statistics.partial_auc import AucSlots, top_auc
 if TYPE_CHECKING:
     from ranking_plugins.kernel.ranking.tie_groups import RankedList
     from ranking_plugins.kernel.statistics.exposure import TopItems
+    from ranking_plugins.kernel.statistics.intents import IntentStats
     from ranking_plugins.kernel.statistics.judged import JudgedReadings
 
 
@@ -221,6 +222,8 @@ class Cutoff:
         self.deepest = deepest  # an upper bound of k known on the host, if any
         #: which items the top k holds (set when an exposure metric is read)
         self.top_items: TopItems | None = None
+        #: the intent-aware terms of the lists (set when a diversity measure is read)
+        self.intents: IntentStats | None = None
 
     @cached_property
     def hits(self) -> Tensor:
