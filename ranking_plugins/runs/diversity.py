@@ -173,7 +173,7 @@ def _from_iterable(records: Iterable[Any]) -> SubtopicQrels:
         _ids_of(columns[0], "qrels", "query"),
         _ids_of(columns[1], "qrels", "subtopic"),
         _ids_of(columns[2], "qrels", "document"),
-        _numbers(columns[3], "qrels"),
+        _numbers(columns[3], "qrels", lambda at: (columns[0][at], columns[2][at])),
     )
 
 
