@@ -41,7 +41,7 @@ from typing import IO, Any, NamedTuple
 
 from ranking_plugins.choices import TIES
 from ranking_plugins.runs.evaluation import COMMAND_DEFAULTS, Settings
-from ranking_plugins.runs.names import MeasureSpec, is_count, parse_measures
+from ranking_plugins.runs.names import MeasureSpec, is_count, is_diversity, parse_measures
 
 
 class Metric(NamedTuple):
@@ -96,6 +96,7 @@ PROVIDERS = {
     "judged": Provider("judged", "ascending", False, True, negative_judged=True),
     "msmarco": Provider("msmarco", "ascending", False, False),
     "gdeval": Provider("gdeval", "descending", False, False),
+    "pyndeval": Provider("pyndeval", "ascending", False, False),
 }
 
 
@@ -112,6 +113,8 @@ def provider(spec: MeasureSpec) -> Provider:
         return PROVIDERS["judged"]
     if spec.metric == "ndcg" and spec.k is not None and spec.options.get("gain") == "exponential":
         return PROVIDERS["gdeval"]
+    if is_diversity(spec.metric):
+        return PROVIDERS["pyndeval"]
     return PROVIDERS["pytrec_eval"]
 
 
@@ -179,6 +182,12 @@ def _evaluate(measures: Iterable[Any], qrels: Any, run: Any, ties: str) -> _Tabl
         empty_qids = [
             _qid(q) for q, docs in qrels.items() if isinstance(docs, Mapping) and not docs
         ]
+    subtopics = None
+    if any(is_diversity(spec.metric) for spec in specs):  # read with their subtopics
+        from ranking_plugins.runs.diversity import subtopic_qrels
+
+        subtopics = subtopic_qrels(qrels)
+        qrels = subtopics.records()
     qrels_records, run_records = _records(qrels, "qrels"), _records(run, "run")
     groups: dict[str, list[MeasureSpec]] = {}
     for spec in specs:
@@ -188,7 +197,8 @@ def _evaluate(measures: Iterable[Any], qrels: Any, run: Any, ties: str) -> _Tabl
     first = next(PROVIDERS[name] for name in PROVIDERS if name in groups)
     values: dict[str, dict[str, float]] = {}
     for name, group in groups.items():
-        scored = _scored(qrels_records, run_records, group, PROVIDERS[name], ties)
+        judgments = subtopics if name == "pyndeval" else qrels_records
+        scored = _scored(judgments, run_records, group, PROVIDERS[name], ties)
         empty_counted = PROVIDERS[name].empty_queries or (len(groups) > 1 and first.empty_queries)
         for spec in group:
             values[spec.key] = scored[spec.key]

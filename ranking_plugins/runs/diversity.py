@@ -184,10 +184,13 @@ def subtopic_collections(
     ties: str,
     judged_only: bool,
     unretrieved: str,
+    tied_ids: str = "descending",
 ) -> Iterator[Collection]:
     """The queries of both sides (and, with ``unretrieved="count"``, the judged ones the
     run lacks, retrieving nothing) as dense parts: scores (masked where a column is a
-    judged document the run lacks), target (Q, N, S) grades (0 where unjudged)."""
+    judged document the run lacks), target (Q, N, S) grades (0 where unjudged).
+    ``tied_ids``: the order of a tie's document ids under ``ties="first"`` (trec_eval's
+    descending; ndeval's ascending)."""
     import numpy as np
 
     pa, pc = arrow(), arrow().compute
@@ -230,8 +233,9 @@ def subtopic_collections(
     subtopic = sub_index - sub_first[judged_query]
     breadth = np.maximum(np.diff(sub_first), 1)
     scores = run.values.numpy()[np.asarray(kept)]
-    if ties == "first":  # trec_eval's: equal scores by document id, descending
-        order = np.lexsort((-document[:num_run], -scores, query[:num_run]))
+    if ties == "first":  # equal scores by document id, in the order asked
+        tie_break = -document[:num_run] if tied_ids == "descending" else document[:num_run]
+        order = np.lexsort((tie_break, -scores, query[:num_run]))
         scores = np.empty(num_run)
         scores[order] = -np.arange(num_run, dtype=np.float64)
     grades = qrels.grades.numpy()[np.asarray(judged_rows)]

@@ -636,6 +636,13 @@ def trec_eval_name(metric: str, k: int | None) -> str:
     return result_key(METRICS[metric], k)
 
 
+def is_diversity(metric: str) -> bool:
+    """Whether a measure reads subtopic judgments (alpha_ndcg, err_ia, ...; a summary of
+    the command, gm_map, is no metric of the table)."""
+    found = METRICS.get(metric)
+    return found is not None and found.intents
+
+
 def is_count(metric: str) -> bool:
     """Whether trec_eval prints the metric as an integer count, summed in its "all" line."""
     return any(m.metric == metric and m.count for m in TREC_EVAL_MEASURES.values())

@@ -20,7 +20,6 @@ from typing import Any
 from ranking_plugins import _validation as V
 from ranking_plugins._display import html_table, import_pandas
 from ranking_plugins.choices import DEFAULT_METRICS, UNJUDGED_QUERIES, UNRETRIEVED_QUERIES
-from ranking_plugins.metrics import METRICS
 from ranking_plugins.options import Options, unknown_keywords
 from ranking_plugins.runs.diversity import (
     SubtopicQrels,
@@ -39,7 +38,7 @@ from ranking_plugins.runs.evaluation import (
 )
 from ranking_plugins.runs.inputs import as_records, check_repeats, is_in_memory
 from ranking_plugins.runs.joining import Collection
-from ranking_plugins.runs.names import MeasureSpec, parse_measures
+from ranking_plugins.runs.names import MeasureSpec, is_diversity, parse_measures
 from ranking_plugins.runs.notes import left_out_notes, listing
 from ranking_plugins.runs.reading import FileFormatError, Records, arrow, query_name
 
@@ -219,7 +218,7 @@ def evaluate_specs(
         if any(_diversity(spec) for spec in specs):
             # the diversity measures read each judgment's subtopic; the others the
             # largest grade of each (query, document)
-            subtopics = subtopic_qrels(qrels)
+            subtopics = qrels if isinstance(qrels, SubtopicQrels) else subtopic_qrels(qrels)
             qrels = subtopics.records()
         qrels_records = as_records(qrels, "qrels", qrels_format)
         run_records = as_records(run, "run", run_format)
@@ -290,6 +289,7 @@ def _evaluate_specs(
                 ties=pass_settings.options.ties,
                 judged_only=pass_settings.judged_only,
                 unretrieved=settings.unretrieved_queries,
+                tied_ids=settings.tied_ids or "descending",
             )
             done = evaluate(parts, wanted, pass_settings.options, "qrels")
             collection = left_out(subtopics, run)
@@ -311,9 +311,7 @@ def _evaluate_specs(
 
 
 def _diversity(spec: MeasureSpec) -> bool:
-    """Whether a measure reads subtopic judgments (a geometric mean, gm_map, is none)."""
-    metric = METRICS.get(spec.metric)
-    return metric is not None and metric.intents
+    return is_diversity(spec.metric)
 
 
 def _measure_list(measures: str | Iterable[Any]) -> list[Any]:
