@@ -27,6 +27,7 @@ import torch
 from torch import Tensor
 
 from ranking_plugins.kernel.ranking.tie_groups import RankedList
+from ranking_plugins.kernel.statistics.closed_forms import log_hypergeometric
 
 #: gains this close (relative) are equal in the greedy ideal list: a gain is a sum of
 #: powers of 1 - alpha, and the same sum reached in another order may differ in its last
@@ -79,10 +80,6 @@ def greedy_ideal_gains(relevant: Tensor, alpha: float) -> Tensor:
     return gains
 
 
-def _log_binomial(n: Tensor, k: Tensor) -> Tensor:
-    return torch.lgamma(n + 1) - torch.lgamma(k + 1) - torch.lgamma(n - k + 1)
-
-
 def hypergeometric_power_mean(
     population: Tensor, successes: Tensor, draws: Tensor, x: float
 ) -> Tensor:
@@ -95,16 +92,9 @@ def hypergeometric_power_mean(
     result = torch.zeros_like(population)
     limit = int(torch.minimum(successes, draws).max()) if population.numel() else -1
     failures = population - successes
-    log_total = _log_binomial(population, draws)
     for h in range(limit + 1):
         possible = (successes >= h) & (draws - h >= 0) & (draws - h <= failures)
-        chosen = torch.full_like(successes, float(h))
-        rest = (draws - h).clamp(min=0).minimum(failures)
-        log_p = (
-            _log_binomial(successes.clamp(min=h), chosen)
-            + _log_binomial(failures, rest)
-            - log_total
-        )
+        log_p = log_hypergeometric(successes, h, population, draws)
         result += torch.where(possible, torch.exp(log_p), 0.0) * x**h
     return result
 
