@@ -62,7 +62,7 @@ Grades = Mapping[str, Real]
 Relevant = Mapping[str, Iterable[str] | Grades]
 
 
-class InformationRetrievalEvaluator(_SentenceTransformersEvaluator):  # type: ignore[misc]
+class InformationRetrievalEvaluator(_SentenceTransformersEvaluator):
     """sentence-transformers' ``InformationRetrievalEvaluator``, the package's numbers.
 
     The arguments of sentence-transformers 6.x's constructor, with its defaults
@@ -153,7 +153,7 @@ class InformationRetrievalEvaluator(_SentenceTransformersEvaluator):  # type: ig
             dict(queries),
             # ascending ids: sentence-transformers breaks ties by corpus id, ties="first" by row
             {doc_id: corpus[doc_id] for doc_id in sorted(corpus)},
-            relevant_docs,
+            dict(relevant_docs),  # type: ignore[arg-type]  # read by `in` and len(): grades too
             corpus_chunk_size=corpus_chunk_size,
             **{argument: list(ks) for argument, ks in cutoffs.items()},
             show_progress_bar=show_progress_bar,
@@ -196,9 +196,9 @@ class InformationRetrievalEvaluator(_SentenceTransformersEvaluator):  # type: ig
     ) -> dict[str, float]:
         if self.shard_corpus and _rank(self.group) != 0:
             output_path = None  # every process has the values; the first writes them
-        return super().__call__(model, output_path, epoch, steps, *args, **kwargs)  # type: ignore[no-any-return]
+        return super().__call__(model, output_path, epoch, steps, *args, **kwargs)
 
-    def compute_all_metrics(
+    def compute_all_metrics(  # type: ignore[override]  # the base returns this nesting too
         self,
         model: Any,
         corpus_model: Any = None,
@@ -214,34 +214,37 @@ class InformationRetrievalEvaluator(_SentenceTransformersEvaluator):  # type: ig
         world, rank = (_world(self.group), _rank(self.group)) if self.shard_corpus else (1, 0)
         query_rows = _share(len(self.queries), world, rank)
         corpus_rows = _share(len(self.corpus), world, rank)
-        query_emb = self.embed_inputs(
-            model,
-            self.queries[query_rows],
-            encode_fn_name="query",
-            prompt_name=self.query_prompt_name,
-            prompt=self.query_prompt,
-        )
+        query_emb = self._encode(model, "query", self.queries[query_rows])
         if corpus_embeddings is None:
-            corpus_emb = self.embed_inputs(
-                corpus_model,
-                self.corpus[corpus_rows],
-                encode_fn_name="document",
-                prompt_name=self.corpus_prompt_name,
-                prompt=self.corpus_prompt,
-            )
+            corpus_emb = self._encode(corpus_model, "document", self.corpus[corpus_rows])
         else:
             corpus_emb = corpus_embeddings[corpus_rows]
         ids, grades = self._relevant(query_emb.device)
         ids = ids[query_rows]
+        score_functions = self.score_functions
+        assert score_functions is not None  # the base sets them from the model when not given
         results = {}
-        for name, score_fn in self.score_functions.items():
+        for name, score_fn in score_functions.items():
             values = self._values(query_emb, corpus_emb, score_fn, ids, grades, corpus_rows.start)
-            results[name] = _grouped(self.groups, dict(zip(self.request.keys, values.tolist(), strict=True)))
+            by_key = dict(zip(self.request.keys, values.tolist(), strict=True))
+            results[name] = _grouped(self.groups, by_key)
         for name in self.score_function_names:
             self.output_scores({group: results[name][group] for group in _ST_GROUPS})
         return results
 
-    compute_metrices = compute_all_metrics
+    compute_metrices = compute_all_metrics  # type: ignore[assignment]
+
+    def _encode(self, model: Any, side: str, texts: list[Any]) -> Tensor:
+        """sentence-transformers' encoding of queries or documents, as a tensor."""
+        prompt_name, prompt = (
+            (self.query_prompt_name, self.query_prompt)
+            if side == "query"
+            else (self.corpus_prompt_name, self.corpus_prompt)
+        )
+        encoded = self.embed_inputs(
+            model, texts, encode_fn_name=side, prompt_name=prompt_name, prompt=prompt
+        )
+        return torch.as_tensor(encoded)
 
     def _values(
         self,
@@ -289,12 +292,12 @@ class InformationRetrievalEvaluator(_SentenceTransformersEvaluator):  # type: ig
             if self.graded:
                 grades = torch.zeros(len(listed), len(self.corpus_ids), dtype=torch.float64)
                 for q, qid in enumerate(self.queries_ids):
-                    docs = self.relevant_docs[qid]
-                    if isinstance(docs, Mapping):
-                        for doc_id, grade in docs.items():
+                    judged = self.relevant_docs[qid]
+                    if isinstance(judged, Mapping):
+                        for doc_id, grade in judged.items():
                             grades[q, row[doc_id]] = float(grade)
                     else:
-                        grades[q, ids[q, : len(docs)]] = 1.0
+                        grades[q, ids[q, : len(judged)]] = 1.0
             self._targets = (ids, grades)
         ids, grades = self._targets
         return ids.to(device), None if grades is None else grades.to(device)
