@@ -216,14 +216,17 @@ def test_tie_policies_and_other_metrics_equal_rank_metrics(ties: str) -> None:
     for key, value in expected.items():
         assert got[f"cosine_{key}"] == pytest.approx(float(value), rel=1e-12), key
     # a k of one of sentence-transformers' metrics joins its group; other metrics come last
-    assert list(got)[-5:] == [
-        "cosine_ndcg@10",
-        "cosine_ndcg@7",
-        "cosine_mrr@5",
-        "cosine_map@20",
-        "cosine_err@5",
-        "cosine_r_precision",
-    ][-5:]
+    assert (
+        list(got)[-5:]
+        == [
+            "cosine_ndcg@10",
+            "cosine_ndcg@7",
+            "cosine_mrr@5",
+            "cosine_map@20",
+            "cosine_err@5",
+            "cosine_r_precision",
+        ][-5:]
+    )
 
 
 def test_bad_inputs_name_the_argument() -> None:
