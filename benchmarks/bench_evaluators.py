@@ -98,7 +98,9 @@ def _problem(
     queries = {f"q{i:06d}": str(i) for i in range(args.queries)}
     g = torch.Generator().manual_seed(1)
     picks = torch.randint(0, args.items, (args.queries, args.relevant), generator=g).tolist()
-    relevant = {qid: {f"{d:0{width}d}" for d in row} for qid, row in zip(queries, picks)}
+    relevant = {
+        qid: {f"{d:0{width}d}" for d in row} for qid, row in zip(queries, picks, strict=True)
+    }
     return queries, corpus, relevant
 
 

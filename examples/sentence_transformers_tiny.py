@@ -82,7 +82,7 @@ def evaluate(model: SentenceTransformer, when: str) -> None:
 
 
 def main() -> None:
-    queries, corpus, relevant, vocabulary = task()
+    _, corpus, relevant, vocabulary = task()
     model = tiny_model(vocabulary)
     # training pairs: other words of each topic than the evaluation queries'
     r = random.Random(2)
