@@ -89,7 +89,7 @@ def main() -> None:
     pairs = [
         (" ".join(r.sample(corpus[doc].split(), 2)), corpus[doc])
         for docs in relevant.values()
-        for doc in docs
+        for doc in sorted(docs)
     ]
     evaluate(model, "before")
     train(model, pairs, steps=200)
