@@ -38,7 +38,8 @@ Where it differs from sentence-transformers on purpose:
 >>> tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
 >>> weights = torch.randn(len(words), 8, generator=torch.Generator().manual_seed(0))
 >>> model = SentenceTransformer(modules=[StaticEmbedding(tokenizer, embedding_weights=weights)])
->>> corpus = {"d1": "cat dog", "d2": "fish bird", "d3": "tree rock", "d4": "dog fish", "d5": "bird tree"}
+>>> corpus = {"d1": "cat dog", "d2": "fish bird", "d3": "tree rock", "d4": "dog fish",
+...           "d5": "bird tree"}
 >>> queries = {"q1": "cat", "q2": "bird", "q3": "rock"}
 >>> relevant_docs = {"q1": {"d1", "d4"}, "q2": {"d2"}, "q3": {"d3", "d5"}}
 >>> evaluator = InformationRetrievalEvaluator(
