@@ -279,8 +279,9 @@ def _aggregate_curve(values: Tensor, aggregation: Aggregation) -> Tensor:
         return aggregation(values, dim=0)
     if aggregation == "mean":
         return values.mean(dim=0)
-    reduce = {"median": torch.median, "min": torch.min, "max": torch.max}[aggregation]
-    return reduce(values, dim=0).values
+    if aggregation == "median":
+        return values.median(dim=0).values
+    return values.min(dim=0).values if aggregation == "min" else values.max(dim=0).values
 
 
 __all__ = ["RetrievalPrecisionRecallCurve", "RetrievalRecallAtFixedPrecision"]
