@@ -21,7 +21,11 @@ from ranking_plugins.per_query import Evaluation
 from ranking_plugins.request import RankingRequest
 from ranking_plugins.torchmetrics_base import BaseRankingMetric
 from ranking_plugins.torchmetrics_functional import check_max_k
-from ranking_plugins.torchmetrics_messages import _check_arguments, _retrieval_keywords
+from ranking_plugins.torchmetrics_messages import (
+    _check_arguments,
+    _refuse_unread_options,
+    _retrieval_keywords,
+)
 from ranking_plugins.totals import Aggregation
 
 try:
@@ -76,6 +80,7 @@ class RetrievalPrecisionRecallCurve(BaseRankingMetric):
     ) -> None:
         _check_arguments(None, empty_target_action, ignore_index, adaptive_k)
         check_max_k(max_k)
+        _refuse_unread_options(type(self).__name__, ("adaptive_k",), list(kwargs))
         keywords = _retrieval_keywords(empty_target_action, ignore_index, aggregation)
         top_k = None if max_k is None else range(1, max_k + 1)
         super().__init__(
