@@ -201,11 +201,16 @@ def top_k_problem(top_k: object) -> Problem | None:
     return None
 
 
+def is_single_k(top_k: object) -> bool:
+    """Whether ``top_k`` is one k (an int, a NumPy integer, a 0-d tensor), not a sequence."""
+    return isinstance(top_k, (Integral, bool)) or (isinstance(top_k, Tensor) and top_k.ndim == 0)
+
+
 def _top_k_values(top_k: object) -> list[object] | None:
     """The ks of ``top_k`` (a 0-d integer tensor as its int), or None where it is
     neither a k nor a sequence of them."""
     ks: Iterable[object]
-    if isinstance(top_k, (Integral, bool)) or (isinstance(top_k, Tensor) and top_k.ndim == 0):
+    if is_single_k(top_k):
         ks = [top_k]
     elif isinstance(top_k, (Sequence, Tensor)) and not isinstance(top_k, str):
         ks = top_k

@@ -143,10 +143,10 @@ def _evaluate(
             raise
         raise ValueError(f"{refused}. {error}") from error
     values = list(results.values())
-    if top_k is None or isinstance(top_k, int):
+    if top_k is None or V.is_single_k(top_k):
         return values
     # the kernel's keys come in ascending k, once each; the caller's order here
-    ks = [int(k) for k in top_k]
+    ks = [int(k) for k in top_k]  # type: ignore[union-attr]
     per_metric = len(values) // len(metrics)
     ordered = sorted(set(ks))
     return [

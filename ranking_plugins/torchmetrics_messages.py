@@ -111,40 +111,44 @@ def _calling_wrapper() -> Any:
         if frame is None:
             return None
         owner = frame.f_locals.get("self")
-        methods = _ONE_TENSOR_WRAPPERS.get(type(owner).__name__, ())
-        if frame.f_code.co_name in methods and type(owner).__module__.startswith("torchmetrics"):
+        kind = type(owner).__name__
+        if (
+            frame.f_code.co_name in _ONE_TENSOR_WRAPPERS.get(kind, ())
+            and type(owner).__module__.startswith("torchmetrics")
+            # MetricCollection.plot(together=True) draws the flattened dict itself
+            and not (kind == "MetricCollection" and frame.f_locals.get("together"))
+        ):
             return owner
         frame = frame.f_back
     return None
 
 
-def _for_wrapper(value: Tensor, wrapper: Any) -> Tensor:
-    """One key's value as ``wrapper`` needs it: in the dtype of BootStrapper's tensor
-    ``quantile`` (``torch.quantile`` takes one dtype; TorchMetrics' float32 values
-    meet its float32 quantiles)."""
-    quantile = getattr(wrapper, "quantile", None) if wrapper is not None else None
+def _for_wrapper(metric: object, value: Any, wrapper: Any) -> Any:
+    """A metric's computed ``value`` as the TorchMetrics ``wrapper`` computing it needs it
+    (None: no wrapper): a dict of several keys refused with what works (TorchMetrics'
+    own errors there are a TypeError, a RuntimeError, a KeyError or an IndexError from
+    inside the wrapper); one tensor in the dtype of BootStrapper's tensor ``quantile``
+    (``torch.quantile`` takes one dtype; TorchMetrics' float32 values meet its float32
+    quantiles)."""
+    if wrapper is None:
+        return value
+    kind = type(wrapper).__name__
+    if isinstance(value, dict):
+        names = ", ".join(repr(key) for key in value)
+        raise ValueError(
+            f"{type(metric).__name__} computes a dict of {len(value)} values ({names}), and "
+            f"{_WRAPPER_WAYS[kind]}"
+        )
+    quantile = getattr(wrapper, "quantile", None)
     if (
-        type(wrapper).__name__ == "BootStrapper"
+        kind == "BootStrapper"
+        and isinstance(value, Tensor)
         and isinstance(quantile, Tensor)
         and quantile.is_floating_point()
         and quantile.dtype != value.dtype
     ):
         return value.to(quantile.dtype)
     return value
-
-
-def _refuse_wrapper(metric: object, keys: Sequence[str], wrapper: Any) -> None:
-    """A clear error where a TorchMetrics wrapper needs one tensor and ``metric`` computes
-    a dict of several keys (TorchMetrics' own errors there are a TypeError, a
-    RuntimeError, a KeyError or an IndexError from inside the wrapper)."""
-    if wrapper is None:
-        return
-    kind = type(wrapper).__name__
-    names = ", ".join(repr(key) for key in keys)
-    raise ValueError(
-        f"{type(metric).__name__} computes a dict of {len(keys)} values ({names}), and "
-        f"{_WRAPPER_WAYS[kind]}"
-    )
 
 
 _TOP_K_FORMS = "a positive int, a non-empty sequence of positive ints, or None for the whole list"
