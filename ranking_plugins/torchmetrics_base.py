@@ -106,7 +106,8 @@ class BaseRankingMetric(FixedDtypes):
 
     Args:
         metrics: metric names from :data:`ranking_plugins.metrics.METRICS`.
-        top_k: a cutoff, a sequence of cutoffs, or None (the whole list).
+        top_k: a cutoff, a sequence of cutoffs, or None (the whole list); None
+            inside a sequence adds the whole list (``[10, None]``).
         ignore_index: entries whose target equals it are dropped, as in
             ``torchmetrics.retrieval``: never ranked and not counted in R.
         whole_queries: grouped layout only: every batch holds whole queries,

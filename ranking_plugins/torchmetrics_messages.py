@@ -151,7 +151,10 @@ def _for_wrapper(metric: object, value: Any, wrapper: Any) -> Any:
     return value
 
 
-_TOP_K_FORMS = "a positive int, a non-empty sequence of positive ints, or None for the whole list"
+_TOP_K_FORMS = (
+    "a positive int, a non-empty sequence of positive ints, or None for the whole list "
+    "(also inside a sequence: [10, None])"
+)
 
 
 def _check_arguments(
