@@ -269,5 +269,7 @@ def test_in_a_tracker_and_min_max(case: tuple[Any, ...], other: Problem) -> None
     ):
         assert best[0][1] == best[1][1], name
         assert_same(best[0][0], best[1][0], f"{name} best")
+    if any(torch.isnan(found["raw"]) for found in extremes[:2]):
+        return  # no query counted: NaN here (never a minimum or maximum), 0.0 there
     assert_same(extremes[0], extremes[2], f"{name} min-max")
     assert_same(extremes[1], extremes[3], f"{name} min-max")
