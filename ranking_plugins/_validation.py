@@ -192,7 +192,8 @@ def is_integer_dtype(dtype: torch.dtype) -> bool:
 
 
 def top_k_problem(top_k: object) -> Problem | None:
-    """``top_k`` must be None, a positive int or a non-empty sequence of them.
+    """``top_k`` must be None, a positive int or a non-empty sequence of them, where
+    None also stands for the whole list (``[10, None]``: @10 and the whole list).
 
     ``kind`` says which part failed: ``"type"`` (neither an int nor a sequence),
     ``"empty"``, ``"item"`` (a k that is not an int) or ``"value"`` (a k < 1).
@@ -213,18 +214,38 @@ def top_k_problem(top_k: object) -> Problem | None:
             kind="empty",
         )
     for k in values:
+        if k is None and not is_single_k(top_k):
+            continue
         if isinstance(k, bool) or not isinstance(k, Integral):
-            return Problem(f"must hold positive ints only, got {k!r}", wrong_type=True, kind="item")
+            return Problem(
+                f"must hold positive ints (or None, the whole list) only, got {k!r}",
+                wrong_type=True,
+                kind="item",
+            )
         if k <= 0:
-            return Problem(f"must hold positive ints only, got {k}", kind="value")
+            return Problem(
+                f"must hold positive ints (or None, the whole list) only, got {k}", kind="value"
+            )
     return None
+
+
+def whole_list_in(top_k: object) -> bool:
+    """Whether a sequence ``top_k`` holds None, the whole list beside its cutoffs."""
+    return (
+        isinstance(top_k, Sequence) and not isinstance(top_k, str) and any(k is None for k in top_k)
+    )
+
+
+def is_single_k(top_k: object) -> bool:
+    """Whether ``top_k`` is one k (an int, a NumPy integer, a 0-d tensor), not a sequence."""
+    return isinstance(top_k, (Integral, bool)) or (isinstance(top_k, Tensor) and top_k.ndim == 0)
 
 
 def _top_k_values(top_k: object) -> list[object] | None:
     """The ks of ``top_k`` (a 0-d integer tensor as its int), or None where it is
     neither a k nor a sequence of them."""
     ks: Iterable[object]
-    if isinstance(top_k, (Integral, bool)) or (isinstance(top_k, Tensor) and top_k.ndim == 0):
+    if is_single_k(top_k):
         ks = [top_k]
     elif isinstance(top_k, (Sequence, Tensor)) and not isinstance(top_k, str):
         ks = top_k
@@ -237,11 +258,13 @@ def _top_k_values(top_k: object) -> list[object] | None:
 
 
 def normalize_top_k(top_k: object) -> tuple[int, ...] | None:
-    """``None``, or the requested cutoffs sorted ascending without duplicates."""
+    """``None``, or the requested cutoffs sorted ascending without duplicates (a None
+    among them, the whole list, left out: None where it is the only one)."""
     check("top_k", top_k_problem(top_k))
     if top_k is None:
         return None
-    return tuple(sorted({int(k) for k in _top_k_values(top_k) or ()}))  # type: ignore[call-overload]
+    ks = {int(k) for k in _top_k_values(top_k) or () if k is not None}  # type: ignore[call-overload]
+    return tuple(sorted(ks)) if ks else None
 
 
 def check_same_device(**tensors: Tensor | None) -> None:

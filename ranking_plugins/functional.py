@@ -76,7 +76,9 @@ def rank_metrics(
         target: relevance: grades ``(Q, N)`` (dense), relevant item ids ``(Q,)`` or
             ``(Q, T)`` padded with ``-1`` (item indices), or grades ``(M,)`` (grouped).
         metrics: names from :data:`ranking_plugins.metrics.METRICS`.
-        top_k: a cutoff, a sequence of cutoffs, or None for the whole list.
+        top_k: a cutoff, a sequence of cutoffs, or None for the whole list; None
+            inside a sequence adds the whole list (``[10, None]``: ``"mrr@10"``
+            and ``"mrr"``).
         indexes: query id of each item, for the grouped layout.
         mask: ``False`` marks items that were not retrieved; they are never ranked
             but a relevant one still counts in R and in the ideal DCG.
@@ -147,7 +149,7 @@ def _one_metric(
     """One metric over ``rank_metrics``: 0-d (or (Q,)) for one k, stacked along k for several."""
     results = rank_metrics(preds, target, [name], top_k, **options)
     values = list(results.values())
-    if top_k is None or isinstance(top_k, int) or not get_metrics(name)[0].at_k:
+    if top_k is None or V.is_single_k(top_k) or not get_metrics(name)[0].at_k:
         return values[0]
     return torch.stack(values, dim=-1)
 

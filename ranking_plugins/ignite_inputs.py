@@ -84,7 +84,7 @@ def gain_of_function(gain_function: object) -> str:
 
 _TOP_K_FORMS = (
     "ranking_plugins takes a positive int, a list (or any sequence) of positive ints, "
-    "or None for the whole list"
+    "or None for the whole list (also inside a list: [10, None])"
 )
 
 

@@ -75,7 +75,8 @@ class RankingMetricsCallback(Callback):
 
     Args:
         metrics: metric names (see :data:`ranking_plugins.metrics.METRICS`).
-        top_k: a cutoff, a sequence of cutoffs, or None (the whole list).
+        top_k: a cutoff, a sequence of cutoffs, or None (the whole list); None
+            inside a sequence adds the whole list (``[10, None]``).
         stages: which loops to evaluate: ``"validate"`` (the validation loop of
             ``fit`` and ``trainer.validate``, logged as ``val/...``) and/or
             ``"test"`` (logged as ``test/...``).

@@ -43,7 +43,8 @@ from ranking_plugins.metrics import (
 from ranking_plugins.options import OptionKeywords, Options
 from ranking_plugins.per_query import Evaluation, read_catalogue, read_metrics
 
-TopK = int | Sequence[int] | None
+#: a cutoff, several (None among them: the whole list too), or None (the whole list)
+TopK = int | Sequence[int | None] | None
 #: a metric and its cutoff (None: read on the whole list)
 MetricPair = tuple[str, int | None]
 
@@ -79,6 +80,8 @@ class RankingRequest:
         (:meth:`ItemInputs.create <ranking_plugins.kernel.inputs.items.ItemInputs.create>`).
         """
         pairs = _metric_pairs(metrics, top_k)
+        if pairs is None and V.whole_list_in(top_k):
+            pairs = _whole_list_pairs(metrics, top_k)
         if pairs is not None:
             metric_list = list(dict.fromkeys(metric for metric, _ in pairs))
             at = {k for _, k in pairs if k is not None}
@@ -400,6 +403,17 @@ def _metric_pairs(metrics: object, top_k: TopK) -> tuple[tuple[Metric, int | Non
         if (metric, k) not in pairs:
             pairs.append((metric, k))
     return tuple(pairs)
+
+
+def _whole_list_pairs(metrics: object, top_k: TopK) -> tuple[tuple[Metric, int | None], ...]:
+    """Names with a ``top_k`` that holds None: each metric at every k, ascending, then on
+    the whole list (its key the bare name, as with ``top_k=None``)."""
+    ks = V.normalize_top_k(top_k) or ()
+    return tuple(
+        (metric, k)
+        for metric in get_metrics(metrics)  # type: ignore[arg-type]
+        for k in (*ks, None)
+    )
 
 
 def _groups(

@@ -71,7 +71,7 @@ from ranking_plugins.torchmetrics_curves import (
 from ranking_plugins.torchmetrics_functional import (
     TORCHMETRICS_DEFAULTS as TORCHMETRICS_DEFAULTS,  # importable from here, as before
 )
-from ranking_plugins.torchmetrics_messages import _retrieval_keywords
+from ranking_plugins.torchmetrics_messages import _refuse_unread_options, _retrieval_keywords
 
 try:  # also when the modules above were imported before: the extra is named
     import torchmetrics  # noqa: F401
@@ -117,17 +117,23 @@ class _SingleMetric(BaseRankingMetric):
     """One metric from :data:`ranking_plugins.metrics.METRICS`; subclasses name it."""
 
     metric_name: ClassVar[str]
+    #: the options of :data:`METRIC_OPTIONS` that the metric reads (it refuses the others)
+    metric_options: ClassVar[tuple[str, ...]] = ()
 
-    def __init_subclass__(cls, metric: str = "", **kwargs: Any) -> None:
+    def __init_subclass__(
+        cls, metric: str = "", options: tuple[str, ...] = (), **kwargs: Any
+    ) -> None:
         super().__init_subclass__(**kwargs)
         if metric:
             entry = METRICS[metric]
             cls.metric_name = metric
+            cls.metric_options = options
             cls.higher_is_better = entry.higher_is_better
             cls.plot_lower_bound = entry.lower_bound
             cls.plot_upper_bound = entry.upper_bound
 
     def __init__(self, top_k: TopK = None, **options: Unpack[RankingOptions]) -> None:
+        _refuse_unread_options(type(self).__name__, self.metric_options, list(options))
         super().__init__(self.metric_name, top_k, **options)
 
 
@@ -171,7 +177,7 @@ class MRR(_SingleMetric, metric="mrr"):
     """
 
 
-class NDCG(_SingleMetric, metric="ndcg"):
+class NDCG(_SingleMetric, metric="ndcg", options=("gain",)):
     """Normalised discounted cumulative gain@k (``RetrievalNormalizedDCG``).
 
     The gain is linear (the grade) by default, as in TorchMetrics; pass
@@ -187,7 +193,7 @@ class NDCG(_SingleMetric, metric="ndcg"):
     """
 
 
-class MAP(_SingleMetric, metric="map"):
+class MAP(_SingleMetric, metric="map", options=("ap_denominator",)):
     """Mean average precision@k (``RetrievalMAP``; the denominator is R, trec_eval's map_cut).
 
     >>> import torch
@@ -200,7 +206,7 @@ class MAP(_SingleMetric, metric="map"):
     """
 
 
-class Precision(_SingleMetric, metric="precision"):
+class Precision(_SingleMetric, metric="precision", options=("adaptive_k",)):
     """Precision@k: relevant items in the top k over k (``RetrievalPrecision``).
 
     >>> import torch
@@ -225,7 +231,7 @@ class Recall(_SingleMetric, metric="recall"):
     """
 
 
-class F1(_SingleMetric, metric="f1"):
+class F1(_SingleMetric, metric="f1", options=("adaptive_k",)):
     """F1@k: 2·hits@k / (k + R).
 
     >>> import torch
@@ -237,7 +243,7 @@ class F1(_SingleMetric, metric="f1"):
     """
 
 
-class FallOut(_SingleMetric, metric="fall_out"):
+class FallOut(_SingleMetric, metric="fall_out", options=("fall_out_empty",)):
     """Fall-out@k: non-relevant items in the top k over the non-relevant ones; lower is better.
 
     As ``RetrievalFallOut``, a query without relevant items counts its fall-out
@@ -283,7 +289,7 @@ class MeanRank(_WholeListMetric, metric="mean_rank"):
     """
 
 
-class AUC(_SingleMetric, metric="auc"):
+class AUC(_SingleMetric, metric="auc", options=("max_fpr",)):
     """Per-query ROC AUC, as ``RetrievalAUROC(top_k, max_fpr)``.
 
     Without ``top_k``: ``auc``, the AUC of the whole ranked list (a query whose
@@ -303,6 +309,7 @@ class AUC(_SingleMetric, metric="auc"):
     """
 
     def __init__(self, top_k: TopK = None, **options: Unpack[RankingOptions]) -> None:
+        _refuse_unread_options(type(self).__name__, self.metric_options, list(options))
         # the top k's AUC is another metric (auroc); the whole list's stays auc
         BaseRankingMetric.__init__(self, "auc" if top_k is None else "auroc", top_k, **options)
 

@@ -12,6 +12,7 @@ concatenated) plus the grouped layout's kept entries
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
@@ -57,9 +58,11 @@ from ranking_plugins.torchmetrics_grouped import (
 from ranking_plugins.torchmetrics_messages import (
     _MIXED_SCORES,
     _aggregation_name,
+    _calling_wrapper,
     _check_arguments,
     _check_flat,
     _evaluate,
+    _for_wrapper,
     _is_mean,
     _rank,
     _read,
@@ -105,7 +108,8 @@ class BaseRankingMetric(FixedDtypes):
 
     Args:
         metrics: metric names from :data:`ranking_plugins.metrics.METRICS`.
-        top_k: a cutoff, a sequence of cutoffs, or None (the whole list).
+        top_k: a cutoff, a sequence of cutoffs, or None (the whole list); None
+            inside a sequence adds the whole list (``[10, None]``).
         ignore_index: entries whose target equals it are dropped, as in
             ``torchmetrics.retrieval``: never ranked and not counted in R.
         whole_queries: grouped layout only: every batch holds whole queries,
@@ -697,6 +701,19 @@ class BaseRankingMetric(FixedDtypes):
             kept = self._all_kept().per_query
         assert kept is not None  # kept: checked above
         return dict(zip(self._query_keys, kept.unbind(1), strict=True))
+
+    def _wrap_compute(self, compute: Callable[..., Any]) -> Callable[..., Any]:
+        """TorchMetrics' ``compute`` (synchronised, cached), then its value as the
+        TorchMetrics wrapper computing this metric needs it (:func:`_for_wrapper`),
+        checked before the cache, which a second ``compute`` returns."""
+        cached = super()._wrap_compute(compute)
+
+        @functools.wraps(compute)
+        def wrapped(*args: Any, **kwargs: Any) -> Any:
+            wrapper = _calling_wrapper()
+            return _for_wrapper(self, cached(*args, **kwargs), wrapper)
+
+        return wrapped
 
     def _format(self, values: Tensor) -> Tensor | dict[str, Tensor]:
         if len(self.keys) == 1 and not self._always_dict:

@@ -37,6 +37,7 @@ from torch import Tensor
 
 from ranking_plugins import _validation as V
 from ranking_plugins.functional import rank_metrics
+from ranking_plugins.metrics import get_metrics, result_key
 from ranking_plugins.request import TopK
 
 __all__ = [
@@ -142,16 +143,14 @@ def _evaluate(
         if refused is None:
             raise
         raise ValueError(f"{refused}. {error}") from error
-    values = list(results.values())
-    if top_k is None or isinstance(top_k, int):
-        return values
-    # the kernel's keys come in ascending k, once each; the caller's order here
-    ks = [int(k) for k in top_k]
-    per_metric = len(values) // len(metrics)
-    ordered = sorted(set(ks))
+    if top_k is None or V.is_single_k(top_k):
+        return list(results.values())
+    # the kernel's keys come in ascending k, once each; the caller's order here (None:
+    # the whole list, the bare name's key)
+    ks = [None if k is None else int(k) for k in top_k]  # type: ignore[union-attr]
     return [
-        torch.stack([values[m * per_metric + ordered.index(k)] for k in ks])
-        for m in range(len(metrics))
+        torch.stack([results[result_key(metric, k)] for k in ks])
+        for metric in get_metrics(list(metrics))
     ]
 
 

@@ -61,7 +61,100 @@ def _refuse_lightning_log(metric: object, keys: Sequence[str]) -> None:
     )
 
 
-_TOP_K_FORMS = "a positive int, a non-empty sequence of positive ints, or None for the whole list"
+#: the TorchMetrics wrappers that need one tensor from each metric they compute, and
+#: the method of theirs that reads it
+_ONE_TENSOR_WRAPPERS = {
+    "BootStrapper": ("compute",),
+    "MinMaxMetric": ("compute",),
+    "CompositionalMetric": ("compute", "forward"),
+    "MetricTracker": ("best_metric",),
+    "MetricCollection": ("plot",),
+}
+
+#: what works instead, per wrapper, for a metric of several keys
+_WRAPPER_WAYS = {
+    "BootStrapper": (
+        "BootStrapper stacks one tensor per bootstrapped copy: wrap a metric of one k "
+        "(one BootStrapper per k, e.g. BootStrapper(RetrievalNormalizedDCG(top_k=10)))"
+    ),
+    "MinMaxMetric": (
+        "MinMaxMetric tracks the minimum and maximum of one number: wrap a metric of one k "
+        "(one MinMaxMetric per k)"
+    ),
+    "CompositionalMetric": (
+        "`metric + other` (CompositionalMetric) applies its operator to each side's "
+        "compute(), one tensor: compose metrics of one k, or combine the values of "
+        "compute() yourself"
+    ),
+    "MetricTracker": (
+        "MetricTracker.best_metric() picks the best of one value per metric (its `maximize` "
+        "has one entry per metric): track metrics of one k each, or read "
+        "`tracker.compute_all()`, which stacks every key over the increments"
+    ),
+    "MetricCollection": (
+        "MetricCollection.plot() draws each metric from the collection's compute() under "
+        "the metric's name, which a dict of keys is not: call "
+        "`collection.plot(together=True)`, or `metric.plot()` (one curve per metric over k)"
+    ),
+}
+
+
+def _calling_wrapper() -> Any:
+    """The TorchMetrics wrapper of :data:`_ONE_TENSOR_WRAPPERS` whose method is computing
+    a metric now (a few frames up from the metric's ``compute``), or None.
+
+    TorchMetrics' wrappers call ``compute`` and use what it returns at once, with no hook
+    for the metric: what they need is read from the stack, as Lightning's logging is.
+    """
+    frame: types.FrameType | None = sys._getframe(2)
+    for _ in range(16):
+        if frame is None:
+            return None
+        owner = frame.f_locals.get("self")
+        kind = type(owner).__name__
+        if (
+            frame.f_code.co_name in _ONE_TENSOR_WRAPPERS.get(kind, ())
+            and type(owner).__module__.startswith("torchmetrics")
+            # MetricCollection.plot(together=True) draws the flattened dict itself
+            and not (kind == "MetricCollection" and frame.f_locals.get("together"))
+        ):
+            return owner
+        frame = frame.f_back
+    return None
+
+
+def _for_wrapper(metric: object, value: Any, wrapper: Any) -> Any:
+    """A metric's computed ``value`` as the TorchMetrics ``wrapper`` computing it needs it
+    (None: no wrapper): a dict of several keys refused with what works (TorchMetrics'
+    own errors there are a TypeError, a RuntimeError, a KeyError or an IndexError from
+    inside the wrapper); one tensor in the dtype of BootStrapper's tensor ``quantile``
+    (``torch.quantile`` takes one dtype; TorchMetrics' float32 values meet its float32
+    quantiles)."""
+    if wrapper is None:
+        return value
+    kind = type(wrapper).__name__
+    if isinstance(value, dict):
+        names = ", ".join(repr(key) for key in value)
+        raise ValueError(
+            f"{type(metric).__name__} computes a dict of {len(value)} values ({names}), and "
+            f"{_WRAPPER_WAYS[kind]}"
+        )
+    quantile = getattr(wrapper, "quantile", None)
+    if (
+        kind == "BootStrapper"
+        and isinstance(value, Tensor)
+        and isinstance(quantile, Tensor)
+        and quantile.is_floating_point()
+        and quantile.dtype != value.dtype
+    ):
+        return value.to(quantile.dtype)
+    return value
+
+
+_TOP_K_FORMS = (
+    "a positive int, a non-empty sequence of positive ints, or None for the whole list "
+    "(also inside a sequence: [10, None])"
+)
 
 
 def _check_arguments(
@@ -105,6 +198,35 @@ def _check_arguments(
     problem = V.flag_problem(adaptive_k)
     if problem is not None:
         raise ValueError(f"`adaptive_k` has to be a boolean: `adaptive_k` {problem.text}")
+
+
+#: the options that only some metrics read (each class of one metric takes those its
+#: metric reads); every other option changes every metric
+METRIC_OPTIONS = (
+    "gain",
+    "ap_denominator",
+    "adaptive_k",
+    "fall_out_empty",
+    "max_fpr",
+    "rbp_persistence",
+)
+
+
+def _refuse_unread_options(owner: str, reads: Sequence[str], given: Sequence[str]) -> None:
+    """TorchMetrics' ValueError for a keyword a class does not take, where ``owner``'s
+    metrics read none of the :data:`METRIC_OPTIONS` given but ``reads``: kept, it would
+    be ignored (``RetrievalMRR(max_fpr=0.1)`` computing plain MRR)."""
+    unread = [name for name in given if name in METRIC_OPTIONS and name not in reads]
+    if not unread:
+        return
+    names = ", ".join(f"`{name}`" for name in unread)
+    takes = ", ".join(f"`{name}`" for name in reads) if reads else "none of them"
+    raise ValueError(
+        f"Unexpected keyword arguments: {names}. {owner}() takes no {names}: what it computes "
+        f"does not read {'them' if len(unread) > 1 else 'it'}. Of the options only some "
+        f"metrics read ({', '.join(METRIC_OPTIONS)}), it takes {takes}; "
+        "RankingMetrics takes them all"
+    )
 
 
 def _is_mean(aggregation: object) -> bool:

@@ -226,6 +226,69 @@ def test_scriptable_as_every_torchmetrics_metric(cls):
     torch.jit.script(cls(max_k=3))
 
 
-def test_max_k_none_refuses_an_aggregation_it_would_not_apply():
-    with pytest.raises(ValueError, match="`aggregation='median'` needs a `max_k`"):
-        RetrievalPrecisionRecallCurve(aggregation="median")
+@pytest.mark.parametrize("aggregation", ["median", "min", "max"])
+def test_max_k_none_applies_the_aggregation(aggregation):
+    """The longest query's curves are aggregated as asked, as TorchMetrics', not averaged."""
+    preds, target, indexes = _random_grouped(5)
+    keywords = dict(aggregation=aggregation, ignore_index=-1)
+    ours = RetrievalPrecisionRecallCurve(**keywords)(preds, target, indexes)
+    theirs = tm.RetrievalPrecisionRecallCurve(**keywords)(preds, target, indexes)
+    mean = RetrievalPrecisionRecallCurve(ignore_index=-1)(preds, target, indexes)
+    torch.testing.assert_close(ours[0], theirs[0].double())
+    torch.testing.assert_close(ours[1], theirs[1].double())
+    assert not torch.equal(ours[0], mean[0])
+
+
+def test_recall_at_fixed_precision_reaches_a_threshold_met_exactly():
+    """precision@10 = (1/10 + 7/10) / 2 = 2/5 is 0.39999999999999997 in float64 and 0.4 in
+    TorchMetrics' float32: k = 10 reaches ``min_precision=0.4`` there, and here."""
+    preds = torch.arange(20, 0, -1).float()
+    target = torch.zeros(20, dtype=torch.long)
+    target[[9]] = 1  # query 0: its one relevant item last
+    target[10:17] = 1  # query 1: 7 of 10 relevant, ranked first
+    indexes = torch.arange(2).repeat_interleave(10)
+    ours = RetrievalRecallAtFixedPrecision(0.4, max_k=10)(preds, target, indexes)
+    theirs = tm.RetrievalRecallAtFixedPrecision(0.4, max_k=10)(preds, target, indexes)
+    assert (theirs[0].item(), theirs[1].item()) == (1.0, 10)
+    assert (ours[0].item(), ours[1].item()) == (1.0, 10)
+    assert ours[0].dtype == torch.float64
+
+
+def _random_grouped(seed: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """2 ... 11 queries of 1 ... 14 items, distinct scores, about 15% of targets -1."""
+    generator = torch.Generator().manual_seed(seed)
+    queries = int(torch.randint(2, 12, (1,), generator=generator))
+    sizes = torch.randint(1, 15, (queries,), generator=generator)
+    indexes = torch.repeat_interleave(torch.arange(queries), sizes)
+    total = int(sizes.sum())
+    preds = torch.randperm(total, generator=generator).float() / total
+    target = (torch.rand(total, generator=generator) < 0.4).long()
+    target[torch.rand(total, generator=generator) < 0.15] = -1
+    order = torch.randperm(total, generator=generator)  # queries spread over the batches
+    return preds[order], target[order], indexes[order]
+
+
+@pytest.mark.parametrize(
+    ("seed", "aggregation"), [(19, "mean"), (25, "mean"), (1, "mean"), (2, "median")]
+)
+@pytest.mark.parametrize("max_k", [None, 6])
+@pytest.mark.parametrize("adaptive_k", [False, True])
+def test_recall_at_fixed_precision_is_torchmetrics_pair_at_exact_thresholds(
+    seed, max_k, adaptive_k, aggregation
+):
+    """Every threshold a k of TorchMetrics' curve meets exactly (its float32 precisions),
+    and round fractions: the same k and the same recall, to the bit."""
+    preds, target, indexes = _random_grouped(seed)
+    keywords = dict(max_k=max_k, adaptive_k=adaptive_k, ignore_index=-1, aggregation=aggregation)
+    curve = tm.RetrievalPrecisionRecallCurve(**keywords)(preds, target, indexes)[0]
+    thresholds = {float(p) for p in curve} | {0.1, 0.2, 0.25, 0.3, 0.4, 0.5, 0.6, 0.75}
+    for min_precision in sorted(thresholds):
+        ours = RetrievalRecallAtFixedPrecision(min_precision, **keywords)
+        theirs = tm.RetrievalRecallAtFixedPrecision(min_precision, **keywords)
+        for part in range(3):  # three updates
+            batch = [t.tensor_split(3)[part] for t in (preds, target, indexes)]
+            ours.update(*batch)
+            theirs.update(*batch)
+        (recall, best_k), (expected_recall, expected_k) = ours.compute(), theirs.compute()
+        assert best_k.item() == expected_k.item(), min_precision
+        assert recall.item() == expected_recall.item(), min_precision

@@ -53,10 +53,6 @@ FALL_OUT = (
 AUC_ONE_CLASS = (
     "AUC of a query with relevant items only: undefined (empty) here, 0 in RetrievalAUROC"
 )
-CURVE_AGGREGATION = (
-    "RetrievalPrecisionRecallCurve(max_k=None) averages its curves over the queries: another "
-    "`aggregation` needs a `max_k` here (refused by name); TorchMetrics aggregates per k"
-)
 INDEXES_OPTIONAL = "`indexes` is optional here: (Q, N) scores without it are the dense layout"
 EMPTY_BATCH = "an empty batch adds nothing here; TorchMetrics raises ValueError"
 SCORE_AT_MOST_0 = (
@@ -87,7 +83,6 @@ RAISES = {
     MAP_AT_K: AssertionError,
     FALL_OUT: AssertionError,
     AUC_ONE_CLASS: AssertionError,
-    CURVE_AGGREGATION: ValueError,
     INDEXES_OPTIONAL: _DID_NOT_RAISE,
     EMPTY_BATCH: _DID_NOT_RAISE,
     SCORE_AT_MOST_0: AssertionError,
@@ -176,8 +171,6 @@ def _difference(item: pytest.Function):
     reason = _class_difference(metric, name, params)
     if reason is None:
         return None
-    if reason == CURVE_AGGREGATION:
-        return reason, _check_curve_refusal
     return reason, functools.partial(_check_against_rule, item.module, metric)
 
 
@@ -189,8 +182,6 @@ def _class_difference(metric: str, name: str, params: dict) -> str | None:
     over all batches (what the tester compares), under its ``aggregation``."""
     k = params.get("k", params.get("top_k"))
     aggregation = params.get("aggregation", "mean")
-    if metric == "precision_recall_curve" and params.get("max_k") is None and aggregation != "mean":
-        return CURVE_AGGREGATION
     ignore_index = params.get("ignore_index", -100 if name.endswith("_ignore_index") else None)
     eta = params["empty_target_action"]
     kwargs = {"top_k": k, "max_fpr": params.get("max_fpr")}
@@ -350,11 +341,6 @@ def _check_against_rule(module, metric, rerun, error) -> None:
     assert isinstance(error, AssertionError), error
     with _rule_references(module, metric):
         rerun()
-
-
-def _check_curve_refusal(rerun, error) -> None:
-    message = str(error)
-    assert "`aggregation=" in message and "needs a `max_k`" in message, message
 
 
 def _check_all_tied(metric, rerun, error) -> None:
