@@ -17,7 +17,7 @@ import torch
 from torch import Tensor
 from typing_extensions import Unpack
 
-from ranking_plugins import _validation as V
+from ranking_plugins import _validation as validation
 from ranking_plugins.embeddings import EmbeddingInput
 from ranking_plugins.kernel import ItemInputs, ItemKeywords
 from ranking_plugins.metrics import get_metrics
@@ -104,7 +104,7 @@ def rank_metrics(
         ``{"ndcg@10": tensor, ...}`` for @k metrics, bare names (``"auc"``,
         ``"r_precision"``, ``"mean_rank"``, or any metric with ``top_k=None``).
     """
-    V.check_choice("reduction", reduction, V.REDUCTIONS)
+    validation.check_choice("reduction", reduction, validation.REDUCTIONS)
     items = ItemInputs.create(item_popularity, tail_items, item_features, item_categories)
     request = RankingRequest.create(
         metrics, top_k, Options.create("rank_metrics", **options), items=items
@@ -149,7 +149,7 @@ def _one_metric(
     """One metric over ``rank_metrics``: 0-d (or (Q,)) for one k, stacked along k for several."""
     results = rank_metrics(preds, target, [name], top_k, **options)
     values = list(results.values())
-    if top_k is None or V.is_single_k(top_k) or not get_metrics(name)[0].at_k:
+    if top_k is None or validation.is_single_k(top_k) or not get_metrics(name)[0].at_k:
         return values[0]
     return torch.stack(values, dim=-1)
 

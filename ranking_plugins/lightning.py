@@ -42,7 +42,7 @@ import torch
 from torch import Tensor
 from typing_extensions import Unpack
 
-from ranking_plugins import _validation as V
+from ranking_plugins import _validation as validation
 from ranking_plugins.compare import bootstrap_interval
 from ranking_plugins.request import TopK
 
@@ -149,12 +149,12 @@ class RankingMetricsCallback(Callback):
         self.stages = tuple(stage_list)
         self.output_transform = output_transform
         # compare()'s rules (a ValueError whatever is wrong, as there)
-        level = None if confidence is None else V.unit_interval_problem(confidence)
+        level = None if confidence is None else validation.unit_interval_problem(confidence)
         if level is not None:
-            raise V.ArgumentError("confidence", level.or_none().text)
-        count = V.positive_int_problem(resamples)
+            raise validation.ArgumentError("confidence", level.or_none().text)
+        count = validation.positive_int_problem(resamples)
         if count is not None:
-            raise V.ArgumentError("resamples", count.text)
+            raise validation.ArgumentError("resamples", count.text)
         if confidence is not None and options.get("weighted", False):
             raise ValueError(
                 "`confidence` gives the interval of the plain mean over queries; it does "

@@ -32,7 +32,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypedDict
 
-from ranking_plugins import _validation as V
+from ranking_plugins import _validation as validation
 from ranking_plugins.kernel import TIES, GainRule
 
 #: a field's check: (the option's name, the given value) -> the value to keep, or raise
@@ -48,27 +48,29 @@ def _choice(*choices: str, optional: bool = False) -> Check:
     def check(name: str, value: object) -> object:
         if optional and value is None:
             return None
-        return V.check_choice(name, value, choices)
+        return validation.check_choice(name, value, choices)
 
     return check
 
 
-def _rule(problem: Callable[[object], V.Problem | None], convert: Callable[[Any], Any]) -> Check:
+def _rule(
+    problem: Callable[[object], validation.Problem | None], convert: Callable[[Any], Any]
+) -> Check:
     """A field's check from a shared rule of :mod:`ranking_plugins._validation`."""
 
     def check(name: str, value: object) -> object:
-        V.check(name, problem(value))
+        validation.check(name, problem(value))
         return value if value is None else convert(value)
 
     return check
 
 
-_flag = _rule(V.flag_problem, bool)
-_finite_number_or_none = _rule(V.finite_number_problem, float)
-_persistence = _rule(V.unit_interval_problem, float)
-_max_fpr = _rule(V.max_fpr_problem, float)
-_redundancy = _rule(V.redundancy_problem, float)
-_patience = _rule(V.closed_unit_interval_problem, float)
+_flag = _rule(validation.flag_problem, bool)
+_finite_number_or_none = _rule(validation.finite_number_problem, float)
+_persistence = _rule(validation.unit_interval_problem, float)
+_max_fpr = _rule(validation.max_fpr_problem, float)
+_redundancy = _rule(validation.redundancy_problem, float)
+_patience = _rule(validation.closed_unit_interval_problem, float)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -91,19 +93,19 @@ class Options:
         "neg",
         "what a query without relevant items counts as: ``neg`` (the metric's worst "
         "value), ``pos`` (1), ``skip`` (left out of the mean) or ``error``",
-        _choice(*V.EMPTY_TARGET_ACTIONS),
+        _choice(*validation.EMPTY_TARGET_ACTIONS),
     )
     gain: str = option(
         "linear",
         "the gain of grade g (NDCG, DCG, RBP, G): ``linear`` (g; trec_eval's, ranx's, "
         "TorchMetrics' and scikit-learn's) or ``exponential`` (2^g - 1)",
-        _choice(*V.GAINS),
+        _choice(*validation.GAINS),
     )
     ap_denominator: str = option(
         "relevant",
         "what AP@k divides by: ``relevant`` (R, trec_eval's map_cut) or "
         "``min_k_relevant`` (min(k, R), RecBole's and Ignite's)",
-        _choice(*V.AP_DENOMINATORS),
+        _choice(*validation.AP_DENOMINATORS),
     )
     adaptive_k: bool = option(False, "precision divides by min(k, number of ranked items)", _flag)
     weighted: bool = option(
@@ -131,7 +133,7 @@ class Options:
         "which query fall-out calls empty: one without relevant items (``no_relevant``, as "
         "every metric) or without non-relevant ones (``no_nonrelevant``, TorchMetrics' "
         "RetrievalFallOut, which computes the fall-out of a query without relevant items)",
-        _choice(*V.FALL_OUT_EMPTY),
+        _choice(*validation.FALL_OUT_EMPTY),
     )
     max_fpr: float | None = option(
         None,
@@ -142,7 +144,7 @@ class Options:
     target_format: str | None = option(
         None,
         "``dense`` or ``indices`` when the target's shape is ambiguous; None: read from the shapes",
-        _choice(*V.TARGET_FORMATS, optional=True),
+        _choice(*validation.TARGET_FORMATS, optional=True),
     )
     validate_args: bool = option(
         True,

@@ -20,7 +20,7 @@ import torch
 from torch import Tensor
 from typing_extensions import Unpack
 
-from ranking_plugins import _validation as V
+from ranking_plugins import _validation as validation
 from ranking_plugins.batch_cache import last_batch
 from ranking_plugins.embeddings import EmbeddingInput, EmbeddingScores, ShardedEmbeddingScores
 from ranking_plugins.kernel import (
@@ -80,7 +80,7 @@ class RankingRequest:
         (:meth:`ItemInputs.create <ranking_plugins.kernel.inputs.items.ItemInputs.create>`).
         """
         pairs = _metric_pairs(metrics, top_k)
-        if pairs is None and V.whole_list_in(top_k):
+        if pairs is None and validation.whole_list_in(top_k):
             pairs = _whole_list_pairs(metrics, top_k)
         if pairs is not None:
             metric_list = list(dict.fromkeys(metric for metric, _ in pairs))
@@ -88,7 +88,7 @@ class RankingRequest:
             ks = tuple(sorted(at)) if at else None
         else:
             metric_list = get_metrics(metrics)  # type: ignore[arg-type]
-            ks = V.normalize_top_k(top_k)
+            ks = validation.normalize_top_k(top_k)
         if options is None:
             options = Options.create("RankingRequest.create", **keywords)
         elif keywords:
@@ -222,26 +222,30 @@ class RankingRequest:
             if self.intents:
                 names = metric_names(lambda metric: metric.intents)
                 given = tuple(target.shape) if isinstance(target, Tensor) else type(target)
-                raise V.ArgumentError(
+                raise validation.ArgumentError(
                     "target",
                     f"must hold subtopic judgments for the diversity measures ({names}): a "
                     f"(Q, N, S) grade tensor, each item's grade per subtopic; got shape {given}",
                 )
             return target, None
         shape = tuple(preds.shape) if isinstance(preds, Tensor) else None
+        if not self.intents and (shape is None or len(shape) != 2):
+            return target, None  # scores of no layout: the kernel's checks say so
         if indexes is not None or shape is None or len(shape) != 2 or target.shape[:2] != shape:
-            raise V.ArgumentError(
+            raise validation.ArgumentError(
                 "target",
                 "must be a (Q, N, S) grade tensor of subtopic judgments for (Q, N) scores "
                 f"(dense layout, no indexes); got target {tuple(target.shape)} for preds "
                 f"{shape if shape is not None else type(preds).__name__}",
             )
         if target.shape[2] == 0:
-            raise V.ArgumentError("target", "must hold at least one subtopic (S > 0), got S = 0")
+            raise validation.ArgumentError(
+                "target", "must hold at least one subtopic (S > 0), got S = 0"
+            )
         if target.dtype == torch.bool:
             target = target.to(torch.int64)
         if self.options.validate_args and target.is_floating_point() and bool(target.isnan().any()):
-            raise V.ArgumentError("target", "must not hold NaN subtopic grades")
+            raise validation.ArgumentError("target", "must not hold NaN subtopic grades")
         relevant = subtopic_relevance(target, self.options.relevance_threshold)
         return target.amax(dim=2), relevant
 
@@ -408,7 +412,7 @@ def _metric_pairs(metrics: object, top_k: TopK) -> tuple[tuple[Metric, int | Non
 def _whole_list_pairs(metrics: object, top_k: TopK) -> tuple[tuple[Metric, int | None], ...]:
     """Names with a ``top_k`` that holds None: each metric at every k, ascending, then on
     the whole list (its key the bare name, as with ``top_k=None``)."""
-    ks = V.normalize_top_k(top_k) or ()
+    ks = validation.normalize_top_k(top_k) or ()
     return tuple(
         (metric, k)
         for metric in get_metrics(metrics)  # type: ignore[arg-type]

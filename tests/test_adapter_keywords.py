@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from ranking_plugins import ignite as rp
-from ranking_plugins import ignite_inputs
+from ranking_plugins.ignite import inputs as ignite_inputs
 from ranking_plugins.kernel.inputs.items import ITEM_KEYWORDS
 
 #: every public metric class of the module, with its required arguments

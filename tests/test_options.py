@@ -10,9 +10,10 @@ import pytest
 import torch
 
 from ranking_plugins import ignite as ignite_adapter
-from ranking_plugins import ignite_inputs, rank_metrics
+from ranking_plugins import rank_metrics
 from ranking_plugins import torchmetrics as torchmetrics_adapter
 from ranking_plugins.functional import RankOptions
+from ranking_plugins.ignite import inputs as ignite_inputs
 from ranking_plugins.kernel.inputs.items import ITEM_KEYWORDS
 from ranking_plugins.options import OPTION_NAMES, OptionKeywords, Options
 from ranking_plugins.request import RankingRequest

@@ -23,7 +23,7 @@ from trec_files import read_qrels, read_run
 
 from ranking_plugins import evaluate_run
 from ranking_plugins.cli import main
-from ranking_plugins.command import add_evaluation_arguments
+from ranking_plugins.cli.flags import add_evaluation_arguments
 from ranking_plugins.options import OPTION_NAMES
 from ranking_plugins.request import RankingRequest
 from ranking_plugins.runs.names import trec_eval_name

@@ -10,7 +10,7 @@ import torch
 pytest.importorskip("torchmetrics")
 
 import ranking_plugins.request
-import ranking_plugins.torchmetrics_base as tm_base
+import ranking_plugins.torchmetrics.base as tm_base
 from ranking_plugins.torchmetrics import RankingMetrics
 
 

@@ -24,8 +24,8 @@ pytest.importorskip("torchmetrics")
 
 from torchmetrics import MetricCollection
 
-import ranking_plugins.torchmetrics_base as tm_base
-import ranking_plugins.torchmetrics_grouped as tm_grouped
+import ranking_plugins.torchmetrics.base as tm_base
+import ranking_plugins.torchmetrics.grouped as tm_grouped
 from ranking_plugins.torchmetrics import NDCG, RankingMetrics
 
 KS = [1, 3, 10]

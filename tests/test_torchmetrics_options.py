@@ -15,7 +15,7 @@ pytest.importorskip("torchmetrics")
 import torchmetrics.retrieval as tm
 
 from ranking_plugins import torchmetrics as rp
-from ranking_plugins.torchmetrics_messages import METRIC_OPTIONS
+from ranking_plugins.torchmetrics.arguments import METRIC_OPTIONS
 
 #: a value of each option away from its default in the TorchMetrics adapter
 CHANGED: dict[str, Any] = {

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import torch
 
-from ranking_plugins import _validation as V
+from ranking_plugins import _validation as validation
 from ranking_plugins import functional, rank_metrics
 from ranking_plugins import ignite as ignite_adapter
 from ranking_plugins import torchmetrics as torchmetrics_adapter
@@ -79,7 +79,7 @@ TOP_K = [
 
 @pytest.mark.parametrize("top_k", TOP_K, ids=repr)
 def test_top_k_has_one_verdict_in_every_entry_point(top_k: Any) -> None:
-    problem = V.top_k_problem(top_k)
+    problem = validation.top_k_problem(top_k)
     verdicts = {
         "rank_metrics": verdict(lambda: rank_metrics(PREDS, TARGET, ["mrr"], top_k)),
         "functional.mrr": verdict(lambda: functional.mrr(PREDS, TARGET, top_k=top_k)),
@@ -104,7 +104,7 @@ def test_the_command_cutoff_follows_the_top_k_rule(
     k: int, capsys: pytest.CaptureFixture[str]
 ) -> None:
     refused = command(capsys, "-m", f"mrr@{k}")
-    assert (refused is None) == (V.top_k_problem(k) is None), refused
+    assert (refused is None) == (validation.top_k_problem(k) is None), refused
 
 
 # ------------------------------------------------------------------ the options
@@ -123,16 +123,20 @@ OPTION_VALUES: dict[str, list[object]] = {
 }
 
 #: the rule each option is checked by (Options' field checks call these)
-RULES: dict[str, Callable[[object], V.Problem | None]] = {
-    "rbp_persistence": V.unit_interval_problem,
-    "relevance_threshold": V.finite_number_problem,
-    "empty_target_action": lambda v: V.choice_problem(v, V.EMPTY_TARGET_ACTIONS),
-    "adaptive_k": V.flag_problem,
-    "target_format": lambda v: None if v is None else V.choice_problem(v, V.TARGET_FORMATS),
-    "ties": lambda v: V.choice_problem(v, ("average", "first", "pessimistic", "optimistic")),
-    "ap_denominator": lambda v: V.choice_problem(v, V.AP_DENOMINATORS),
-    "weighted": V.flag_problem,
-    "validate_args": V.flag_problem,
+RULES: dict[str, Callable[[object], validation.Problem | None]] = {
+    "rbp_persistence": validation.unit_interval_problem,
+    "relevance_threshold": validation.finite_number_problem,
+    "empty_target_action": lambda v: validation.choice_problem(v, validation.EMPTY_TARGET_ACTIONS),
+    "adaptive_k": validation.flag_problem,
+    "target_format": lambda v: (
+        None if v is None else validation.choice_problem(v, validation.TARGET_FORMATS)
+    ),
+    "ties": lambda v: validation.choice_problem(
+        v, ("average", "first", "pessimistic", "optimistic")
+    ),
+    "ap_denominator": lambda v: validation.choice_problem(v, validation.AP_DENOMINATORS),
+    "weighted": validation.flag_problem,
+    "validate_args": validation.flag_problem,
 }
 
 OPTION_CASES = [(name, value) for name, values in OPTION_VALUES.items() for value in values]
@@ -211,7 +215,7 @@ COUNTS = [1, 1000, 0, -1, 2.5, True, "3"]
 
 @pytest.mark.parametrize("value", LEVELS, ids=repr)
 def test_a_number_in_0_1_has_one_verdict(value: object) -> None:
-    problem = V.unit_interval_problem(value)
+    problem = validation.unit_interval_problem(value)
     verdicts = {
         "compare(alpha)": verdict(lambda: compare({}, alpha=value)),  # type: ignore[arg-type]
         "compare(confidence)": verdict(lambda: compare({}, confidence=value)),  # type: ignore[arg-type]
@@ -234,7 +238,7 @@ def test_a_number_in_0_1_has_one_verdict(value: object) -> None:
 
 @pytest.mark.parametrize("value", COUNTS, ids=repr)
 def test_a_positive_int_has_one_verdict(value: object) -> None:
-    problem = V.positive_int_problem(value)
+    problem = validation.positive_int_problem(value)
     verdicts = {
         "compare(permutations)": verdict(lambda: compare({}, permutations=value)),  # type: ignore[arg-type]
         "compare(resamples)": verdict(lambda: compare({}, resamples=value)),  # type: ignore[arg-type]
@@ -254,14 +258,14 @@ def test_a_positive_int_has_one_verdict(value: object) -> None:
 @pytest.mark.parametrize(
     ("flag", "value", "rule"),
     [
-        ("--alpha", "1.5", V.unit_interval_problem),
-        ("--confidence", "0", V.unit_interval_problem),
-        ("--permutations", "0", V.positive_int_problem),
-        ("--resamples", "-2", V.positive_int_problem),
+        ("--alpha", "1.5", validation.unit_interval_problem),
+        ("--confidence", "0", validation.unit_interval_problem),
+        ("--permutations", "0", validation.positive_int_problem),
+        ("--resamples", "-2", validation.positive_int_problem),
     ],
 )
 def test_compare_command_says_compare_rules_with_its_flags(
-    flag: str, value: str, rule: Callable[[object], V.Problem | None], capsys: Any
+    flag: str, value: str, rule: Callable[[object], validation.Problem | None], capsys: Any
 ) -> None:
     qrels, run = sample_path("sample.qrels"), sample_path("sample.run")
     problem = rule(float(value) if "." in value else int(value))
@@ -280,7 +284,7 @@ def test_nan_grades_are_one_message_on_every_path() -> None:
         lambda: rank_metrics(PREDS, grades, ["mrr"], 2),
         lambda: torchmetrics_adapter.NDCG(top_k=2)(PREDS, grades),
     ):
-        assert verdict(make) == V.NAN_GRADES
+        assert verdict(make) == validation.NAN_GRADES
 
 
 def test_argument_error_is_public_and_names_the_argument() -> None:
@@ -289,7 +293,7 @@ def test_argument_error_is_public_and_names_the_argument() -> None:
     import ranking_plugins
 
     assert "ArgumentError" in ranking_plugins.__all__
-    assert ranking_plugins.ArgumentError is V.ArgumentError
+    assert ranking_plugins.ArgumentError is validation.ArgumentError
     with pytest.raises(ranking_plugins.ArgumentError) as info:
         rank_metrics(PREDS, TARGET, metrics=("rbp",), top_k=3, rbp_persistence=1.0)
     assert isinstance(info.value, ValueError)
@@ -304,8 +308,8 @@ def test_argument_error_is_public_and_names_the_argument() -> None:
 
 def test_argument_error_survives_pickling() -> None:
     """A worker's refusal reaches its parent whole (multiprocessing pickles it)."""
-    error = pickle.loads(pickle.dumps(V.ArgumentError("top_k", "must be ...")))
-    assert isinstance(error, V.ArgumentError)
+    error = pickle.loads(pickle.dumps(validation.ArgumentError("top_k", "must be ...")))
+    assert isinstance(error, validation.ArgumentError)
     assert (error.argument, error.problem, str(error)) == (
         "top_k",
         "must be ...",

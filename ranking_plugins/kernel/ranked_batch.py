@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 import torch
 from torch import Tensor
 
-from ranking_plugins import _validation as V
+from ranking_plugins import _validation as validation
 from ranking_plugins.kernel.flags import count_true
 from ranking_plugins.kernel.inputs.parts import Batch, RankingInput
 from ranking_plugins.kernel.inputs.relevance import ItemIds
@@ -164,7 +164,7 @@ def rank_batch(
             continue
         if data.nan_unchecked:
             # blocks are ranked when read: check now, so that the error comes from here
-            V.check_values(data.scores, None, None, 0)
+            validation.check_values(data.scores, None, None, 0)
             data = replace(data, nan_unchecked=False)
         for low in range(0, data.num_queries, rows):
             block = slice(low, low + rows)

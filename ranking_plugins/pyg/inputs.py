@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from ranking_plugins import _validation as V
+from ranking_plugins import _validation as validation
 
 #: a block of the exposure path holds at most this many (row, column) entries: the
 #: blocks' entries sum to about Q·w·(rows per block), so smaller blocks do less work
@@ -47,22 +47,22 @@ def check_pred_index_mat(
 ) -> Tensor:
     """A ``(Q, w)`` integer matrix of item ids in ``[0, num_items)``, or a ``(Q, N)``
     float score matrix; NaN scores are the kernel's to refuse."""
-    V.check_tensor("pred_index_mat", pred_index_mat)
+    validation.check_tensor("pred_index_mat", pred_index_mat)
     assert isinstance(pred_index_mat, Tensor)
     if pred_index_mat.ndim != 2:
-        raise V.ArgumentError(
+        raise validation.ArgumentError(
             "pred_index_mat",
             "must be 2-D: the top item ids of every example (batch_size, k), or a score "
             f"matrix (batch_size, num_items), got shape {tuple(pred_index_mat.shape)}",
         )
     if pred_index_mat.dtype == torch.bool or pred_index_mat.is_complex():
-        raise V.ArgumentError(
+        raise validation.ArgumentError(
             "pred_index_mat",
             f"must hold integer item ids or real scores, got dtype {pred_index_mat.dtype}",
         )
     if is_score_matrix(pred_index_mat):
         if num_items is not None and pred_index_mat.shape[1] != num_items:
-            raise V.ArgumentError(
+            raise validation.ArgumentError(
                 "pred_index_mat",
                 f"as a score matrix must have one column per catalogue item ({num_items}), "
                 f"got {pred_index_mat.shape[1]}",
@@ -72,7 +72,7 @@ def check_pred_index_mat(
         low, high = int(pred_index_mat.min()), int(pred_index_mat.max())
         if low < 0 or (num_items is not None and high >= num_items):
             bound = "" if num_items is None else f" and below the {num_items} catalogue items"
-            raise V.ArgumentError(
+            raise validation.ArgumentError(
                 "pred_index_mat",
                 f"must hold item ids >= 0{bound}, got ids from {low} to {high}",
             )
@@ -93,35 +93,35 @@ def check_edges(
     twice in the label count but once in the hits)."""
     if isinstance(edge_label_index, tuple):
         if len(edge_label_index) != 2:
-            raise V.ArgumentError(
+            raise validation.ArgumentError(
                 "edge_label_index", f"as a tuple must be (rows, cols), got {len(edge_label_index)}"
             )
-        rows, cols = (V.check_tensor("edge_label_index", t) for t in edge_label_index)
+        rows, cols = (validation.check_tensor("edge_label_index", t) for t in edge_label_index)
     else:
-        index = V.check_tensor("edge_label_index", edge_label_index)
+        index = validation.check_tensor("edge_label_index", edge_label_index)
         if index.ndim != 2 or index.shape[0] != 2:
-            raise V.ArgumentError(
+            raise validation.ArgumentError(
                 "edge_label_index",
                 "must be a (2, num_ground_truth_indices) tensor in COO format (example, item), "
                 f"got shape {tuple(index.shape)}",
             )
         rows, cols = index[0], index[1]
     if rows.ndim != 1 or rows.shape != cols.shape:
-        raise V.ArgumentError(
+        raise validation.ArgumentError(
             "edge_label_index",
             f"must hold as many rows as columns, got shapes {tuple(rows.shape)} "
             f"and {tuple(cols.shape)}",
         )
     for t in (rows, cols):
         if t.is_floating_point() or t.is_complex() or t.dtype == torch.bool:
-            raise V.ArgumentError(
+            raise validation.ArgumentError(
                 "edge_label_index", f"must hold integer indices, got dtype {t.dtype}"
             )
     weight = None
     if edge_label_weight is not None:
-        weight = V.check_tensor("edge_label_weight", edge_label_weight)
+        weight = validation.check_tensor("edge_label_weight", edge_label_weight)
         if weight.shape != rows.shape:
-            raise V.ArgumentError(
+            raise validation.ArgumentError(
                 "edge_label_weight",
                 f"must hold one weight per edge {tuple(rows.shape)}, got shape "
                 f"{tuple(weight.shape)}",
@@ -129,7 +129,7 @@ def check_edges(
     if validate_args and rows.numel() > 0:
         low, high = int(rows.min()), int(rows.max())
         if low < 0 or high >= num_examples:
-            raise V.ArgumentError(
+            raise validation.ArgumentError(
                 "edge_label_index",
                 f"row 0 must hold examples of the batch, in [0, {num_examples}), "
                 f"got {low} to {high}",
@@ -137,15 +137,17 @@ def check_edges(
         low, high = int(cols.min()), int(cols.max())
         if low < 0 or (num_items is not None and high >= num_items):
             bound = "" if num_items is None else f" and below the {num_items} catalogue items"
-            raise V.ArgumentError(
+            raise validation.ArgumentError(
                 "edge_label_index",
                 f"row 1 must hold item ids >= 0{bound}, got ids from {low} to {high}",
             )
         if weight is not None and bool(torch.isnan(weight).any()):
-            raise V.ArgumentError("edge_label_weight", "must not hold NaN")
+            raise validation.ArgumentError("edge_label_weight", "must not hold NaN")
         keys = (rows.to(torch.int64) * (high + 1) + cols.to(torch.int64)).sort().values
         if bool((keys[1:] == keys[:-1]).any()):
-            raise V.ArgumentError("edge_label_index", "must not hold an (example, item) edge twice")
+            raise validation.ArgumentError(
+                "edge_label_index", "must not hold an (example, item) edge twice"
+            )
     return rows.to(torch.int64), cols.to(torch.int64), weight
 
 

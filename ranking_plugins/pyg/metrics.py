@@ -18,7 +18,7 @@ from typing import Any, ClassVar, cast
 import torch
 from torch import Tensor
 
-from ranking_plugins import _validation as V
+from ranking_plugins import _validation as validation
 from ranking_plugins.accumulator import Accumulator
 from ranking_plugins.kernel import Exposure, ItemInputs
 from ranking_plugins.options import Options
@@ -51,10 +51,12 @@ def _options(owner: str, options: Mapping[str, Any]) -> Options:
 
 
 def _check_k(owner: str, k: object) -> int:
-    problem = V.positive_int_problem(k)
+    problem = validation.positive_int_problem(k)
     if problem is not None:
         # PyG's words first, then the package's
-        raise V.ArgumentError("k", f"needs to be a positive integer in '{owner}': {problem.text}")
+        raise validation.ArgumentError(
+            "k", f"needs to be a positive integer in '{owner}': {problem.text}"
+        )
     assert isinstance(k, int)
     return k
 
@@ -77,9 +79,9 @@ class _LinkPredMetric(Metric):
         super().__init__()
         owner = type(self).__name__
         self.k = _check_k(owner, k)
-        V.check("weighted", V.flag_problem(weighted))
+        validation.check("weighted", validation.flag_problem(weighted))
         if weighted and not self.weightable:
-            raise V.ArgumentError("weighted", f"is not an argument of {owner}, got True")
+            raise validation.ArgumentError("weighted", f"is not an argument of {owner}, got True")
         self.weighted = weighted
         self.options = _options(owner, options)
         self.request = self._make_request(self._items())
@@ -120,7 +122,7 @@ class _LinkPredMetric(Metric):
             edge_label_index, edge_label_weight, pred.shape[0], self.num_items, validate
         )
         if self.weighted and weight is None:
-            raise V.ArgumentError(
+            raise validation.ArgumentError(
                 "edge_label_weight",
                 f"is a required argument for weighted '{type(self).__name__}' metrics",
             )
@@ -195,7 +197,7 @@ class LinkPredRecall(_LinkPredMetric):
 
     def __init__(self, k: int, weighted: bool = False, **options: Any):
         if weighted is True:
-            raise V.ArgumentError(
+            raise validation.ArgumentError(
                 "weighted",
                 "is not supported by ranking_plugins.pyg.LinkPredRecall yet (the share of "
                 "the ground truth's weight in the top k has no entry in the metric table); "
@@ -285,7 +287,7 @@ class LinkPredCoverage(_ExposureMetric):
     metric = "coverage"
 
     def __init__(self, k: int, num_dst_nodes: int, **options: Any):
-        V.check("num_dst_nodes", V.positive_int_problem(num_dst_nodes))
+        validation.check("num_dst_nodes", validation.positive_int_problem(num_dst_nodes))
         self.num_dst_nodes = num_dst_nodes
         super().__init__(k, **options)
 
@@ -305,7 +307,7 @@ class LinkPredDiversity(_ExposureMetric):
     metric = "diversity"
 
     def __init__(self, k: int, category: Tensor, **options: Any):
-        self.category_ids = V.check_tensor("category", category)
+        self.category_ids = validation.check_tensor("category", category)
         super().__init__(k, **options)
 
     def _items(self) -> ItemInputs:
@@ -322,7 +324,7 @@ class LinkPredAveragePopularity(_ExposureMetric):
     higher_is_better = False
 
     def __init__(self, k: int, popularity: Tensor, **options: Any):
-        self.popularity = V.check_tensor("popularity", popularity)
+        self.popularity = validation.check_tensor("popularity", popularity)
         super().__init__(k, **options)
 
     def _items(self) -> ItemInputs:
@@ -356,8 +358,8 @@ class LinkPredPersonalization(_ExposureMetric):
         **options: Any,
     ):
         if max_src_nodes is not None:
-            V.check("max_src_nodes", V.positive_int_problem(max_src_nodes))
-        V.check("batch_size", V.positive_int_problem(batch_size))
+            validation.check("max_src_nodes", validation.positive_int_problem(max_src_nodes))
+        validation.check("batch_size", validation.positive_int_problem(batch_size))
         self.max_src_nodes = max_src_nodes
         self.batch_size = batch_size
         super().__init__(k, **options)
@@ -447,10 +449,10 @@ class LinkPredMetricCollection(torch.nn.ModuleDict):
                 f"{'Weighted' if m.weighted else ''}{type(m).__name__}@{m.k}": m for m in metrics
             }
         if len(metrics) == 0:
-            raise V.ArgumentError("metrics", "must hold at least one metric")
+            raise validation.ArgumentError("metrics", "must hold at least one metric")
         for name, metric in metrics.items():
             if not isinstance(metric, _LinkPredMetric):
-                raise V.ArgumentError(
+                raise validation.ArgumentError(
                     "metrics",
                     f"must hold ranking_plugins.pyg metrics, got {type(metric).__name__} "
                     f"for {name!r}",
@@ -477,7 +479,7 @@ class LinkPredMetricCollection(torch.nn.ModuleDict):
     ) -> None:
         """Every metric's update; edges of weight <= 0 dropped for all, as in PyG."""
         if self.weighted and edge_label_weight is None:
-            raise V.ArgumentError(
+            raise validation.ArgumentError(
                 "edge_label_weight",
                 f"is a required argument for weighted '{type(self).__name__}' metrics",
             )

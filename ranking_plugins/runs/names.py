@@ -38,7 +38,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ranking_plugins import _validation as V
+from ranking_plugins import _validation as validation
 from ranking_plugins.metrics import (
     METRICS,
     R_MULTIPLE_METRICS,
@@ -585,7 +585,7 @@ def _metric_name(name: str, token: str) -> str:
 
 def _cutoff(text: str, token: str) -> int:
     # top_k's rule (a positive int), on the digits of the token
-    if not text.isdigit() or V.top_k_problem(int(text)) is not None:
+    if not text.isdigit() or validation.top_k_problem(int(text)) is not None:
         raise ValueError(f"the cutoff in {token!r} must be a positive integer, got {text!r}")
     return int(text)
 

@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ranking_plugins import _validation as V
+from ranking_plugins import _validation as validation
 from ranking_plugins._display import html_table, import_pandas
 from ranking_plugins.choices import DEFAULT_METRICS, UNJUDGED_QUERIES, UNRETRIEVED_QUERIES
 from ranking_plugins.options import Options, unknown_keywords
@@ -182,9 +182,9 @@ def evaluate_run(
         accepted = [*COMMAND_OPTIONS, "judged_only", "unjudged_queries", "unretrieved_queries",
                     "qrels_format", "run_format"]  # fmt: skip
         raise TypeError(unknown_keywords("evaluate_run", unknown, accepted))
-    V.check_choice("unjudged_queries", unjudged_queries, UNJUDGED_QUERIES)
-    V.check_choice("unretrieved_queries", unretrieved_queries, UNRETRIEVED_QUERIES)
-    V.check("judged_only", V.flag_problem(judged_only))
+    validation.check_choice("unjudged_queries", unjudged_queries, UNJUDGED_QUERIES)
+    validation.check_choice("unretrieved_queries", unretrieved_queries, UNRETRIEVED_QUERIES)
+    validation.check("judged_only", validation.flag_problem(judged_only))
     settings = Settings(
         COMMAND_DEFAULTS.replace(**options),
         judged_only=judged_only,

@@ -24,7 +24,7 @@ from sentence_transformers.sentence_transformer.evaluation import (
 from torch import Tensor
 from typing_extensions import Unpack
 
-from ranking_plugins import _validation as V
+from ranking_plugins import _validation as validation
 from ranking_plugins.accumulator import Accumulator
 from ranking_plugins.embeddings import EmbeddingScores, ShardedEmbeddingScores
 from ranking_plugins.metrics import get_metrics, result_key
@@ -133,18 +133,18 @@ class InformationRetrievalEvaluator(_SentenceTransformersEvaluator):
             ("corpus_chunk_size", corpus_chunk_size),
             ("batch_size", batch_size),
         ):
-            problem = V.positive_int_problem(value)
+            problem = validation.positive_int_problem(value)
             if problem is not None:
                 raise problem.error(argument)
         for argument, value in (
             ("write_predictions", write_predictions),
             ("shard_corpus", shard_corpus),
         ):
-            problem = V.flag_problem(value)
+            problem = validation.flag_problem(value)
             if problem is not None:
                 raise problem.error(argument)
         if write_predictions:
-            raise V.ArgumentError(
+            raise validation.ArgumentError(
                 "write_predictions",
                 "is not supported: the package counts each relevant document's rank and "
                 "keeps no ranked lists; use sentence_transformers' evaluator to write them",
@@ -176,7 +176,7 @@ class InformationRetrievalEvaluator(_SentenceTransformersEvaluator):
         self.shard_corpus = shard_corpus
         self.group = group
         if self.graded and shard_corpus:
-            raise V.ArgumentError(
+            raise validation.ArgumentError(
                 "relevant_docs",
                 "holds grades, which are ranked on one process: pass shard_corpus=False",
             )
@@ -321,13 +321,13 @@ def _request(
             groups.append((f"{group}@k", f"{metric}@{k}", k))
     if metrics is not None:
         if not isinstance(metrics, Mapping):
-            raise V.ArgumentError(
+            raise validation.ArgumentError(
                 "metrics", f"must map metric names to lists of k, got {type(metrics).__name__}"
             )
         known = {key for _, key, _ in groups}
         for name, ks in metrics.items():
             if isinstance(ks, (str, int)) or not isinstance(ks, Sequence) or not ks:
-                raise V.ArgumentError(
+                raise validation.ArgumentError(
                     "metrics", f"must map {name!r} to a non-empty list of k, got {ks!r}"
                 )
             (table_metric,) = get_metrics(name)
@@ -383,27 +383,27 @@ def _check_inputs(
         ("relevant_docs", relevant_docs),
     ):
         if not isinstance(value, Mapping):
-            raise V.ArgumentError(argument, f"must be a dict, got {type(value).__name__}")
+            raise validation.ArgumentError(argument, f"must be a dict, got {type(value).__name__}")
         if not value:
-            raise V.ArgumentError(argument, "must not be empty")
+            raise validation.ArgumentError(argument, "must not be empty")
     assert isinstance(queries, Mapping) and isinstance(corpus, Mapping)
     assert isinstance(relevant_docs, Mapping)
     try:
         sorted(corpus)
     except TypeError as error:
-        raise V.ArgumentError(
+        raise validation.ArgumentError(
             "corpus", f"ids must be comparable with each other: {error}"
         ) from None
     evaluated = [qid for qid in queries if qid in relevant_docs and len(relevant_docs[qid]) > 0]
     if not evaluated:
-        raise V.ArgumentError(
+        raise validation.ArgumentError(
             "relevant_docs", "lists no relevant document for any query of `queries`"
         )
     missing: list[str] = []
     for qid in evaluated:
         docs = relevant_docs[qid]
         if isinstance(docs, str) or not isinstance(docs, Iterable):
-            raise V.ArgumentError(
+            raise validation.ArgumentError(
                 "relevant_docs",
                 f"must map each query id to a set of document ids or to {{doc_id: grade}}, "
                 f"got {type(docs).__name__} for {qid!r}",
@@ -411,7 +411,7 @@ def _check_inputs(
         if isinstance(docs, Mapping):
             for doc_id, grade in docs.items():
                 if isinstance(grade, bool) or not isinstance(grade, Real) or grade != grade:
-                    raise V.ArgumentError(
+                    raise validation.ArgumentError(
                         "relevant_docs",
                         f"grades must be real numbers, got {grade!r} for {qid!r}, {doc_id!r}",
                     )
@@ -420,20 +420,20 @@ def _check_inputs(
         shown = ", ".join(missing[:10]) + (
             f", ... ({len(missing) - 10} more)" if len(missing) > 10 else ""
         )
-        raise V.ArgumentError(
+        raise validation.ArgumentError(
             "relevant_docs", f"names documents that are not in `corpus` ({shown})"
         )
     for argument, ks in cutoffs.items():
         if isinstance(ks, (str, int)) or not isinstance(ks, Sequence) or not ks:
-            raise V.ArgumentError(
+            raise validation.ArgumentError(
                 argument, f"must be a non-empty list of positive ints, got {ks!r}"
             )
         for k in ks:
-            problem = V.positive_int_problem(k)
+            problem = validation.positive_int_problem(k)
             if problem is not None:
-                raise V.ArgumentError(argument, f"holds a k that {problem.text}")
+                raise validation.ArgumentError(argument, f"holds a k that {problem.text}")
             if k > len(corpus):
-                raise V.ArgumentError(
+                raise validation.ArgumentError(
                     argument, f"holds k={k}, more than the {len(corpus)} documents of `corpus`"
                 )
 

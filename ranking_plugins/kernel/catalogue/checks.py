@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from ranking_plugins import _validation as V
+from ranking_plugins import _validation as validation
 from ranking_plugins.kernel.inputs.checks import (
     check_item_id_matrix,
 )
@@ -47,8 +47,8 @@ def check_embedding_targets(target: object, query_emb: Tensor) -> Tensor:
 
     Int64 (Q, T), their range unread (:func:`item_ids_in_catalogue`).
     """
-    target = V.check_tensor("target", target).detach()
-    V.check_same_device(query_emb=query_emb, target=target)
+    target = validation.check_tensor("target", target).detach()
+    validation.check_same_device(query_emb=query_emb, target=target)
     return check_item_id_matrix(
         "target",
         target,
@@ -83,14 +83,14 @@ def check_dot_product(query_emb: Tensor, item_emb: Tensor, item_name: str = "ite
 def check_exclude(exclude: object, num_queries: int) -> None:
     """``exclude``: None, or (Q, X) integer item ids for ``num_queries`` queries (range unread)."""
     if exclude is not None:
-        exclude = V.check_tensor("exclude", exclude)
+        exclude = validation.check_tensor("exclude", exclude)
         check_item_id_matrix("exclude", exclude, num_queries, columns="X", one_per_row=False)
 
 
 def _check_embeddings(query_emb: object, items: object, items_name: str, rows: str) -> None:
     """(Q, d) query embeddings and (``rows``, d) item embeddings."""
-    query_emb = V.check_tensor("query_emb", query_emb)
-    items = V.check_tensor(items_name, items)
+    query_emb = validation.check_tensor("query_emb", query_emb)
+    items = validation.check_tensor(items_name, items)
     if query_emb.ndim != 2 or items.ndim != 2:
         raise ValueError(
             f"`query_emb` must be (Q, d) and `{items_name}` ({rows}, d), got shapes "
@@ -113,4 +113,4 @@ def check_scoring(
         check_dot_product(query_emb, items, item_name=items_name)
     elif not callable(score_fn):
         raise TypeError(f"`score_fn` must be callable, got {type(score_fn).__name__}")
-    V.check("chunk_size", V.positive_int_problem(chunk_size))
+    validation.check("chunk_size", validation.positive_int_problem(chunk_size))

@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 import torch
 from torch import Tensor
 
-from ranking_plugins import _validation as V
+from ranking_plugins import _validation as validation
 from ranking_plugins.kernel.catalogue.checks import (
     check_embedding_targets,
     check_exclude,
@@ -157,7 +157,7 @@ def _check_embedding_scores(scores: EmbeddingScores) -> None:
         scores.query_emb, scores.item_emb, "item_emb", "N", scores.score_fn, scores.chunk_size
     )
     check_exclude(scores.exclude, scores.query_emb.shape[0])
-    V.check_same_device(
+    validation.check_same_device(
         query_emb=scores.query_emb, item_emb=scores.item_emb, exclude=scores.exclude
     )
 
@@ -173,8 +173,8 @@ def check_embedding_ids(
     target = check_embedding_targets(target, scores.query_emb)
     target = item_ids_in_catalogue("target", target, scores.num_items, validate_args)
     if judged is not None:
-        judged = V.check_tensor("judged", judged).detach()
-        V.check_same_device(query_emb=scores.query_emb, judged=judged)
+        judged = validation.check_tensor("judged", judged).detach()
+        validation.check_same_device(query_emb=scores.query_emb, judged=judged)
         judged = check_judged_ids(judged, scores.num_queries, scores.num_items, validate_args)
     if scores.exclude is not None:
         exclude = scores.exclude.detach().to(torch.int64)
@@ -215,7 +215,7 @@ def embedding_stats(
     """
     num_items = scores.num_items
     if validate_args:
-        V.check_values(scores.query_emb, None, None, num_items)
+        validation.check_values(scores.query_emb, None, None, num_items)
     with torch.no_grad():
         # ItemIds applies the relevance threshold (grade 1 for every listed id)
         relevance = ItemIds(target, num_items, rule, judged)
@@ -289,7 +289,7 @@ def _count(
     nan_seen: Tensor | None = None  # every chunk's flag, read once after the walk
     for start in scores.chunks():
         block = scores.score_chunk(start)
-        flag = V.nan_flag(block) if validate_args else None
+        flag = validation.nan_flag(block) if validate_args else None
         if flag is not None:
             nan_seen = flag if nan_seen is None else nan_seen | flag
         for each in counters:

@@ -44,7 +44,7 @@ import torch
 import torch.distributed as dist
 from torch import Tensor
 
-from ranking_plugins import _validation as V
+from ranking_plugins import _validation as validation
 from ranking_plugins.kernel.catalogue.checks import (
     ShardError,
     check_embedding_targets,
@@ -165,7 +165,7 @@ def _check_sharded_scores(scores: ShardedEmbeddingScores) -> None:
         if value < 0:
             raise ValueError(f"`{name}` must be a non-negative int, got {value}")
     check_exclude(scores.exclude, scores.query_emb.shape[0])
-    V.check_same_device(
+    validation.check_same_device(
         query_emb=scores.query_emb, item_shard=scores.item_shard, exclude=scores.exclude
     )
 
@@ -267,7 +267,7 @@ def _local_inputs(
             if not validate_args:
                 scores = replace(scores, exclude=exclude)
         if validate_args:
-            V.check_values(query_emb, None, None, num_items)
+            validation.check_values(query_emb, None, None, num_items)
         probe = scores.scores_against_shard(query_emb).score(scores.item_shard[:0])
         stated["query_dtype"] = _dtype_code("query_emb", query_emb.dtype)
         stated["score_dtype"] = _dtype_code("score_fn's scores", probe.dtype)
@@ -481,7 +481,7 @@ def _counts(
     for start in local.chunks():
         block = local.score_chunk(start)
         if validate_args and not nan:
-            nan = V.has_nan(block)
+            nan = validation.has_nan(block)
         counter.add(block, offset + start)
         del block  # freed before the next chunk is scored
     changed = may_read and bool(counter.changed_rows().any())

@@ -22,7 +22,7 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
-from ranking_plugins import _validation as V
+from ranking_plugins import _validation as validation
 from ranking_plugins.kernel.inputs.relevance import GainRule
 
 
@@ -34,12 +34,12 @@ def check_inputs(
     target_format: str | None,
 ) -> tuple[Tensor, Tensor, Tensor | None, Tensor | None]:
     """The checks of every layout that read no tensor value; returns the detached inputs."""
-    preds = V.check_tensor("preds", preds).detach()
-    target = V.check_tensor("target", target).detach()
+    preds = validation.check_tensor("preds", preds).detach()
+    target = validation.check_tensor("target", target).detach()
     if indexes is not None:
-        indexes = V.check_tensor("indexes", indexes).detach()
+        indexes = validation.check_tensor("indexes", indexes).detach()
     if mask is not None:
-        mask = V.check_tensor("mask", mask).detach()
+        mask = validation.check_tensor("mask", mask).detach()
         if mask.dtype != torch.bool:
             raise TypeError(f"`mask` must be a bool tensor, got dtype {mask.dtype}")
         if mask.shape != preds.shape:
@@ -47,10 +47,10 @@ def check_inputs(
                 f"`mask` must have the shape of `preds` {tuple(preds.shape)}, "
                 f"got {tuple(mask.shape)}"
             )
-    V.check_preds_dtype(preds)
+    validation.check_preds_dtype(preds)
     if target.is_complex():
         raise TypeError(f"`target` must hold real grades or integer item ids, got {target.dtype}")
-    V.check_same_device(preds=preds, target=target, indexes=indexes, mask=mask)
+    validation.check_same_device(preds=preds, target=target, indexes=indexes, mask=mask)
     return preds, target, indexes, mask
 
 
@@ -62,7 +62,7 @@ def check_grouped(
         raise ValueError(
             "1-D `preds` is the grouped layout and needs `indexes` (M,) giving each item's query id"
         )
-    if not V.is_integer_dtype(indexes.dtype):
+    if not validation.is_integer_dtype(indexes.dtype):
         raise TypeError(f"`indexes` must be an integer tensor of query ids, got {indexes.dtype}")
     if target_format == "indices":
         raise ValueError("`target_format='indices'` needs 2-D `preds` (Q, N)")
@@ -98,11 +98,13 @@ def check_grades(
     """
     if grades.dtype == torch.bool or grades.numel() == 0:
         return
-    if V.is_integer_dtype(grades.dtype) and _gains_bounded(grades.dtype, rule, list_length):
+    if validation.is_integer_dtype(grades.dtype) and _gains_bounded(
+        grades.dtype, rule, list_length
+    ):
         return
     top = (grades.amax() if largest is None else largest().amax()).reshape(())
     if grades.is_floating_point() and bool(top.isnan()):
-        raise ValueError(V.NAN_GRADES)
+        raise ValueError(validation.NAN_GRADES)
     top_gain = float(rule.gain_of(top.reshape(1))[0])
     if math.isfinite(top_gain * max(list_length, 1)):
         return
@@ -138,8 +140,8 @@ def check_judged(
     """
     if judged is None:
         return None
-    judged = V.check_tensor("judged", judged).detach()
-    V.check_same_device(preds=preds, judged=judged)
+    judged = validation.check_tensor("judged", judged).detach()
+    validation.check_same_device(preds=preds, judged=judged)
     if layout == "indices":
         return check_judged_ids(judged, preds.shape[0], preds.shape[1], validate_args)
     if judged.dtype != torch.bool:
@@ -189,7 +191,7 @@ def check_item_id_matrix(
     taken (``exclude``). ``hint``: what the layout adds to the type error.
     """
     shapes = f"(Q,) or (Q, {columns})" if one_per_row else f"(Q, {columns})"
-    if not V.is_integer_dtype(ids.dtype):
+    if not validation.is_integer_dtype(ids.dtype):
         raise TypeError(
             f"`{name}` must be an integer tensor of item ids {shapes}, -1 for padding{hint}; "
             f"got dtype {ids.dtype} and shape {tuple(ids.shape)}"
@@ -214,7 +216,7 @@ def item_ids_in_catalogue(name: str, ids: Tensor, num_items: int, validate_args:
     another item's score, and left as it is it would index past the scores.
     """
     if validate_args:
-        V.check_item_ids(name, ids, num_items)
+        validation.check_item_ids(name, ids, num_items)
         return ids
     return torch.where((ids >= 0) & (ids < num_items), ids, -1)
 
@@ -253,12 +255,12 @@ def check_item_inputs(
     Each given input (naming it in the error), and that they agree on N.
     Returns the inputs detached, the popularity as float64 (None: not given).
     """
-    problem = None if num_items is None else V.positive_int_problem(num_items)
+    problem = None if num_items is None else validation.positive_int_problem(num_items)
     if problem is not None:
-        raise V.ArgumentError("num_items", problem.or_none().text)
+        raise validation.ArgumentError("num_items", problem.or_none().text)
     popularity = tail = features = categories = None
     if item_popularity is not None:
-        V.check_tensor("item_popularity", item_popularity)
+        validation.check_tensor("item_popularity", item_popularity)
         if item_popularity.ndim != 1 or item_popularity.dtype == torch.bool:
             raise ValueError(
                 "`item_popularity` must be a 1-D tensor of numbers (N,), one per item, "
@@ -271,7 +273,7 @@ def check_item_inputs(
                 "count or share per item)"
             )
     if tail_items is not None:
-        V.check_tensor("tail_items", tail_items)
+        validation.check_tensor("tail_items", tail_items)
         if tail_items.ndim != 1 or tail_items.dtype != torch.bool:
             raise ValueError(
                 "`tail_items` must be a 1-D bool tensor (N,), True for the long-tail "
@@ -280,7 +282,7 @@ def check_item_inputs(
             )
         tail = tail_items.detach()
     if item_features is not None:
-        V.check_tensor("item_features", item_features)
+        validation.check_tensor("item_features", item_features)
         if item_features.ndim != 2 or not item_features.is_floating_point():
             raise ValueError(
                 "`item_features` must be a 2-D floating-point tensor (N, d), one row "
@@ -291,8 +293,8 @@ def check_item_inputs(
         if not bool(torch.isfinite(features).all()):
             raise ValueError("`item_features` must be finite")
     if item_categories is not None:
-        V.check_tensor("item_categories", item_categories)
-        if item_categories.ndim != 1 or not V.is_integer_dtype(item_categories.dtype):
+        validation.check_tensor("item_categories", item_categories)
+        if item_categories.ndim != 1 or not validation.is_integer_dtype(item_categories.dtype):
             raise ValueError(
                 "`item_categories` must be a 1-D integer tensor (N,), one category "
                 f"per item, got shape {tuple(item_categories.shape)} and dtype "

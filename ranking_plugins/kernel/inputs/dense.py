@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from torch import Tensor
 
-from ranking_plugins import _validation as V
+from ranking_plugins import _validation as validation
 from ranking_plugins.kernel.inputs.checks import check_dense, check_grades
 from ranking_plugins.kernel.inputs.parts import (
     Batch,
@@ -32,7 +32,7 @@ def dense(
     grades = DenseGrades(target, rule, judged, select_depth=depth)
     if validate_args:
         if not deferred:
-            V.check_values(preds, None, None, preds.shape[1])
+            validation.check_values(preds, None, None, preds.shape[1])
         # the grades' row maxima come with the counts every ranking reads anyway
         check_grades(target, rule, preds.shape[1], largest=grades.largest)
     return one_part(RankingInput(preds, mask, grades, deferred))

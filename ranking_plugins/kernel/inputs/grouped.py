@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from ranking_plugins import _validation as V
+from ranking_plugins import _validation as validation
 from ranking_plugins.kernel.host_reads import host_reads_are_free
 from ranking_plugins.kernel.inputs.checks import check_grades
 from ranking_plugins.kernel.inputs.parts import (
@@ -48,7 +48,7 @@ def grouped(
     check_scores = validate_args and not scores_checked
     deferred = nan_check_deferred(preds, mask, check_scores)
     if check_scores and not deferred:
-        V.check_values(preds, None, None, 0)
+        validation.check_values(preds, None, None, 0)
     device = preds.device
     # input already gathered by query (the command's collections): no sort needed
     in_order = bool((indexes[1:] >= indexes[:-1]).all())

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from torch import Tensor
 
-from ranking_plugins import _validation as V
+from ranking_plugins import _validation as validation
 from ranking_plugins.kernel.inputs.checks import check_item_targets, item_ids_in_catalogue
 from ranking_plugins.kernel.inputs.parts import (
     Batch,
@@ -32,6 +32,6 @@ def item_ids(
     target = item_ids_in_catalogue("target", target, preds.shape[1], validate_args)
     deferred = nan_check_deferred(preds, mask, validate_args)
     if validate_args and not deferred:
-        V.check_values(preds, None, None, preds.shape[1])
+        validation.check_values(preds, None, None, preds.shape[1])
     ids = ItemIds(target, preds.shape[1], rule, judged)
     return one_part(RankingInput(preds, mask, ids, deferred))

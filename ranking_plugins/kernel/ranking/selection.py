@@ -11,7 +11,7 @@ import math
 import torch
 from torch import Tensor
 
-from ranking_plugins import _validation as V
+from ranking_plugins import _validation as validation
 from ranking_plugins.kernel.flags import count_true
 from ranking_plugins.kernel.host_reads import host_reads_are_free
 from ranking_plugins.kernel.inputs.parts import RankingInput, lowest
@@ -53,11 +53,11 @@ def rank(data: RankingInput, ties: str, depth: int | None, item_order: bool = Fa
         if not in_tie_order(candidates, by_ranked=mask is not None):
             sort_within_ties(candidates, by_ranked=mask is not None, columns=True)
         if data.nan_unchecked:
-            V.check_no_nan_scores(candidates.values[:, 0])
+            validation.check_no_nan_scores(candidates.values[:, 0])
     else:
         values, items = torch.topk(selectable, depth + 1, dim=1)
         if data.nan_unchecked:
-            V.check_no_nan_scores(values[:, 0])
+            validation.check_no_nan_scores(values[:, 0])
         is_cut = values[:, depth] == values[:, depth - 1]
         candidates = _candidates(data, ties, values[:, :depth], items[:, :depth])
         by_item = item_order and ties in ("pessimistic", "optimistic")

@@ -19,7 +19,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from ranking_plugins import _validation as V
+from ranking_plugins import _validation as validation
 from ranking_plugins.kernel.flags import (
     compare_rows,
     count_compared,
@@ -106,7 +106,7 @@ class RankCounter:
         # NaN found by the counting's own comparisons, where they can tell (see below)
         nan_in_counts = check_nan and ranked is None and column is None
         if check_nan and not nan_in_counts:
-            V.check_values(scores, None, None, 0)
+            validation.check_values(scores, None, None, 0)
         if ranked is None and column is None and counts_fit_in_float(width):
             self._count_plain(scores, nan_in_counts)
         else:
@@ -345,7 +345,7 @@ def _tied_finding_nan(scores: Tensor, score: Tensor, tied_or_nan: Tensor, buffer
                 torch.eq, block, score[which, t : t + 1], buffer, exact[low : low + rows, t]
             )
     if not torch.equal(exact.to(torch.int64), tied_or_nan[again]):
-        raise ValueError(V.NAN_PREDS)
+        raise ValueError(validation.NAN_PREDS)
     return tied_or_nan
 
 

@@ -16,11 +16,11 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ranking_plugins import _validation as V
+from ranking_plugins import _validation as validation
 from ranking_plugins.kernel import RankedBatch, check_grouped, check_inputs
 from ranking_plugins.per_query import EmptyQueryError, Evaluation
 from ranking_plugins.request import RankingRequest
-from ranking_plugins.torchmetrics_functional import torchmetrics_dtype_refusal
+from ranking_plugins.torchmetrics.functional import torchmetrics_dtype_refusal
 from ranking_plugins.totals import AGGREGATIONS
 
 _MIXED_SCORES = (
@@ -166,7 +166,7 @@ def _check_arguments(
 ) -> None:
     """The constructor arguments ``torchmetrics.retrieval`` checks, in its order, each
     by the package's rule (:mod:`ranking_plugins._validation`) in TorchMetrics' words."""
-    problem = V.choice_problem(empty_target_action, V.EMPTY_TARGET_ACTIONS)
+    problem = validation.choice_problem(empty_target_action, validation.EMPTY_TARGET_ACTIONS)
     if problem is not None:
         raise ValueError(
             f"Argument `empty_target_action` received a wrong value `{empty_target_action}`. "
@@ -188,14 +188,14 @@ def _check_arguments(
             f"`aggregation` must be one of {list(AGGREGATIONS)} or a callable "
             f"f(values, dim=None), got {aggregation!r}"
         )
-    problem = V.top_k_problem(top_k)
+    problem = validation.top_k_problem(top_k)
     # a non-int k inside a sequence: TorchMetrics takes no sequence, the package's error
     if problem is not None and problem.kind != "item":
         raise ValueError(
             f"`top_k` has to be a positive integer or None, got {top_k!r}; "
             f"`top_k` {problem.text} (ranking_plugins takes {_TOP_K_FORMS})"
         )
-    problem = V.flag_problem(adaptive_k)
+    problem = validation.flag_problem(adaptive_k)
     if problem is not None:
         raise ValueError(f"`adaptive_k` has to be a boolean: `adaptive_k` {problem.text}")
 
@@ -294,7 +294,7 @@ def _check_flat(
                 "`indexes` is only for the grouped layout, where `preds` is 1-D; "
                 f"got `preds` of shape {tuple(preds.shape)}"
             )
-        check_grouped(preds, target, V.check_tensor("indexes", indexes), target_format)
+        check_grouped(preds, target, validation.check_tensor("indexes", indexes), target_format)
     except (TypeError, ValueError) as error:
         refused = None if mask is not None else _torchmetrics_refusal(preds, target, indexes)
         if refused is None:

@@ -6,7 +6,7 @@ describes the layouts and states); this module is their shared base,
 :class:`~ranking_plugins.accumulator.Accumulator` in TorchMetrics' states (the
 sums and the packed exposure, summed across processes; the per-query values,
 concatenated) plus the grouped layout's kept entries
-(:mod:`ranking_plugins.torchmetrics_grouped`).
+(:mod:`ranking_plugins.torchmetrics.grouped`).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 import torch
 from torch import Tensor
 
-from ranking_plugins import _validation as V
+from ranking_plugins import _validation as validation
 from ranking_plugins.accumulator import Accumulator
 from ranking_plugins.embeddings import EmbeddingInput
 from ranking_plugins.kernel import (
@@ -34,9 +34,22 @@ from ranking_plugins.metrics import result_columns
 from ranking_plugins.options import OPTION_NAMES, OptionKeywords, Options
 from ranking_plugins.per_query import Evaluation
 from ranking_plugins.request import RankingRequest, TopK
-from ranking_plugins.torchmetrics_dtypes import FixedDtypes
-from ranking_plugins.torchmetrics_functional import TORCHMETRICS_DEFAULTS
-from ranking_plugins.torchmetrics_grouped import (
+from ranking_plugins.torchmetrics.arguments import (
+    _MIXED_SCORES,
+    _aggregation_name,
+    _calling_wrapper,
+    _check_arguments,
+    _check_flat,
+    _evaluate,
+    _for_wrapper,
+    _is_mean,
+    _rank,
+    _read,
+    _refuse_lightning_log,
+)
+from ranking_plugins.torchmetrics.dtypes import FixedDtypes
+from ranking_plugins.torchmetrics.functional import TORCHMETRICS_DEFAULTS
+from ranking_plugins.torchmetrics.grouped import (
     _NAMED_STATES,
     _UINT64,
     FIELD_STATES,
@@ -54,19 +67,6 @@ from ranking_plugins.torchmetrics_grouped import (
     kept_ranking,
     shared_copies,
     stored_form,
-)
-from ranking_plugins.torchmetrics_messages import (
-    _MIXED_SCORES,
-    _aggregation_name,
-    _calling_wrapper,
-    _check_arguments,
-    _check_flat,
-    _evaluate,
-    _for_wrapper,
-    _is_mean,
-    _rank,
-    _read,
-    _refuse_lightning_log,
 )
 from ranking_plugins.totals import ROWS, Aggregation, Totals
 
@@ -448,7 +448,7 @@ class BaseRankingMetric(FixedDtypes):
         if flattened:
             # TorchMetrics' retrieval input: any shape, flattened
             if judged is not None:  # checked against the shape given, then flattened
-                judged = V.check_tensor("judged", judged)
+                judged = validation.check_tensor("judged", judged)
                 check_judged(judged, preds, target, "grouped")
                 judged = judged.flatten()
             preds, target, indexes = preds.flatten(), target.flatten(), indexes.flatten()
@@ -468,7 +468,7 @@ class BaseRankingMetric(FixedDtypes):
         if self.whole_queries:
             self._update_whole_queries(preds, target, indexes, mask, judged)
             return
-        integer = V.is_integer_dtype(preds.dtype)
+        integer = validation.is_integer_dtype(preds.dtype)
         scores, other = (
             (self.flat_preds_int, self.flat_preds)
             if integer
@@ -482,7 +482,7 @@ class BaseRankingMetric(FixedDtypes):
                 )
             )
         if self.request.options.validate_args:
-            V.check_values(preds, target, None, 0)
+            validation.check_values(preds, target, None, 0)
         else:
             getattr(self, UNCHECKED_STATE).add_(1)
         batch = GroupedBatch(preds, target, indexes, mask, judged)

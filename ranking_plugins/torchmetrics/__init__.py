@@ -57,21 +57,21 @@ from typing_extensions import Unpack
 
 from ranking_plugins.metrics import METRICS
 from ranking_plugins.request import TopK
-from ranking_plugins.torchmetrics_base import (
+from ranking_plugins.torchmetrics.arguments import _refuse_unread_options, _retrieval_keywords
+from ranking_plugins.torchmetrics.base import (
     BaseRankingMetric,
     RankingOptions,
 )
-from ranking_plugins.torchmetrics_base import (
+from ranking_plugins.torchmetrics.base import (
     RankingMetric as RankingMetric,  # the base's earlier name, kept importable
 )
-from ranking_plugins.torchmetrics_curves import (
+from ranking_plugins.torchmetrics.curves import (
     RetrievalPrecisionRecallCurve,
     RetrievalRecallAtFixedPrecision,
 )
-from ranking_plugins.torchmetrics_functional import (
+from ranking_plugins.torchmetrics.functional import (
     TORCHMETRICS_DEFAULTS as TORCHMETRICS_DEFAULTS,  # importable from here, as before
 )
-from ranking_plugins.torchmetrics_messages import _refuse_unread_options, _retrieval_keywords
 
 try:  # also when the modules above were imported before: the extra is named
     import torchmetrics  # noqa: F401

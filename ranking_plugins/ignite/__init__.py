@@ -121,7 +121,7 @@ except ImportError as error:  # pragma: no cover - exercised only without the ex
     ) from error
 
 from ranking_plugins.accumulator import Accumulator
-from ranking_plugins.ignite_inputs import (
+from ranking_plugins.ignite.inputs import (
     check_same_shape,
     check_top_k,
     is_list_pair,

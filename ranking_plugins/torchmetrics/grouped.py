@@ -29,7 +29,7 @@ from typing import Any, NamedTuple
 import torch
 from torch import Tensor
 
-from ranking_plugins import _validation as V
+from ranking_plugins import _validation as validation
 from ranking_plugins.batch_cache import last_batch
 from ranking_plugins.embeddings import EmbeddingInput
 from ranking_plugins.kernel import ITEM_FIELDS, ItemInputs, RankedBatch
@@ -101,7 +101,7 @@ def stored_form(
     as given, and the caller may rewrite its buffer before ``compute``.
     """
     preds = batch.preds
-    storage = torch.int64 if V.is_integer_dtype(preds.dtype) else torch.float64
+    storage = torch.int64 if validation.is_integer_dtype(preds.dtype) else torch.float64
     found = {}
     for field in fields:
         value = getattr(batch, field)

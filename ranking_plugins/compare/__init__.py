@@ -7,7 +7,7 @@ and returns numbers. :func:`compare` runs one test for every comparison and
 returns a :class:`ComparisonReport` (a table, JSON, CSV or LaTeX).
 
 The tests themselves are pure functions of a matrix of differences, in
-:mod:`ranking_plugins.significance` (imported here too): paired t,
+:mod:`ranking_plugins.compare.significance` (imported here too): paired t,
 Wilcoxon, randomization, bootstrap, intervals, effect sizes, corrections.
 
 >>> import torch
@@ -34,11 +34,10 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ranking_plugins import _validation as V
+from ranking_plugins import _validation as validation
 from ranking_plugins._display import html_table, import_pandas
 from ranking_plugins.choices import CORRECTIONS, TESTS
-from ranking_plugins.metrics import key_metric
-from ranking_plugins.significance import (
+from ranking_plugins.compare.significance import (
     _check_count,
     _check_level,
     _identical_is_one,
@@ -51,6 +50,7 @@ from ranking_plugins.significance import (
     t_interval,
     wilcoxon_test,
 )
+from ranking_plugins.metrics import key_metric
 
 __all__ = [
     "CORRECTIONS",
@@ -193,7 +193,7 @@ def _check_unique(
                 if first != again
                 else "twice"
             )
-            raise V.ArgumentError(
+            raise validation.ArgumentError(
                 argument, f"must hold each query once: system {name!r} has {qid!r} {twice}"
             )
         seen[qid] = i
@@ -230,12 +230,12 @@ def paired_values(
         raise TypeError(f"`systems` must be a dict {{name: values}}, got {type(systems).__name__}")
     names = [str(name) for name in systems]
     if len(names) < 2:
-        raise V.ArgumentError("systems", f"must hold at least 2 systems, got {len(names)}")
+        raise validation.ArgumentError("systems", f"must hold at least 2 systems, got {len(names)}")
     read = {str(name): _as_metric_dict(str(name), systems[name]) for name in systems}
     tables = {name: table for name, (table, _) in read.items()}
     for name, table in tables.items():
         if not table:
-            raise V.ArgumentError(
+            raise validation.ArgumentError(
                 "systems",
                 f"must give each system values: {name!r} has no metric values; there is "
                 "nothing to compare",
@@ -244,14 +244,14 @@ def paired_values(
     if by_id:
         by_position = [name for name in names if name not in by_id]
         if by_position:
-            raise V.ArgumentError(
+            raise validation.ArgumentError(
                 "systems",
                 f"must give every system alike: {by_id[0]!r} gives its values by query id "
                 f"but {by_position[0]!r} by position; give every system by id (a dict "
                 "{query_id: value}, or results with .qids)",
             )
         if query_ids is not None:
-            raise V.ArgumentError(
+            raise validation.ArgumentError(
                 "query_ids",
                 "must be None: the systems give their values by query id; pass query_ids "
                 "only with tensors (values by position)",
@@ -261,7 +261,7 @@ def paired_values(
     metric_keys = list(tables[first])
     for name in names[1:]:
         if set(tables[name]) != set(metric_keys):
-            raise V.ArgumentError(
+            raise validation.ArgumentError(
                 "systems",
                 f"must give every system the same metrics: {first!r} has "
                 f"{sorted(metric_keys)} but {name!r} has {sorted(tables[name])}; every "
@@ -269,9 +269,9 @@ def paired_values(
             )
     for name in names:
         for key, given in tables[name].items():
-            V.check_tensor(f"systems[{name!r}]" + (f"[{key!r}]" if key else ""), given)
+            validation.check_tensor(f"systems[{name!r}]" + (f"[{key!r}]" if key else ""), given)
             if given.ndim != 1:
-                raise V.ArgumentError(
+                raise validation.ArgumentError(
                     f"systems[{name!r}]" + (f"[{key!r}]" if key else ""),
                     f"must hold per-query values of shape (Q,), got shape "
                     f"{tuple(given.shape)} (pass reduction='none' to rank_metrics)",
@@ -288,7 +288,7 @@ def paired_values(
                 parts.append(f"{_listing(missing)} of {first!r} missing from {name!r}")
             if extra:
                 parts.append(f"{_listing(extra)} of {name!r} missing from {first!r}")
-            raise V.ArgumentError(
+            raise validation.ArgumentError(
                 "systems",
                 "must be evaluated on the same queries: query "
                 + "; query ".join(parts)
@@ -318,7 +318,7 @@ def _query_ids(
     if query_ids is None:
         for name in names[1:]:
             if sizes[name] != sizes[names[0]]:
-                raise V.ArgumentError(
+                raise validation.ArgumentError(
                     "systems",
                     f"must be evaluated on the same queries: {names[0]!r} has "
                     f"{sizes[names[0]]} queries and {name!r} has {sizes[name]}; without "
@@ -330,7 +330,7 @@ def _query_ids(
             given: Sequence[str] = [str(row) for row in range(sizes[name])]
         elif isinstance(query_ids, Mapping):
             if name not in query_ids:
-                raise V.ArgumentError("query_ids", f"has no entry for system {name!r}")
+                raise validation.ArgumentError("query_ids", f"has no entry for system {name!r}")
             given = query_ids[name]
         else:
             given = query_ids
@@ -338,7 +338,7 @@ def _query_ids(
         given = [str(q) for q in given]
         for key in metric_keys:
             if tables[name][key].shape[0] != len(given):
-                raise V.ArgumentError(
+                raise validation.ArgumentError(
                     f"systems[{name!r}]" + (f"[{key!r}]" if key else ""),
                     f"has {tables[name][key].shape[0]} queries but {len(given)} query ids",
                 )
@@ -700,22 +700,26 @@ def compare(
     Returns:
         A :class:`ComparisonReport`; its rows are in metric order, then system order.
     """
-    V.check_choice("test", test, TESTS)
-    V.check_choice("correction", correction, CORRECTIONS)
-    V.check_choice("empty_target_action", empty_target_action, V.EMPTY_TARGET_ACTIONS)
+    validation.check_choice("test", test, TESTS)
+    validation.check_choice("correction", correction, CORRECTIONS)
+    validation.check_choice(
+        "empty_target_action", empty_target_action, validation.EMPTY_TARGET_ACTIONS
+    )
     alpha = _check_level("alpha", alpha)
     confidence = _check_level("confidence", confidence)
     _check_count("permutations", permutations)
     _check_count("resamples", resamples)
     names, qids, values = paired_values(systems, query_ids)
     if len(qids) < 2:  # a paired test (and a sample standard deviation) needs two
-        raise V.ArgumentError(
+        raise validation.ArgumentError(
             "systems",
             f"must hold at least 2 queries, got {len(qids)}"
             + ("; there are no queries to compare" if not qids else ""),
         )
     if baseline is not None and baseline not in names:
-        raise V.ArgumentError("baseline", f"must be one of the systems {names}, got {baseline!r}")
+        raise validation.ArgumentError(
+            "baseline", f"must be one of the systems {names}, got {baseline!r}"
+        )
     if baseline is not None:
         pairs = [(baseline, name) for name in names if name != baseline]
     else:

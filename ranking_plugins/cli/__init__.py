@@ -7,8 +7,8 @@
     python -m ranking_plugins evaluate QRELS RUN ...
 
 This module parses the arguments and prints; ``compare`` (paired significance
-tests) is :mod:`ranking_plugins.compare_command`, and what both share (the
-evaluation flags, the notes, the output file) :mod:`ranking_plugins.command`.
+tests) is :mod:`ranking_plugins.cli.compare`, and what both share (the
+evaluation flags, the notes, the output file) :mod:`ranking_plugins.cli.flags`.
 The work is the library's, :mod:`ranking_plugins.runs`: the files are read
 (TREC, TSV or JSONL, gzip too), joined into dense parts of whole queries, and
 evaluated by the package's kernel; no metric is computed here. Metric names
@@ -37,7 +37,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from ranking_plugins.choices import DEFAULT_METRICS
-from ranking_plugins.command import (
+from ranking_plugins.cli.compare import add_compare_parser, run_compare
+from ranking_plugins.cli.flags import (
     PROG,
     add_evaluation_arguments,
     evaluation_settings,
@@ -45,7 +46,6 @@ from ranking_plugins.command import (
     parse_metric_flags,
     write_output,
 )
-from ranking_plugins.compare_command import add_compare_parser, run_compare
 
 if TYPE_CHECKING:
     from ranking_plugins.options import Options

@@ -14,7 +14,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ranking_plugins import _validation as V
+from ranking_plugins import _validation as validation
 from ranking_plugins.embeddings import EmbeddingInput
 from ranking_plugins.kernel import ITEM_KEYWORDS
 from ranking_plugins.options import OPTION_NAMES, Options, unknown_keywords
@@ -100,7 +100,7 @@ _IGNITE_TOP_K = {
 def check_top_k(top_k: object) -> None:
     """The package's ``top_k`` rule, with Ignite's ``ValueError`` and message first
     where Ignite refuses the value too."""
-    problem = V.top_k_problem(top_k)
+    problem = validation.top_k_problem(top_k)
     if problem is None:
         return
     if problem.kind not in _IGNITE_TOP_K:

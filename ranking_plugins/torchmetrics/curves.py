@@ -19,13 +19,13 @@ from ranking_plugins.embeddings import EmbeddingInput
 from ranking_plugins.metrics import recall_at_fixed_precision, result_columns
 from ranking_plugins.per_query import Evaluation
 from ranking_plugins.request import RankingRequest
-from ranking_plugins.torchmetrics_base import BaseRankingMetric
-from ranking_plugins.torchmetrics_functional import check_max_k
-from ranking_plugins.torchmetrics_messages import (
+from ranking_plugins.torchmetrics.arguments import (
     _check_arguments,
     _refuse_unread_options,
     _retrieval_keywords,
 )
+from ranking_plugins.torchmetrics.base import BaseRankingMetric
+from ranking_plugins.torchmetrics.functional import check_max_k
 from ranking_plugins.totals import Aggregation
 
 try:

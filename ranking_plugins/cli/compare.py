@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from ranking_plugins.choices import CORRECTIONS, TESTS
-from ranking_plugins.command import (
+from ranking_plugins.cli.flags import (
     PROG,
     add_evaluation_arguments,
     evaluation_settings,
@@ -139,7 +139,7 @@ def run_compare(
 ) -> int:
     """``compare`` with parsed arguments, writing to the given streams; returns the exit status."""
     # the library (and torch) once the arguments are parsed: --help and usage errors go without
-    from ranking_plugins import _validation as V
+    from ranking_plugins import _validation as validation
     from ranking_plugins.compare import compare
     from ranking_plugins.runs.evaluation import evaluate_file, torch_threads
     from ranking_plugins.runs.names import GEOMETRIC_MEANS
@@ -158,10 +158,10 @@ def run_compare(
         parser.error(f"compare needs at least 2 runs, got {len(args.runs)}")
     # compare()'s rules on these arguments, said with the flags' names
     for flag, value in (("--alpha", args.alpha), ("--confidence", args.confidence)):
-        if (problem := V.unit_interval_problem(value)) is not None:
+        if (problem := validation.unit_interval_problem(value)) is not None:
             parser.error(f"{flag} {problem.text}")
     for flag, count in (("--permutations", args.permutations), ("--resamples", args.resamples)):
-        if (problem := V.positive_int_problem(count)) is not None:
+        if (problem := validation.positive_int_problem(count)) is not None:
             parser.error(f"{flag} {problem.text}")
     names = run_names(args.runs)
     baseline = None

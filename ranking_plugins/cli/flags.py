@@ -171,7 +171,7 @@ def evaluation_settings(
     is settled on the way (trec_eval's tie break with ``--format trec_eval``). A flag left out
     keeps the command's default (:data:`~ranking_plugins.runs.evaluation.COMMAND_DEFAULTS`)."""
     # the library (and torch) once the arguments are parsed: --help and usage errors go without
-    from ranking_plugins import _validation as V
+    from ranking_plugins import _validation as validation
     from ranking_plugins.metrics import METRICS
     from ranking_plugins.options import OPTION_NAMES
     from ranking_plugins.request import gain_threshold_problem
@@ -187,7 +187,7 @@ def evaluation_settings(
         options = COMMAND_DEFAULTS.replace(
             **{name: value for name, value in given.items() if value is not None}
         )
-    except V.ArgumentError as error:  # the library's rule, said with the flag's name
+    except validation.ArgumentError as error:  # the library's rule, said with the flag's name
         parser.error(f"--{error.argument.replace('_', '-')} {error.problem}")
     threshold = options.relevance_threshold
     for name, _ in wanted:
