@@ -25,7 +25,7 @@ import ranking_plugins.kernel
 import ranking_plugins.request
 from ranking_plugins import torchmetrics as rp
 from ranking_plugins.metrics import HOST_UNDER_AVERAGE, METRICS
-from ranking_plugins.torchmetrics.arguments import _torchmetrics_refusal
+from ranking_plugins.torchmetrics.errors import _torchmetrics_refusal
 from tests.host_reads import forbid_host_reads
 
 SINGLE = {

@@ -132,8 +132,10 @@ def test_collection_mixes_judged_and_other_metrics(monkeypatch: pytest.MonkeyPat
     # the plain metric keeps its own grades: an unjudged one as not relevant
     assert not any(map(operator.is_, kept(plain, "flat_target"), kept(first, "flat_target")))
     calls: list[bool] = []
-    rank = tm_base._rank
-    monkeypatch.setattr(tm_base, "_rank", lambda *a, **k: calls.append(True) or rank(*a, **k))
+    rank = tm_base._kernel_rank
+    monkeypatch.setattr(
+        tm_base, "_kernel_rank", lambda *a, **k: calls.append(True) or rank(*a, **k)
+    )
     got = {name: metric.compute() for name, metric in collection.items()}
     assert len(calls) == 2
     grouped = {"indexes": x, "mask": m, "judged": j, **options}

@@ -34,20 +34,15 @@ from ranking_plugins.metrics import result_columns
 from ranking_plugins.options import OPTION_NAMES, OptionKeywords, Options
 from ranking_plugins.per_query import Evaluation
 from ranking_plugins.request import RankingRequest, TopK
-from ranking_plugins.torchmetrics.arguments import (
-    _MIXED_SCORES,
-    _aggregation_name,
-    _calling_wrapper,
-    _check_arguments,
-    _check_flat,
-    _evaluate,
-    _for_wrapper,
-    _is_mean,
-    _rank,
-    _read,
-    _refuse_lightning_log,
-)
+from ranking_plugins.torchmetrics.arguments import _aggregation_name, _check_arguments, _is_mean
 from ranking_plugins.torchmetrics.dtypes import FixedDtypes
+from ranking_plugins.torchmetrics.errors import (
+    _MIXED_SCORES,
+    _check_flat,
+    _kernel_evaluate,
+    _kernel_rank,
+    _kernel_read,
+)
 from ranking_plugins.torchmetrics.functional import TORCHMETRICS_DEFAULTS
 from ranking_plugins.torchmetrics.grouped import (
     _NAMED_STATES,
@@ -67,6 +62,11 @@ from ranking_plugins.torchmetrics.grouped import (
     kept_ranking,
     shared_copies,
     stored_form,
+)
+from ranking_plugins.torchmetrics.wrappers import (
+    _calling_wrapper,
+    _for_wrapper,
+    _refuse_lightning_log,
 )
 from ranking_plugins.totals import ROWS, Aggregation, Totals
 
@@ -418,7 +418,7 @@ class BaseRankingMetric(FixedDtypes):
                 preds, target, mask, self.ignore_index, self.request.options.target_format
             )
         extra = {} if judged is None else {"judged": judged}
-        evaluation = _evaluate(self._current_request(), preds, target, mask=mask, **extra)
+        evaluation = _kernel_evaluate(self._current_request(), preds, target, mask=mask, **extra)
         self._add(evaluation)
 
     def _add(self, evaluation: Evaluation) -> None:
@@ -523,7 +523,9 @@ class BaseRankingMetric(FixedDtypes):
         if preds.numel() == 0:
             return
         extra = {} if judged is None else {"judged": judged}
-        evaluation = _evaluate(self.request, preds, target, indexes=indexes, mask=mask, **extra)
+        evaluation = _kernel_evaluate(
+            self.request, preds, target, indexes=indexes, mask=mask, **extra
+        )
         self._add(evaluation)
 
     def _flat_dtypes(self) -> dict[str, torch.dtype]:
@@ -641,7 +643,7 @@ class BaseRankingMetric(FixedDtypes):
             # scores checked at every update that kept them (read only when checking:
             # a check reads values anyway); the grades' checks need whole queries
             checked = request.options.validate_args and not bool(getattr(self, UNCHECKED_STATE))
-            ranked = _rank(
+            ranked = _kernel_rank(
                 request,
                 preds,
                 target,
@@ -651,7 +653,7 @@ class BaseRankingMetric(FixedDtypes):
                 scores_checked=checked,
             )
             keep_ranking(kept, request, self.ignore_index, ranked)
-        return _read(request, ranked)
+        return _kernel_read(request, ranked)
 
     def compute(self) -> Tensor | dict[str, Tensor]:
         """The mean (or the ``aggregation``) of every result key (float64; NaN where no
