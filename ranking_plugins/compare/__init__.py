@@ -23,6 +23,7 @@ Wilcoxon, randomization, bootstrap, intervals, effect sizes, corrections.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor
@@ -146,39 +147,13 @@ def compare(
     else:
         pairs = [(names[i], names[j]) for i in range(len(names)) for j in range(i + 1, len(names))]
     values, kept, dropped = _empty_queries(values, qids, empty_target_action)
-    column = {name: i for i, name in enumerate(names)}
-    base_index = torch.tensor([column[b] for b, _ in pairs])
-    system_index = torch.tensor([column[s] for _, s in pairs])
-    rows: list[Comparison] = []
-    means: dict[str, dict[str, float]] = {}
-    for metric, matrix in values.items():
-        means[metric] = dict(zip(names, matrix.mean(0).tolist(), strict=True))
-        d = matrix[:, system_index] - matrix[:, base_index]
-        p = _p_values(d, test, permutations, resamples, seed)
-        if test == "t":
-            low, high = t_interval(d, confidence)
-        else:
-            low, high = bootstrap_interval(d, confidence, resamples, seed)
-        adjusted = adjust_p_values(p, correction)
-        sizes = effect_size(d)
-        for i, (base, name) in enumerate(pairs):
-            rows.append(
-                Comparison(
-                    metric=metric,
-                    system=name,
-                    baseline=base,
-                    system_mean=means[metric][name],
-                    baseline_mean=means[metric][base],
-                    difference=float(d[:, i].mean()),
-                    ci_low=float(low[i]),
-                    ci_high=float(high[i]),
-                    effect_size=float(sizes[i]),
-                    p_value=float(p[i]),
-                    adjusted_p_value=float(adjusted[i]),
-                    significant=bool(adjusted[i] < alpha),
-                    queries=kept,
-                )
-            )
+    means = {m: dict(zip(names, x.mean(0).tolist(), strict=True)) for m, x in values.items()}
+    test_of = _PairedTest(test, alpha, correction, confidence, permutations, resamples, seed)
+    rows = [
+        row
+        for metric, matrix in values.items()
+        for row in test_of.rows(metric, matrix, names, pairs, means[metric], kept)
+    ]
     return ComparisonReport(
         test=test,
         alpha=alpha,
@@ -192,6 +167,59 @@ def compare(
         dropped_queries=dropped,
         higher_is_better={m: _direction(m) for m in values},
     )
+
+
+@dataclass(frozen=True)
+class _PairedTest:
+    """The test, interval and correction :func:`compare` was asked for."""
+
+    test: str
+    alpha: float
+    correction: str
+    confidence: float
+    permutations: int
+    resamples: int
+    seed: int
+
+    def rows(
+        self,
+        metric: str,
+        matrix: Tensor,
+        names: list[str],
+        pairs: list[tuple[str, str]],
+        means: dict[str, float],
+        queries: int,
+    ) -> list[Comparison]:
+        """One :class:`Comparison` per (baseline, system) pair on one metric's (Q, S) values."""
+        column = {name: i for i, name in enumerate(names)}
+        base_index = torch.tensor([column[b] for b, _ in pairs])
+        system_index = torch.tensor([column[s] for _, s in pairs])
+        d = matrix[:, system_index] - matrix[:, base_index]
+        p = _p_values(d, self.test, self.permutations, self.resamples, self.seed)
+        if self.test == "t":
+            low, high = t_interval(d, self.confidence)
+        else:
+            low, high = bootstrap_interval(d, self.confidence, self.resamples, self.seed)
+        adjusted = adjust_p_values(p, self.correction)
+        sizes = effect_size(d)
+        return [
+            Comparison(
+                metric=metric,
+                system=name,
+                baseline=base,
+                system_mean=means[name],
+                baseline_mean=means[base],
+                difference=float(d[:, i].mean()),
+                ci_low=float(low[i]),
+                ci_high=float(high[i]),
+                effect_size=float(sizes[i]),
+                p_value=float(p[i]),
+                adjusted_p_value=float(adjusted[i]),
+                significant=bool(adjusted[i] < self.alpha),
+                queries=queries,
+            )
+            for i, (base, name) in enumerate(pairs)
+        ]
 
 
 def _direction(key: str) -> bool:
