@@ -140,10 +140,10 @@ def _whole_list_metric(name: str, preds: Tensor, target: Tensor, options: RankOp
             f"{name}() takes no `top_k`: it reads the whole ranked list "
             f"(got top_k={options['top_k']!r})"  # type: ignore[typeddict-item]
         )
-    return _one_metric(name, preds, target, None, options)
+    return _metric_values(name, preds, target, None, options)
 
 
-def _one_metric(
+def _metric_values(
     name: str, preds: Tensor, target: Tensor, top_k: TopK, options: RankOptions
 ) -> Tensor:
     """One metric over ``rank_metrics``: 0-d (or (Q,)) for one k, stacked along k for several."""
@@ -167,7 +167,7 @@ def hit_rate(
     >>> hit_rate(preds, target, top_k=[1, 2, 3])
     tensor([0.5000, 1.0000, 1.0000], dtype=torch.float64)
     """
-    return _one_metric("hit_rate", preds, target, top_k, options)
+    return _metric_values("hit_rate", preds, target, top_k, options)
 
 
 def mrr(
@@ -183,7 +183,7 @@ def mrr(
     >>> mrr(preds, target, top_k=[1, 2, 3])
     tensor([0.5000, 0.7500, 0.7500], dtype=torch.float64)
     """
-    return _one_metric("mrr", preds, target, top_k, options)
+    return _metric_values("mrr", preds, target, top_k, options)
 
 
 def precision(
@@ -199,7 +199,7 @@ def precision(
     >>> precision(preds, target, top_k=[1, 2, 3])
     tensor([0.5000, 0.5000, 0.3333], dtype=torch.float64)
     """
-    return _one_metric("precision", preds, target, top_k, options)
+    return _metric_values("precision", preds, target, top_k, options)
 
 
 def recall(
@@ -215,7 +215,7 @@ def recall(
     >>> recall(preds, target, top_k=[1, 2, 3])
     tensor([0.5000, 0.7500, 0.7500], dtype=torch.float64)
     """
-    return _one_metric("recall", preds, target, top_k, options)
+    return _metric_values("recall", preds, target, top_k, options)
 
 
 def f1(preds: Tensor, target: Tensor, top_k: TopK = None, **options: Unpack[RankOptions]) -> Tensor:
@@ -229,7 +229,7 @@ def f1(preds: Tensor, target: Tensor, top_k: TopK = None, **options: Unpack[Rank
     >>> f1(preds, target, top_k=[1, 2, 3])
     tensor([0.5000, 0.5833, 0.4500], dtype=torch.float64)
     """
-    return _one_metric("f1", preds, target, top_k, options)
+    return _metric_values("f1", preds, target, top_k, options)
 
 
 def map(
@@ -245,7 +245,7 @@ def map(
     >>> map(preds, target, top_k=[1, 2, 3])
     tensor([0.5000, 0.6250, 0.6250], dtype=torch.float64)
     """
-    return _one_metric("map", preds, target, top_k, options)
+    return _metric_values("map", preds, target, top_k, options)
 
 
 def ndcg(
@@ -261,7 +261,7 @@ def ndcg(
     >>> ndcg(preds, target, top_k=[1, 2, 3])
     tensor([0.5000, 0.6934, 0.6934], dtype=torch.float64)
     """
-    return _one_metric("ndcg", preds, target, top_k, options)
+    return _metric_values("ndcg", preds, target, top_k, options)
 
 
 def fall_out(
@@ -279,7 +279,7 @@ def fall_out(
     >>> fall_out(preds, target, top_k=[1, 2, 3])
     tensor([0.2500, 0.4167, 0.8333], dtype=torch.float64)
     """
-    return _one_metric("fall_out", preds, target, top_k, options)
+    return _metric_values("fall_out", preds, target, top_k, options)
 
 
 def r_precision(preds: Tensor, target: Tensor, **options: Unpack[RankOptions]) -> Tensor:
@@ -344,7 +344,7 @@ def coverage(
     >>> coverage(preds, target, top_k=[1, 2])
     tensor([0.5000, 1.0000], dtype=torch.float64)
     """
-    return _one_metric("coverage", preds, target, top_k, options)
+    return _metric_values("coverage", preds, target, top_k, options)
 
 
 def gini(preds: Tensor, target: Tensor, top_k: TopK = 10, **options: Unpack[RankOptions]) -> Tensor:
@@ -356,7 +356,7 @@ def gini(preds: Tensor, target: Tensor, top_k: TopK = 10, **options: Unpack[Rank
     >>> gini(preds, target, top_k=[1, 2])
     tensor([0.5833, 0.1667], dtype=torch.float64)
     """
-    return _one_metric("gini", preds, target, top_k, options)
+    return _metric_values("gini", preds, target, top_k, options)
 
 
 def entropy(
@@ -370,7 +370,7 @@ def entropy(
     >>> entropy(preds, target, top_k=[1, 2])
     tensor([0.9183, 1.9183], dtype=torch.float64)
     """
-    return _one_metric("entropy", preds, target, top_k, options)
+    return _metric_values("entropy", preds, target, top_k, options)
 
 
 def personalisation(
@@ -386,7 +386,7 @@ def personalisation(
     >>> personalisation(preds, target, top_k=[1, 2])
     tensor([0.6667, 0.6667], dtype=torch.float64)
     """
-    return _one_metric("personalisation", preds, target, top_k, options)
+    return _metric_values("personalisation", preds, target, top_k, options)
 
 
 def novelty(
@@ -400,7 +400,7 @@ def novelty(
     >>> novelty(preds, target, top_k=2, item_popularity=torch.tensor([4.0, 2.0, 1.0, 1.0]))
     tensor(2.1667, dtype=torch.float64)
     """
-    return _one_metric("novelty", preds, target, top_k, options)
+    return _metric_values("novelty", preds, target, top_k, options)
 
 
 def arp(preds: Tensor, target: Tensor, top_k: TopK = 10, **options: Unpack[RankOptions]) -> Tensor:
@@ -412,7 +412,7 @@ def arp(preds: Tensor, target: Tensor, top_k: TopK = 10, **options: Unpack[RankO
     >>> arp(preds, target, top_k=2, item_popularity=torch.tensor([4.0, 2.0, 1.0, 1.0]))
     tensor(2.1667, dtype=torch.float64)
     """
-    return _one_metric("arp", preds, target, top_k, options)
+    return _metric_values("arp", preds, target, top_k, options)
 
 
 def tail_share(
@@ -425,7 +425,7 @@ def tail_share(
     >>> tail_share(preds, target, top_k=2, tail_items=torch.tensor([False, False, True, True]))
     tensor(0.5000, dtype=torch.float64)
     """
-    return _one_metric("tail_share", preds, target, top_k, options)
+    return _metric_values("tail_share", preds, target, top_k, options)
 
 
 def diversity(
@@ -440,7 +440,7 @@ def diversity(
     >>> diversity(preds, target, top_k=2, item_categories=torch.tensor([0, 0, 1, 1]))
     tensor(0.3333, dtype=torch.float64)
     """
-    return _one_metric("diversity", preds, target, top_k, options)
+    return _metric_values("diversity", preds, target, top_k, options)
 
 
 for _function in (coverage, gini, entropy, personalisation, novelty, arp, tail_share, diversity):

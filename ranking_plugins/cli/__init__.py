@@ -65,7 +65,7 @@ def sample_path(name: str) -> Path:
 # --------------------------------------------------------------------------- output
 
 
-def _number(value: float, decimals: int) -> str:
+def _fixed_point(value: float, decimals: int) -> str:
     return "-" if math.isnan(value) else f"{value:.{decimals}f}"
 
 
@@ -84,14 +84,14 @@ def format_table(results: Results, per_query: bool) -> str:
             lines.append(
                 qid.ljust(width)
                 + "".join(
-                    f"  {_number(values[key][row], 4):>{w}}"
+                    f"  {_fixed_point(values[key][row], 4):>{w}}"
                     for key, w in zip(results.keys, columns, strict=True)
                 )
             )
         lines.append(
             "all".ljust(width)
             + "".join(
-                f"  {_number(results.mean[key], 4):>{w}}"
+                f"  {_fixed_point(results.mean[key], 4):>{w}}"
                 for key, w in zip(results.keys, columns, strict=True)
             )
         )
@@ -100,8 +100,8 @@ def format_table(results: Results, per_query: bool) -> str:
     lines.append(f"{'metric':<{width}}  {'mean':>6}  {'stderr':>6}  {'queries':>7}")
     for key in results.keys:
         lines.append(
-            f"{key:<{width}}  {_number(results.mean[key], 4):>6}  "
-            f"{_number(results.standard_error[key], 4):>6}  {results.counted[key]:>7}"
+            f"{key:<{width}}  {_fixed_point(results.mean[key], 4):>6}  "
+            f"{_fixed_point(results.standard_error[key], 4):>6}  {results.counted[key]:>7}"
         )
     return "\n".join(lines) + "\n"
 

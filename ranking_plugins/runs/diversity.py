@@ -72,9 +72,9 @@ def subtopic_qrels(qrels: object) -> SubtopicQrels:
         raise ValueError(_NO_SUBTOPICS + "; got a {query_id: {doc_id: grade}} dict, which has none")
     module = type(qrels).__module__ or ""
     if module.startswith(("pandas", "polars", "pyarrow")):
-        return _from_table(qrels)
+        return _subtopics_of_table(qrels)
     if isinstance(qrels, Iterable) and not isinstance(qrels, (bytes, bytearray)):
-        return _from_iterable(qrels)
+        return _subtopics_of_records(qrels)
     raise TypeError(
         f"`qrels` must be a path, a DataFrame or an iterable of records, got {qrels!r:.80}"
     )
@@ -116,7 +116,7 @@ def _from_file(path: str) -> SubtopicQrels:
     return SubtopicQrels(qids, subtopics, docnos, grades)
 
 
-def _from_table(table: Any) -> SubtopicQrels:
+def _subtopics_of_table(table: Any) -> SubtopicQrels:
     pa = arrow()
     if hasattr(table, "to_arrow"):
         table = table.to_arrow()
@@ -153,7 +153,7 @@ def _from_table(table: Any) -> SubtopicQrels:
     )
 
 
-def _from_iterable(records: Iterable[Any]) -> SubtopicQrels:
+def _subtopics_of_records(records: Iterable[Any]) -> SubtopicQrels:
     columns: list[list[Any]] = [[], [], [], []]
     for record in records:
         if isinstance(record, tuple) and not hasattr(record, "_fields") and len(record) == 4:

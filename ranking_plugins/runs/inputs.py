@@ -157,7 +157,7 @@ def _from_table(table: Any, kind: str) -> Records:
     (qid_name, qids), (docno_name, docnos), (value_name, values) = columns
     if not table.num_rows:  # before the columns' types, which an empty frame leaves open
         raise _empty(kind)
-    return _records(
+    return _checked_records(
         kind,
         _id_array(qids, kind, qid_name),
         _id_array(docnos, kind, docno_name),
@@ -223,7 +223,7 @@ def _from_mapping(value: Mapping[Any, Any], kind: str) -> Records:
         torch.arange(len(qids)), torch.tensor(counts, dtype=torch.int64)
     )
     scores = _numbers(values, kind, lambda at: (qids[int(lines[at])], docnos[at]))
-    return _records(kind, query_ids.take(pa.array(lines.numpy())), document_ids, scores)
+    return _checked_records(kind, query_ids.take(pa.array(lines.numpy())), document_ids, scores)
 
 
 def _from_iterable(value: Iterable[Any], kind: str) -> Records:
@@ -243,7 +243,7 @@ def _from_iterable(value: Iterable[Any], kind: str) -> Records:
             f"(ir_datasets' and ir_measures' records), got {type(record).__name__}: "
             f"{record!r:.80}"
         ) from None
-    return _records(
+    return _checked_records(
         kind, _ids_of(qids, kind, "query"), _ids_of(docnos, kind, "document"),
         _numbers(values, kind, lambda at: (qids[at], docnos[at])),
     )  # fmt: skip
@@ -330,7 +330,7 @@ def _number(value: Any, kind: str, ids: Callable[[int], tuple[Any, Any]], at: in
     )
 
 
-def _records(kind: str, qids: Any, docnos: Any, values: torch.Tensor) -> Records:
+def _checked_records(kind: str, qids: Any, docnos: Any, values: torch.Tensor) -> Records:
     """The checked records of an in-memory side."""
     if not len(values):
         raise _empty(kind)

@@ -127,7 +127,7 @@ def iter_calc(
     document id as each measure's provider does; ``"average"`` the expected value over
     the orders of each tie, ...).
     """
-    table = _evaluate(measures, qrels, run, ties)
+    table = _measure_table(measures, qrels, run, ties)
     record = _metric_class()
     for qid in table.qids:
         for key, measure in table.keys.items():
@@ -141,7 +141,7 @@ def calc_aggregate(
 ) -> dict[Any, float]:
     """``{measure: value over the queries}``: the mean (NaN over no query), or the sum of
     a count."""
-    table = _evaluate(measures, qrels, run, ties)
+    table = _measure_table(measures, qrels, run, ties)
     means: dict[Any, float] = {}
     for key, measure in table.keys.items():
         values = list(table.values[key].values())
@@ -163,7 +163,7 @@ class _Table:
     counts: set[str]
 
 
-def _evaluate(measures: Iterable[Any], qrels: Any, run: Any, ties: str) -> _Table:
+def _measure_table(measures: Iterable[Any], qrels: Any, run: Any, ties: str) -> _Table:
     from ranking_plugins import _validation as validation
     from ranking_plugins.runs.python_api import _measure_list
 
@@ -188,7 +188,7 @@ def _evaluate(measures: Iterable[Any], qrels: Any, run: Any, ties: str) -> _Tabl
 
         subtopics = subtopic_qrels(qrels)
         qrels = subtopics.records()
-    qrels_records, run_records = _records(qrels, "qrels"), _records(run, "run")
+    qrels_records, run_records = _records_or_none(qrels, "qrels"), _records_or_none(run, "run")
     groups: dict[str, list[MeasureSpec]] = {}
     for spec in specs:
         groups.setdefault(provider(spec).name, []).append(spec)
@@ -213,7 +213,7 @@ def _qid(qid: Any) -> str:
     return qid.decode() if isinstance(qid, bytes) else str(qid)
 
 
-def _records(value: Any, kind: str) -> Any:
+def _records_or_none(value: Any, kind: str) -> Any:
     """``value`` as records (read once: an iterator is read by one provider only), or None
     where it holds no (query, document) pair: ir_measures' answer is then a 0 for every
     query of the qrels."""

@@ -299,7 +299,7 @@ def _one_token(token: str) -> list[MeasureSpec]:
         if at is not None:
             params[IR_MEASURES[name].at if name in IR_MEASURES else "cutoff"] = at
         return [_ir_measure(name, params, token, token)]
-    pairs = _one_metric(token)
+    pairs = _pairs_of_token(token)
     if len(pairs) == 1 and "." not in token:
         return [MeasureSpec(pairs[0][0], pairs[0][1], token)]
     return [MeasureSpec(metric, k, trec_eval_name(metric, k)) for metric, k in pairs]
@@ -350,7 +350,7 @@ def _ranx_measure(token: str) -> MeasureSpec | None:
         if k is not None and not METRICS[metric].at_k:
             raise ValueError(f"ranx's {name} takes no cutoff @k (got {token!r})")
     else:
-        pairs = _one_metric(base)
+        pairs = _pairs_of_token(base)
         if len(pairs) != 1:
             raise ValueError(f"{token!r}: ranx's -l level is read on one measure, got {base!r}")
         (metric, k), fixed = pairs[0], ()
@@ -545,7 +545,7 @@ def _recall_level(value: object, token: str) -> str:
     return names[round(level, 2)]
 
 
-def _one_metric(token: str) -> list[tuple[str, int | None]]:
+def _pairs_of_token(token: str) -> list[tuple[str, int | None]]:
     name = token.partition(".")[0]
     trec_eval_only = name in TREC_EVAL_MEASURES or name in (ALL_TREC, *LEVEL_FAMILIES)
     if "." in token or (trec_eval_only and name not in METRICS):

@@ -215,7 +215,7 @@ def evaluate_specs(
     unjudged_queries = settings.unjudged_queries
     subtopics: SubtopicQrels | None = None
     try:
-        if any(_diversity(spec) for spec in specs):
+        if any(is_diversity(spec.metric) for spec in specs):
             # the diversity measures read each judgment's subtopic; the others the
             # largest grade of each (query, document)
             subtopics = qrels if isinstance(qrels, SubtopicQrels) else subtopic_qrels(qrels)
@@ -265,7 +265,7 @@ def _evaluate_specs(
     passes: dict[tuple[tuple[tuple[str, Any], ...], bool], list[MeasureSpec]] = {}
     for spec in specs:
         # the diversity measures in passes of their own (subtopic parts)
-        diverse = (("diversity", True),) if _diversity(spec) else ()
+        diverse = (("diversity", True),) if is_diversity(spec.metric) else ()
         passes.setdefault((spec.option_items + diverse, spec.judged_only), []).append(spec)
     per_query: dict[str, Any] = {}
     mean: dict[str, float] = {}
@@ -308,10 +308,6 @@ def _evaluate_specs(
     ordered = [spec.key for spec in specs]
     results = Results(first[0].qids, ordered, per_query, mean, standard_error, counted)
     return results, first[1]
-
-
-def _diversity(spec: MeasureSpec) -> bool:
-    return is_diversity(spec.metric)
 
 
 def _measure_list(measures: str | Iterable[Any]) -> list[Any]:

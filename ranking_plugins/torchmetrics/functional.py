@@ -119,7 +119,7 @@ def check_max_k(max_k: object) -> None:
             )
 
 
-def _evaluate(
+def _one_query_values(
     metrics: Sequence[str],
     preds: object,
     target: object,
@@ -159,7 +159,7 @@ def _evaluate(
 
 def _one(name: str, preds: Tensor, target: Tensor, top_k: TopK, adaptive_k: bool = False) -> Tensor:
     _check_top_k(top_k)
-    return _evaluate([name], preds, target, top_k, adaptive_k)[0]
+    return _one_query_values([name], preds, target, top_k, adaptive_k)[0]
 
 
 def retrieval_average_precision(preds: Tensor, target: Tensor, top_k: TopK = None) -> Tensor:
@@ -290,7 +290,7 @@ def retrieval_r_precision(preds: Tensor, target: Tensor) -> Tensor:
     >>> retrieval_r_precision(preds, target)
     tensor(0.5000, dtype=torch.float64)
     """
-    return _evaluate(["r_precision"], preds, target, None)[0]
+    return _one_query_values(["r_precision"], preds, target, None)[0]
 
 
 def retrieval_auroc(
@@ -313,7 +313,7 @@ def retrieval_auroc(
     """
     _check_top_k(top_k)
     metric = "auc" if top_k is None else "auroc"
-    return _evaluate([metric], preds, target, top_k, max_fpr=max_fpr)[0]
+    return _one_query_values([metric], preds, target, top_k, max_fpr=max_fpr)[0]
 
 
 def retrieval_precision_recall_curve(
@@ -346,7 +346,7 @@ def retrieval_precision_recall_curve(
     if not ks:  # no item and no max_k: curves of no point
         empty = torch.zeros(0, dtype=torch.float64, device=preds.device)
         return empty, empty.clone(), torch.zeros(0, dtype=torch.long, device=preds.device)
-    precision, recall = _evaluate(["precision", "recall"], preds, target, ks, adaptive_k)
+    precision, recall = _one_query_values(["precision", "recall"], preds, target, ks, adaptive_k)
     top_k = torch.tensor(ks, device=precision.device)
     # the k each precision divides by: adaptive_k's min(k, items), the kernel's rule
     return precision, recall, top_k.clamp(max=size) if adaptive_k else top_k
