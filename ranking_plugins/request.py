@@ -228,9 +228,9 @@ class RankingRequest:
                     f"(Q, N, S) grade tensor, each item's grade per subtopic; got shape {given}",
                 )
             return target, None
+        if not self.intents:
+            return target, None  # a 3-D target without a diversity measure: the kernel refuses
         shape = tuple(preds.shape) if isinstance(preds, Tensor) else None
-        if not self.intents and (shape is None or len(shape) != 2):
-            return target, None  # scores of no layout: the kernel's checks say so
         if indexes is not None or shape is None or len(shape) != 2 or target.shape[:2] != shape:
             raise validation.ArgumentError(
                 "target",

@@ -96,6 +96,8 @@ def test_every_documented_option_is_still_accepted(name: str) -> None:
         "rbp_persistence": 0.9,  # issue 13
         "fall_out_empty": "no_relevant",  # issue 26
         "max_fpr": 0.5,  # issue 26
+        "alpha": 0.5,  # the diversity measures
+        "beta": 0.5,
         "target_format": "dense",
         "validate_args": False,
         "relevance_threshold": 1.0,

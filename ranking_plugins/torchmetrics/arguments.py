@@ -12,12 +12,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from ranking_plugins import _validation as validation
+from ranking_plugins.torchmetrics.functional import _check_adaptive_k, _check_top_k
 from ranking_plugins.totals import AGGREGATIONS
-
-_TOP_K_FORMS = (
-    "a positive int, a non-empty sequence of positive ints, or None for the whole list "
-    "(also inside a sequence: [10, None])"
-)
 
 
 def _check_arguments(
@@ -51,16 +47,8 @@ def _check_arguments(
             f"`aggregation` must be one of {list(AGGREGATIONS)} or a callable "
             f"f(values, dim=None), got {aggregation!r}"
         )
-    problem = validation.top_k_problem(top_k)
-    # a non-int k inside a sequence: TorchMetrics takes no sequence, the package's error
-    if problem is not None and problem.kind != "item":
-        raise ValueError(
-            f"`top_k` has to be a positive integer or None, got {top_k!r}; "
-            f"`top_k` {problem.text} (ranking_plugins takes {_TOP_K_FORMS})"
-        )
-    problem = validation.flag_problem(adaptive_k)
-    if problem is not None:
-        raise ValueError(f"`adaptive_k` has to be a boolean: `adaptive_k` {problem.text}")
+    _check_top_k(top_k, items_in_package_words=True)
+    _check_adaptive_k(adaptive_k)
 
 
 #: the options that only some metrics read (each class of one metric takes those its

@@ -96,11 +96,24 @@ def torchmetrics_dtype_refusal(preds: Tensor, target: Tensor) -> str | None:
     return None
 
 
-def _check_top_k(top_k: object, name: str = "top_k") -> None:
-    """The package's rule for ``top_k`` (one k or several), in TorchMetrics' words."""
+#: the forms of ``top_k`` the package takes, where TorchMetrics takes one k or None
+TOP_K_FORMS = (
+    "a positive int, a non-empty sequence of positive ints, or None for the whole list "
+    "(also inside a sequence: [10, None])"
+)
+
+
+def _check_top_k(top_k: object, name: str = "top_k", items_in_package_words: bool = False) -> None:
+    """The package's rule for ``top_k`` (one k or several), in TorchMetrics' words.
+    ``items_in_package_words``: a wrong k inside a sequence (which TorchMetrics does not
+    take) is left to the package's own check and its words."""
     problem = validation.top_k_problem(top_k)
-    if problem is not None:
-        raise ValueError(f"`{name}` has to be a positive integer or None: `{name}` {problem.text}")
+    if problem is None or (items_in_package_words and problem.kind == "item"):
+        return
+    raise ValueError(
+        f"`{name}` has to be a positive integer or None, got {top_k!r}; "
+        f"`{name}` {problem.text} (ranking_plugins takes {TOP_K_FORMS})"
+    )
 
 
 def _check_adaptive_k(adaptive_k: object) -> None:
