@@ -129,7 +129,7 @@ class Relevance(Protocol):
         """(relevant, gain) of ``items`` (item indices per query) of all queries or ``rows``."""
         ...
 
-    def rows(self, rows: Tensor) -> tuple[Tensor, Tensor]:
+    def rows(self, rows: Tensor | slice) -> tuple[Tensor, Tensor]:
         """(relevant, gain) of every item of the queries ``rows``, shape (len(rows), N)."""
         ...
 
@@ -277,7 +277,7 @@ class DenseGrades:
             judged = (self.judged if rows is None else self.judged[rows]).gather(1, items)
         return self._relevant_and_gain(grades.gather(1, items), judged)
 
-    def rows(self, rows: Tensor) -> tuple[Tensor, Tensor]:
+    def rows(self, rows: Tensor | slice) -> tuple[Tensor, Tensor]:
         judged = None if self.judged is None else self.judged[rows]
         return self._relevant_and_gain(self.grades[rows], judged)
 
@@ -455,12 +455,12 @@ class ItemIds:
         #: A listed (relevant) item is judged whether or not it is repeated here.
         self.judged_ids = judged_ids
 
-    def at(self, items: Tensor, rows: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    def at(self, items: Tensor, rows: Tensor | slice | None = None) -> tuple[Tensor, Tensor]:
         ids = self.item_ids if rows is None else self.item_ids[rows]
         relevant = (items.unsqueeze(-1) == ids.unsqueeze(1)).any(dim=-1)
         return relevant, relevant.to(torch.float64)
 
-    def rows(self, rows: Tensor) -> tuple[Tensor, Tensor]:
+    def rows(self, rows: Tensor | slice) -> tuple[Tensor, Tensor]:
         ids = self.item_ids[rows]
         relevant = torch.zeros(
             ids.shape[0], self.num_items + 1, dtype=torch.bool, device=ids.device

@@ -108,6 +108,9 @@ class CutGroup:
     #: (rows, C): the catalogue item of each column of ``members``, when the
     #: columns are candidates rather than the catalogue (EmbeddingScores)
     member_items: Tensor | None = None
+    #: ``rows`` is every row in order (the accelerator's paths): read the lists'
+    #: fields whole, without indexing
+    every_row: bool = False
 
 
 def sort_within_ties(
@@ -277,19 +280,24 @@ def _tie_groups(
 
     if cut_group is not None:
         # "average": the cut group's totals come from its whole row
-        rows = cut_group.rows
+        rows = slice(None) if cut_group.every_row else cut_group.rows
         in_group = ranked[rows] & (values[rows] == cut_group.score.unsqueeze(1))
         cut = group[rows].gather(1, in_group.to(torch.int8).argmax(dim=1, keepdim=True))
         # no ranked member at all (only masked items at that score): nothing to replace
         at_cut = (torch.arange(length, device=device) == cut) & (cut_group.size > 0).unsqueeze(1)
+        replaced = []
         for totals, whole_row in (
             (size, cut_group.size),
             (group_relevant, cut_group.relevant),
             (group_gain, cut_group.gain),
         ):
-            totals[rows] = torch.where(
-                at_cut, whole_row.unsqueeze(1).to(totals.dtype), totals[rows]
-            )
+            now = torch.where(at_cut, whole_row.unsqueeze(1).to(totals.dtype), totals[rows])
+            if cut_group.every_row:
+                replaced.append(now)
+            else:
+                totals[rows] = now
+                replaced.append(totals)
+        size, group_relevant, group_gain = replaced
 
     group_start = start.gather(1, group)
     relevant_so_far = torch.cumsum(relevant, dim=1)
