@@ -59,8 +59,8 @@ class OpCounter(TorchDispatchMode):
 class Row:
     """One call of the table: its name, its target (accelerator paths) and how to run it.
 
-    ``prepare`` builds the call's inputs (fresh tensors each time it is called)
-    and returns the call itself; ``setup`` (optional) runs uncounted before it.
+    ``prepare`` builds the call's inputs (fresh tensors each time it is called),
+    uncounted, and returns the call itself.
     """
 
     name: str
@@ -165,9 +165,7 @@ def table(quick: bool, verbose: bool = False) -> tuple[list[str], list[str]]:
         mark = "" if total <= row.target else " (missed)"
         if mark:
             missed.append(f"{row.name}: {total} > {row.target}")
-        lines.append(
-            f"| {row.name} | {total}{mark} | ≤ {row.target} | {sum(on_cpu.values())} |"
-        )
+        lines.append(f"| {row.name} | {total}{mark} | ≤ {row.target} | {sum(on_cpu.values())} |")
         if verbose:
             print(row.name, dict(on_accelerator.most_common()), file=sys.stderr)
     return lines, missed

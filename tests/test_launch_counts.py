@@ -10,7 +10,6 @@ operations to it shows here.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -22,23 +21,42 @@ from ranking_plugins.batch_cache import last_batch
 from ranking_plugins.kernel import host_reads
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "benchmarks"))
-import ops_per_call  # noqa: E402
+import ops_per_call
 
 AT_K = ["hit_rate", "mrr", "precision", "recall", "f1", "map", "ndcg", "fall_out"]
 WHOLE_LIST = ["auc", "r_precision", "mean_rank"]
 
+#: the accelerator paths' operations of each call of ops_per_call's table (--quick sizes)
+BOUNDS = {
+    "W1: dense binary": 302,
+    "hit_rate@10 alone": 185,
+    "W2: item ids": 220,
+    "W4: ndcg@10": 199,
+    "W3: TorchMetrics grouped": 271,
+    "W3: one update": 13,
+}
 
-def _both_paths(call: Callable[[], dict[str, torch.Tensor]], monkeypatch: pytest.MonkeyPatch):
-    runs = []
-    for accelerator in (False, True):
-        monkeypatch.setattr(host_reads, "ACCELERATOR_PATHS_ON_CPU", accelerator)
-        last_batch.clear()
-        runs.append(call())
-    return runs
+
+@pytest.mark.parametrize("call", list(BOUNDS))
+def test_operations_per_call_stay_within_their_bounds(call: str) -> None:
+    (row,) = [row for row in ops_per_call.rows(quick=True) if row.name.startswith(call)]
+    operations = ops_per_call.count(row, accelerator_paths=True)
+    assert sum(operations.values()) <= BOUNDS[call], dict(operations.most_common())
+
+
+def test_count_true_is_one_reduction_on_the_accelerator_paths(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    flags = torch.rand(5, 1000) < 0.5
+    monkeypatch.setattr(host_reads, "ACCELERATOR_PATHS_ON_CPU", True)
+    with ops_per_call.OpCounter() as counter:
+        counted = kernel.count_true(flags)
+    assert torch.equal(counted, flags.sum(dim=1))
+    assert sum(counter.ops.values()) == 1
 
 
 @pytest.mark.parametrize("ties", kernel.TIES)
-@pytest.mark.parametrize("grades", ["binary float", "bool", "int", "float"])
+@pytest.mark.parametrize("grades", ["binary float", "bool", "int", "float", "item ids"])
 def test_accelerator_paths_give_the_cpu_paths_bits(
     ties: str, grades: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -56,21 +74,37 @@ def test_accelerator_paths_give_the_cpu_paths_bits(
             "bool": levels > 3,
             "int": levels - 1,
             "float": levels.float() / 2,
+            "item ids": torch.randint(-1, n, (q, 3), generator=generator),
         }[grades]
-        mask = torch.rand(q, n, generator=generator) < 0.8 if trial % 3 == 1 else None
+        ids = grades == "item ids"
+        mask = torch.rand(q, n, generator=generator) < 0.8 if trial % 3 == 1 and not ids else None
         ks = sorted({1, 1 + trial % n, n, n + 2})
+        metric_sets = [AT_K, ["hit_rate"], ["ndcg"]] + ([] if ids else [[*AT_K, *WHOLE_LIST]])
         for gain in ("linear", "exponential"):
-
-            def call(metrics: list[str] = AT_K) -> dict[str, torch.Tensor]:
-                return rank_metrics(
-                    preds, target, metrics, ks, mask=mask, ties=ties, gain=gain,
-                    reduction="none",
-                )  # fmt: skip
-
-            for metrics in (AT_K, [*AT_K, *WHOLE_LIST], ["hit_rate"], ["ndcg"]):
-                cpu, accelerator = _both_paths(lambda m=metrics: call(m), monkeypatch)
+            for metrics in metric_sets:
+                runs = []
+                for accelerator in (False, True):
+                    monkeypatch.setattr(host_reads, "ACCELERATOR_PATHS_ON_CPU", accelerator)
+                    last_batch.clear()
+                    runs.append(
+                        rank_metrics(
+                            preds,
+                            target,
+                            metrics,
+                            ks,
+                            mask=mask,
+                            ties=ties,
+                            gain=gain,
+                            reduction="none",
+                        )
+                    )
+                cpu, accelerator_run = runs
                 for key, values in cpu.items():
                     torch.testing.assert_close(
-                        accelerator[key], values, rtol=0, atol=0, equal_nan=True,
-                        msg=lambda text, key=key: f"{key} ({trial=}, {gain=}): {text}",
-                    )  # fmt: skip
+                        accelerator_run[key],
+                        values,
+                        rtol=0,
+                        atol=0,
+                        equal_nan=True,
+                        msg=f"{key} (trial {trial}, {gain} gain)",
+                    )
