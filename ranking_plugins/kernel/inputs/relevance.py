@@ -221,13 +221,25 @@ class DenseGrades:
         if width == 0 or not counts_fit_in_float(width):
             return None
         rows = compare_rows(width, grades)
+        known = self._largest  # the row maxima, when :meth:`largest` took them already
+        test = self.rule.relevance_test(grades.dtype)
+        if rows >= num_rows and not host_reads_are_free(grades):
+            # an accelerator, one block: no cache to stay in, and each operation of
+            # the blocks' float flags is a launch; three reductions, the same counts
+            high = grades.amax(dim=1) if known is None else known
+            relevant = (
+                torch.zeros(num_rows, dtype=torch.int64, device=grades.device)
+                if test is None
+                else test[0](grades, test[1]).sum(dim=1)
+            )
+            holders = (grades == high.unsqueeze(1)).sum(dim=1)
+            self._summary = GradeSummary(relevant, high, holders)
+            return self._summary
         device = grades.device
         buffer = torch.empty((min(rows, num_rows), width), dtype=torch.float32, device=device)
-        known = self._largest  # the row maxima, when :meth:`largest` took them already
         high = torch.empty(num_rows, dtype=grades.dtype, device=device) if known is None else known
         relevant = torch.zeros(num_rows, dtype=torch.float32, device=device)
         holders = torch.empty_like(relevant)
-        test = self.rule.relevance_test(grades.dtype)
         for low in range(0, num_rows, rows):
             block, at = grades[low : low + rows], slice(low, low + rows)
             if known is None:

@@ -80,16 +80,21 @@ def _candidates(
     items: Tensor,
     whole_rows: bool = False,
     ranked: Tensor | None = None,
+    row_relevance: tuple[Tensor, Tensor] | None = None,
 ) -> Candidates:
     """``whole_rows``: ``items`` is every column in order, so the mask is read as it is.
-    ``ranked``: the items' ranked flags, when known already."""
+    ``ranked``: the items' ranked flags, when known already; ``row_relevance``: the
+    relevance and gain of every item of every row, when made already (read there)."""
     if ranked is not None:
         pass
     elif data.ranked is None:
         ranked = torch.ones_like(values, dtype=torch.bool)
     else:
         ranked = data.ranked if whole_rows else data.ranked.gather(1, items)
-    relevant, gain = data.relevance.at(items)
+    if row_relevance is None:
+        relevant, gain = data.relevance.at(items)
+    else:
+        relevant, gain = (t.gather(1, items) for t in row_relevance)
     key = tie_key(ties, items, relevant, gain)
     return Candidates(
         values, items, ranked, relevant, gain, key, data.ranked is None, data.relevance.binary
@@ -157,9 +162,10 @@ def _complete_every_row(
     """:func:`_candidates` and :func:`_complete_cut_groups` where every row is completed.
 
     The accelerator's path (no read says which rows were cut): each row's
-    boundary group is refilled before the candidates' relevance is read, so it is
-    read once, and no row is indexed or written back: the same numbers in fewer
-    operations, each a kernel launch there.
+    boundary group is refilled before the candidates' relevance is read (gathered
+    from the whole rows' relevance, which the refill reads anyway), and no row is
+    indexed or written back: the same numbers in fewer operations, each a kernel
+    launch there.
     """
     depth = values.shape[1]
     score = values[:, -1:]
@@ -187,7 +193,9 @@ def _complete_every_row(
     )
     ranked = torch.where(take, best_key.gather(1, slot) > -math.inf, listed)
     items = torch.where(take, best.gather(1, slot), items)
-    candidates = _candidates(data, ties, values, items, ranked=ranked)
+    candidates = _candidates(
+        data, ties, values, items, ranked=ranked, row_relevance=(row_relevant, row_gain)
+    )
     cut_group = CutGroup(
         torch.arange(values.shape[0], device=score.device),
         score.squeeze(1),
