@@ -28,11 +28,11 @@ WHOLE_LIST = ["auc", "r_precision", "mean_rank"]
 
 #: the accelerator paths' operations of each call of ops_per_call's table (--quick sizes)
 BOUNDS = {
-    "W1: dense binary": 285,
+    "W1: dense binary": 286,
     "hit_rate@10 alone": 168,
     "W2: item ids": 220,
     "W4: ndcg@10": 182,
-    "W3: TorchMetrics grouped": 258,
+    "W3: TorchMetrics grouped": 259,
     "W3: one update": 13,
 }
 
@@ -108,3 +108,61 @@ def test_accelerator_paths_give_the_cpu_paths_bits(
                         equal_nan=True,
                         msg=f"{key} (trial {trial}, {gain} gain)",
                     )
+
+
+def _graded(dtype: torch.dtype, q: int = 6, n: int = 5200) -> tuple[torch.Tensor, torch.Tensor]:
+    """Scores with ties and grades 0..4 on long rows (the top grades found through blocks)."""
+    generator = torch.Generator().manual_seed(8)
+    preds = torch.randint(0, 50, (q, n), generator=generator).float()
+    grades = torch.zeros(q, n, dtype=torch.long)
+    grades[:, :20] = torch.randint(0, 5, (q, 20), generator=generator)
+    grades[1] = 0  # nothing relevant
+    grades[2, 3] = 4  # one relevant grade only
+    columns = torch.randperm(n, generator=generator)
+    return preds, grades[:, columns].to(dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16])
+@pytest.mark.parametrize("metrics", [["ndcg"], ["hit_rate"], ["hit_rate", "mrr", "ndcg"]])
+def test_float_grades_take_the_integer_grades_path(
+    dtype: torch.dtype, metrics: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Float grades (as Ignite and TorchMetrics users pass them) find their top grades
+    through block maxima as integer grades do, with no walk counting R where no metric
+    reads it; the numbers are the integer grades' to the bit."""
+    from ranking_plugins.kernel.inputs import relevance
+
+    walks: list[int] = []
+    summary = relevance.DenseGrades.summary
+
+    def counted(self: relevance.DenseGrades) -> relevance.GradeSummary | None:
+        walks.append(1)
+        return summary(self)
+
+    preds, grades = _graded(dtype)
+    monkeypatch.setattr(relevance.DenseGrades, "summary", counted)
+    for gain in ("exponential", "linear"):
+        last_batch.clear()
+        got = rank_metrics(preds, grades, metrics, [1, 5, 10], gain=gain, reduction="none")
+        assert not walks
+        want = rank_metrics(preds, grades.long(), metrics, [1, 5, 10], gain=gain, reduction="none")
+        for key, values in want.items():
+            torch.testing.assert_close(got[key], values, rtol=0, atol=0, equal_nan=True)
+    # a metric that reads R still counts it
+    rank_metrics(preds, grades, ["recall"], 10)
+    assert walks
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+def test_top_grades_of_long_float_rows_from_blocks_equal_topk(dtype: torch.dtype) -> None:
+    from ranking_plugins.kernel.inputs.relevance import through_blocks, top_grades
+
+    generator = torch.Generator().manual_seed(4)
+    grades = (torch.randint(-4, 9, (7, 6000), generator=generator) / 2).to(dtype)
+    grades[0, 17] = float("nan")  # ranked first by topk, and by the blocks' maxima
+    grades[1] = float("-inf")
+    grades[2, 3000:] = float("inf")
+    for k in (1, 3, 10):
+        assert through_blocks(grades, k)
+        got, want = top_grades(grades, k), torch.topk(grades, k, dim=1).values
+        torch.testing.assert_close(got, want, rtol=0, atol=0, equal_nan=True)

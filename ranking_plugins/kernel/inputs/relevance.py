@@ -137,6 +137,10 @@ class Relevance(Protocol):
         """R: relevant items per query, int64 (Q,); only those where ``within`` if given."""
         ...
 
+    def any_relevant(self) -> Tensor | None:
+        """(Q,) bool: R > 0, where known without counting R; None: count it."""
+        ...
+
     def ideal_gains(self, length: int, relevant_count: Callable[[], Tensor]) -> Tensor:
         """The ``length`` largest gains of each query (all items), descending, float64.
 
@@ -258,7 +262,24 @@ class DenseGrades:
         are then made only if a metric reads them, and their walk reuses the max.
         """
         integers = not self.binary and not self.grades.is_floating_point()
-        if integers and self._summary is None and self._largest is None and self.judged is None:
+        # float grades (graded labels as Ignite and TorchMetrics users pass them) too,
+        # where their top is found through block maxima (a top-k over whole rows would
+        # cost more than the counts' walk) and host reads are free (on an accelerator
+        # the counts' three reductions are fewer launches than the blocks' selection)
+        depth = self.select_depth
+        floats = (
+            not self.binary
+            and self.grades.is_floating_point()
+            and depth is not None
+            and through_blocks(self.grades, depth)
+            and host_reads_are_free(self.grades)
+        )
+        if (
+            (integers or floats)
+            and self._summary is None
+            and self._largest is None
+            and self.judged is None
+        ):
             num_items = self.grades.shape[1]
             if self.select_depth is not None and 0 < self.select_depth < num_items:
                 # a ranking to a depth reads an ideal list to that depth at most (ndcg@k):
@@ -306,6 +327,13 @@ class DenseGrades:
         if self.judged is not None:
             relevant &= self.judged
         return count_true(relevant if within is None else relevant & within)
+
+    def any_relevant(self) -> Tensor | None:
+        # relevance grows with the grade: a row holds a relevant grade exactly when its
+        # largest grade is one; known when the grades' check took the maxima alone
+        if self._summary is not None or self._largest is None or self.judged is not None:
+            return None
+        return self.rule.relevant(self._largest)
 
     def _judgments(self, grades: Tensor, pooled: Tensor | None) -> tuple[Tensor, Tensor]:
         judged = grades >= 0 if grades.dtype != torch.bool else torch.ones_like(grades)
@@ -391,25 +419,27 @@ _BLOCKS_PER_CHOSEN = 16
 _MAXIMA_ELEMENTS = 1 << 17
 
 
+def through_blocks(grades: Tensor, k: int) -> bool:
+    """Whether :func:`top_grades` finds the top ``k`` of ``grades`` through block maxima."""
+    blocks = grades.shape[1] // _BLOCK
+    return k >= 1 and grades.dtype != torch.bool and blocks >= _BLOCKS_PER_CHOSEN * k
+
+
 def top_grades(grades: Tensor, k: int) -> Tensor:
     """The ``k`` largest grades of each row of (Q, N) grades, descending:
     ``torch.topk(grades, k, dim=1).values``, at under half its cost on long rows.
 
-    Integer rows much longer than ``k`` are cut into blocks of 32 columns; the k
+    Rows much longer than ``k`` are cut into blocks of 32 columns; the k
     blocks with the largest maxima hold the k largest grades (a grade of any
     other block is at most each of their k maxima), so one max per block and a
     top-k among those k * 32 grades (and the last, shorter block's) replace a
-    top-k over the whole row. Float grades go to ``torch.topk`` (a NaN grade
-    is its own ordering question).
+    top-k over the whole row. Float grades too: a block's max is NaN where it
+    holds one, and ``topk`` ranks NaN above every number, so a NaN grade is
+    chosen as ``topk`` over the row would choose it.
     """
     num_rows, num_items = grades.shape
     blocks = num_items // _BLOCK
-    if (
-        k < 1
-        or grades.is_floating_point()
-        or grades.dtype == torch.bool
-        or blocks < _BLOCKS_PER_CHOSEN * k
-    ):
+    if not through_blocks(grades, k):
         return torch.topk(grades, k, dim=1).values
     whole = blocks * _BLOCK
     by_block = grades[:, :whole].unflatten(1, (blocks, _BLOCK))
@@ -511,6 +541,9 @@ class ItemIds:
         if within is not None:
             counted &= within.gather(1, ids.clamp(min=0))
         return counted.sum(dim=1)
+
+    def any_relevant(self) -> Tensor | None:
+        return None
 
     def ideal_gains(self, length: int, relevant_count: Callable[[], Tensor]) -> Tensor:
         return binary_ideal_gains(relevant_count(), length)
