@@ -263,16 +263,15 @@ class DenseGrades:
         """
         integers = not self.binary and not self.grades.is_floating_point()
         # float grades (graded labels as Ignite and TorchMetrics users pass them) too,
-        # where their top is found through block maxima (a top-k over whole rows would
-        # cost more than the counts' walk) and host reads are free (on an accelerator
-        # the counts' three reductions are fewer launches than the blocks' selection)
+        # where their top is found through block maxima: a top-k over whole rows would
+        # cost more than the counts' walk (and on an accelerator, where there are no
+        # blocks, the counts' three reductions are fewer launches than the blocks)
         depth = self.select_depth
         floats = (
             not self.binary
             and self.grades.is_floating_point()
             and depth is not None
             and through_blocks(self.grades, depth)
-            and host_reads_are_free(self.grades)
         )
         if (
             (integers or floats)
@@ -420,9 +419,18 @@ _MAXIMA_ELEMENTS = 1 << 17
 
 
 def through_blocks(grades: Tensor, k: int) -> bool:
-    """Whether :func:`top_grades` finds the top ``k`` of ``grades`` through block maxima."""
+    """Whether :func:`top_grades` finds the top ``k`` of ``grades`` through block maxima.
+
+    Not on an accelerator, where the blocks' half dozen operations are as many
+    launches and one ``topk`` is one.
+    """
     blocks = grades.shape[1] // _BLOCK
-    return k >= 1 and grades.dtype != torch.bool and blocks >= _BLOCKS_PER_CHOSEN * k
+    return (
+        k >= 1
+        and grades.dtype != torch.bool
+        and blocks >= _BLOCKS_PER_CHOSEN * k
+        and host_reads_are_free(grades)
+    )
 
 
 def top_grades(grades: Tensor, k: int) -> Tensor:
