@@ -54,6 +54,9 @@ from pathlib import Path
 
 import torch
 
+sys.path.insert(0, str(Path(__file__).parent))
+import ops_per_call
+
 from ranking_plugins import EmbeddingScores, rank_metrics
 from ranking_plugins.batch_cache import last_batch
 
@@ -1359,6 +1362,12 @@ def write_results(
     RESULTS.write_text(merge_results(RESULTS.read_text(), args, results))
 
 
+OPS_SECTION = "### ATen operations per call (benchmarks/ops_per_call.py)"
+OPS_NOTE = (
+    "Counted with a TorchDispatchMode on the CPU, one call on fresh tensors after a warm-up, "
+    "default arguments; on an accelerator each is at least one launch. The targets are "
+    "for the accelerator paths (`host_reads.ACCELERATOR_PATHS_ON_CPU = True`)."
+)
 LATEST = "## Latest full run"
 HISTORY = "## History"
 HISTORY_NOTE = (
@@ -1464,6 +1473,8 @@ def main(argv: list[str] | None = None) -> int:
             torch.set_num_threads(args.threads)
         return peak_child(args)
     judged: list[tuple[int | None, Target]] = []
+    # operations per call: the same at every thread count, counted once
+    ops_lines, ops_missed = ops_per_call.table(args.quick)
     for threads in args.thread_counts:
         args.threads = threads
         if threads is not None:
@@ -1473,6 +1484,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"workload {number} ({threads or 'default'} threads) ...", file=sys.stderr)
             results[number] = run_workload(args, number)
         lines, found = report(args, results)
+        lines += [OPS_SECTION, "", OPS_NOTE, "", *ops_lines, ""]
         if len(args.thread_counts) > 1:
             print(f"## {threads} threads\n")
         print("\n".join(lines))
@@ -1488,8 +1500,12 @@ def main(argv: list[str] | None = None) -> int:
                 f"(limit {'<=' if t.at_most else '>='} {t.limit:g})",
                 file=sys.stderr,
             )
-        print(f"--check: {len(judged) - len(missed)} of {len(judged)} targets met", file=sys.stderr)
-        return 1 if missed else 0
+        for miss in ops_missed:
+            print(f"MISS (operations per call): {miss}", file=sys.stderr)
+        met = len(judged) - len(missed) + len(ops_lines) - 2 - len(ops_missed)
+        total = len(judged) + len(ops_lines) - 2
+        print(f"--check: {met} of {total} targets met", file=sys.stderr)
+        return 1 if missed or ops_missed else 0
     return 0
 
 

@@ -37,7 +37,7 @@ class _Candidates:
         ids = self.ids if rows is None else self.ids[rows]
         return self.relevance.at(ids.gather(1, items), rows)
 
-    def rows(self, rows: Tensor) -> tuple[Tensor, Tensor]:
+    def rows(self, rows: Tensor | slice) -> tuple[Tensor, Tensor]:
         return self.relevance.at(self.ids[rows], rows)
 
 

@@ -129,12 +129,16 @@ class Relevance(Protocol):
         """(relevant, gain) of ``items`` (item indices per query) of all queries or ``rows``."""
         ...
 
-    def rows(self, rows: Tensor) -> tuple[Tensor, Tensor]:
+    def rows(self, rows: Tensor | slice) -> tuple[Tensor, Tensor]:
         """(relevant, gain) of every item of the queries ``rows``, shape (len(rows), N)."""
         ...
 
     def relevant_count(self, within: Tensor | None = None) -> Tensor:
         """R: relevant items per query, int64 (Q,); only those where ``within`` if given."""
+        ...
+
+    def any_relevant(self) -> Tensor | None:
+        """(Q,) bool: R > 0, where known without counting R; None: count it."""
         ...
 
     def ideal_gains(self, length: int, relevant_count: Callable[[], Tensor]) -> Tensor:
@@ -221,13 +225,25 @@ class DenseGrades:
         if width == 0 or not counts_fit_in_float(width):
             return None
         rows = compare_rows(width, grades)
+        known = self._largest  # the row maxima, when :meth:`largest` took them already
+        test = self.rule.relevance_test(grades.dtype)
+        if rows >= num_rows and not host_reads_are_free(grades):
+            # an accelerator, one block: no cache to stay in, and each operation of
+            # the blocks' float flags is a launch; three reductions, the same counts
+            high = grades.amax(dim=1) if known is None else known
+            relevant = (
+                torch.zeros(num_rows, dtype=torch.int64, device=grades.device)
+                if test is None
+                else test[0](grades, test[1]).sum(dim=1)
+            )
+            holders = (grades == high.unsqueeze(1)).sum(dim=1)
+            self._summary = GradeSummary(relevant, high, holders)
+            return self._summary
         device = grades.device
         buffer = torch.empty((min(rows, num_rows), width), dtype=torch.float32, device=device)
-        known = self._largest  # the row maxima, when :meth:`largest` took them already
         high = torch.empty(num_rows, dtype=grades.dtype, device=device) if known is None else known
         relevant = torch.zeros(num_rows, dtype=torch.float32, device=device)
         holders = torch.empty_like(relevant)
-        test = self.rule.relevance_test(grades.dtype)
         for low in range(0, num_rows, rows):
             block, at = grades[low : low + rows], slice(low, low + rows)
             if known is None:
@@ -246,7 +262,23 @@ class DenseGrades:
         are then made only if a metric reads them, and their walk reuses the max.
         """
         integers = not self.binary and not self.grades.is_floating_point()
-        if integers and self._summary is None and self._largest is None and self.judged is None:
+        # float grades (graded labels as Ignite and TorchMetrics users pass them) too,
+        # where their top is found through block maxima: a top-k over whole rows would
+        # cost more than the counts' walk (and on an accelerator, where there are no
+        # blocks, the counts' three reductions are fewer launches than the blocks)
+        depth = self.select_depth
+        floats = (
+            not self.binary
+            and self.grades.is_floating_point()
+            and depth is not None
+            and through_blocks(self.grades, depth)
+        )
+        if (
+            (integers or floats)
+            and self._summary is None
+            and self._largest is None
+            and self.judged is None
+        ):
             num_items = self.grades.shape[1]
             if self.select_depth is not None and 0 < self.select_depth < num_items:
                 # a ranking to a depth reads an ideal list to that depth at most (ndcg@k):
@@ -277,7 +309,7 @@ class DenseGrades:
             judged = (self.judged if rows is None else self.judged[rows]).gather(1, items)
         return self._relevant_and_gain(grades.gather(1, items), judged)
 
-    def rows(self, rows: Tensor) -> tuple[Tensor, Tensor]:
+    def rows(self, rows: Tensor | slice) -> tuple[Tensor, Tensor]:
         judged = None if self.judged is None else self.judged[rows]
         return self._relevant_and_gain(self.grades[rows], judged)
 
@@ -294,6 +326,13 @@ class DenseGrades:
         if self.judged is not None:
             relevant &= self.judged
         return count_true(relevant if within is None else relevant & within)
+
+    def any_relevant(self) -> Tensor | None:
+        # relevance grows with the grade: a row holds a relevant grade exactly when its
+        # largest grade is one; known when the grades' check took the maxima alone
+        if self._summary is not None or self._largest is None or self.judged is not None:
+            return None
+        return self.rule.relevant(self._largest)
 
     def _judgments(self, grades: Tensor, pooled: Tensor | None) -> tuple[Tensor, Tensor]:
         judged = grades >= 0 if grades.dtype != torch.bool else torch.ones_like(grades)
@@ -379,25 +418,36 @@ _BLOCKS_PER_CHOSEN = 16
 _MAXIMA_ELEMENTS = 1 << 17
 
 
+def through_blocks(grades: Tensor, k: int) -> bool:
+    """Whether :func:`top_grades` finds the top ``k`` of ``grades`` through block maxima.
+
+    Not on an accelerator, where the blocks' half dozen operations are as many
+    launches and one ``topk`` is one.
+    """
+    blocks = grades.shape[1] // _BLOCK
+    return (
+        k >= 1
+        and grades.dtype != torch.bool
+        and blocks >= _BLOCKS_PER_CHOSEN * k
+        and host_reads_are_free(grades)
+    )
+
+
 def top_grades(grades: Tensor, k: int) -> Tensor:
     """The ``k`` largest grades of each row of (Q, N) grades, descending:
     ``torch.topk(grades, k, dim=1).values``, at under half its cost on long rows.
 
-    Integer rows much longer than ``k`` are cut into blocks of 32 columns; the k
+    Rows much longer than ``k`` are cut into blocks of 32 columns; the k
     blocks with the largest maxima hold the k largest grades (a grade of any
     other block is at most each of their k maxima), so one max per block and a
     top-k among those k * 32 grades (and the last, shorter block's) replace a
-    top-k over the whole row. Float grades go to ``torch.topk`` (a NaN grade
-    is its own ordering question).
+    top-k over the whole row. Float grades too: a block's max is NaN where it
+    holds one, and ``topk`` ranks NaN above every number, so a NaN grade is
+    chosen as ``topk`` over the row would choose it.
     """
     num_rows, num_items = grades.shape
     blocks = num_items // _BLOCK
-    if (
-        k < 1
-        or grades.is_floating_point()
-        or grades.dtype == torch.bool
-        or blocks < _BLOCKS_PER_CHOSEN * k
-    ):
+    if not through_blocks(grades, k):
         return torch.topk(grades, k, dim=1).values
     whole = blocks * _BLOCK
     by_block = grades[:, :whole].unflatten(1, (blocks, _BLOCK))
@@ -455,12 +505,12 @@ class ItemIds:
         #: A listed (relevant) item is judged whether or not it is repeated here.
         self.judged_ids = judged_ids
 
-    def at(self, items: Tensor, rows: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    def at(self, items: Tensor, rows: Tensor | slice | None = None) -> tuple[Tensor, Tensor]:
         ids = self.item_ids if rows is None else self.item_ids[rows]
         relevant = (items.unsqueeze(-1) == ids.unsqueeze(1)).any(dim=-1)
         return relevant, relevant.to(torch.float64)
 
-    def rows(self, rows: Tensor) -> tuple[Tensor, Tensor]:
+    def rows(self, rows: Tensor | slice) -> tuple[Tensor, Tensor]:
         ids = self.item_ids[rows]
         relevant = torch.zeros(
             ids.shape[0], self.num_items + 1, dtype=torch.bool, device=ids.device
@@ -499,6 +549,9 @@ class ItemIds:
         if within is not None:
             counted &= within.gather(1, ids.clamp(min=0))
         return counted.sum(dim=1)
+
+    def any_relevant(self) -> Tensor | None:
+        return None
 
     def ideal_gains(self, length: int, relevant_count: Callable[[], Tensor]) -> Tensor:
         return binary_ideal_gains(relevant_count(), length)

@@ -108,6 +108,9 @@ class CutGroup:
     #: (rows, C): the catalogue item of each column of ``members``, when the
     #: columns are candidates rather than the catalogue (EmbeddingScores)
     member_items: Tensor | None = None
+    #: ``rows`` is every row in order (the accelerator's paths): read the lists'
+    #: fields whole, without indexing
+    every_row: bool = False
 
 
 def sort_within_ties(
@@ -267,29 +270,27 @@ def _tie_groups(
     num_queries, length = ranked.shape
     device = ranked.device
     group = torch.cumsum(starts, dim=1) - 1
-
-    def total(values: Tensor) -> Tensor:
-        return torch.zeros_like(values).scatter_add_(1, group, values)
-
-    size, group_relevant, group_gain = total(torch.ones_like(gain)), total(relevant), total(gain)
+    # the size, relevant count and gain sum of every group as one (3, Q, L) tensor:
+    # one scatter and one gather for the three
+    per_position = torch.stack([torch.ones_like(gain), relevant, gain])
+    by_group = group.expand_as(per_position)
+    totals = torch.zeros_like(per_position).scatter_add_(2, by_group, per_position)
     position = torch.arange(length, device=device).expand(num_queries, length)
     start = torch.full_like(group, length).scatter_reduce_(1, group, position, reduce="amin")
 
     if cut_group is not None:
         # "average": the cut group's totals come from its whole row
-        rows = cut_group.rows
+        rows = slice(None) if cut_group.every_row else cut_group.rows
         in_group = ranked[rows] & (values[rows] == cut_group.score.unsqueeze(1))
         cut = group[rows].gather(1, in_group.to(torch.int8).argmax(dim=1, keepdim=True))
         # no ranked member at all (only masked items at that score): nothing to replace
         at_cut = (torch.arange(length, device=device) == cut) & (cut_group.size > 0).unsqueeze(1)
-        for totals, whole_row in (
-            (size, cut_group.size),
-            (group_relevant, cut_group.relevant),
-            (group_gain, cut_group.gain),
-        ):
-            totals[rows] = torch.where(
-                at_cut, whole_row.unsqueeze(1).to(totals.dtype), totals[rows]
-            )
+        whole_row = torch.stack([cut_group.size, cut_group.relevant, cut_group.gain])
+        replaced = torch.where(at_cut, whole_row.unsqueeze(2).to(totals.dtype), totals[:, rows])
+        if cut_group.every_row:
+            totals = replaced
+        else:
+            totals[:, rows] = replaced
 
     group_start = start.gather(1, group)
     relevant_so_far = torch.cumsum(relevant, dim=1)
@@ -298,13 +299,8 @@ def _tie_groups(
         relevant_so_far.gather(1, (group_start - 1).clamp(min=0)),
         0.0,
     )
-    return (
-        group_start.to(torch.float64),
-        size.gather(1, group),
-        group_relevant.gather(1, group),
-        group_gain.gather(1, group),
-        relevant_before,
-    )
+    size, group_relevant, group_gain = totals.gather(2, by_group).unbind(0)
+    return group_start.to(torch.float64), size, group_relevant, group_gain, relevant_before
 
 
 def _one_item_groups(

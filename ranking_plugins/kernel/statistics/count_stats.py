@@ -75,6 +75,8 @@ class CountStats(ListStats):
         self.num_ranked = num_ranked.to(torch.float64)
         # positions read go up to the end of the longest list, or R ≤ T for the ideal list
         self._table_length = max(num_items, ranked.shape[1], 1)
+        #: the cutoffs last read and :meth:`_inside` of them
+        self._inside_at: tuple[Tensor, Tensor] | None = None
         #: the statistics of judged items, when the judged items were
         #: counted; else ``every_judged`` makes them from these counts, every item judged
         self.judged_stats: CountedJudgedStats | None = None
@@ -95,9 +97,13 @@ class CountStats(ListStats):
         return table[n.clamp(0, table.shape[0] - 1).to(torch.int64)]
 
     def _inside(self, k: Tensor) -> Tensor:
-        """m: positions of each group within the top k, (Q, T, K)."""
-        m = k.unsqueeze(1) - self.start.unsqueeze(2)
-        return torch.minimum(m.clamp(min=0), self.size.unsqueeze(2))
+        """m: positions of each group within the top k, (Q, T, K).
+
+        Made once per cutoff tensor (every metric of a Cutoff reads at its one k)."""
+        if self._inside_at is None or self._inside_at[0] is not k:
+            m = k.unsqueeze(1) - self.start.unsqueeze(2)
+            self._inside_at = (k, torch.minimum(m.clamp(min=0), self.size.unsqueeze(2)))
+        return self._inside_at[1]
 
     def _total(self, per_item: Tensor) -> Tensor:
         """Sum over the ranked relevant items (dim 1) of (Q, T, K) values."""

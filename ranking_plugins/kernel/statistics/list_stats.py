@@ -47,6 +47,10 @@ class ListStats(ABC):
         no metric has read it yet."""
         return self.relevant_count
 
+    def any_relevant(self) -> Tensor:
+        """(Q,) bool: whether each query has a relevant item (R > 0)."""
+        return self.relevant_count > 0
+
     @abstractmethod
     def hits_at(self, k: Tensor) -> Tensor:
         """E[relevant items in the top k]."""
@@ -294,7 +298,7 @@ class Cutoff:
     @cached_property
     def has_relevant(self) -> Tensor:
         """(Q, K) whether the query has a relevant item: most metrics are undefined without."""
-        return (self.relevant_count > 0).expand_as(self.k)
+        return self.stats.any_relevant().unsqueeze(1).expand_as(self.k)
 
     @cached_property
     def judged(self) -> JudgedReadings:

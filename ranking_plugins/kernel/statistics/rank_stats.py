@@ -146,6 +146,15 @@ class RankStats(ListStats):
             return self.relevant_count
         return (found if isinstance(found, Tensor) else found()).to(torch.float64)
 
+    def any_relevant(self) -> Tensor:
+        """R > 0, from the targets without counting R where they know it (their largest
+        grades, taken by the grades' check) and no metric has counted R."""
+        counted = isinstance(self._relevant_count_of, Tensor) or any(
+            name in self.__dict__ for name in ("relevant_count", "_relevant_count_int")
+        )
+        found = None if counted else self._relevance.any_relevant()
+        return super().any_relevant() if found is None else found
+
     def relevant_count_later(self) -> Tensor | Callable[[], Tensor]:
         if "relevant_count" in self.__dict__ or isinstance(self._relevant_count_of, Tensor):
             return self.relevant_count
