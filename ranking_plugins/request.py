@@ -29,6 +29,7 @@ from ranking_plugins.kernel import (
     Exposure,
     ItemInputs,
     RankedBatch,
+    RankingPlan,
     rank_inputs,
     subtopic_relevance,
 )
@@ -347,20 +348,23 @@ class RankingRequest:
             # counting gives the accuracy statistics of whole lists whatever the
             # depth; the items' top is needed down to the largest k only
             depth = max(self.ks)
-        return rank_inputs(
-            preds,
-            target,
-            indexes=indexes,
-            mask=mask,
+        plan = RankingPlan(
             target_format=self.options.target_format,
             rule=self.options.rule,
             ties=self.options.ties,
             depth=depth,
             validate_args=self.options.validate_args,
             identities=self.identities or self.intents,
-            judged=judged,
             judgments=self.judgments,
             check_catalogue=self.items.check_catalogue if self.identities else None,
+        )
+        return rank_inputs(
+            preds,
+            target,
+            plan,
+            indexes=indexes,
+            mask=mask,
+            judged=judged,
             scores_checked=scores_checked,
         )
 

@@ -31,6 +31,7 @@ read (:class:`Exposure`, :class:`TopItems`).
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from torch import Tensor
 
@@ -103,24 +104,38 @@ from ranking_plugins.kernel.statistics.intents import (
 )
 
 
+@dataclass(frozen=True)
+class RankingPlan:
+    """How a batch is ranked, the same for every batch of a request.
+
+    ``target_format``: the layout of the targets (None: told by their shape);
+    ``rule``: which grades are relevant and what they earn; ``ties``: the tie
+    policy; ``depth``: how deep lists are ranked (None: whole lists);
+    ``validate_args``: whether checks may read values. ``identities``,
+    ``judgments`` and ``check_catalogue``: see :func:`rank_inputs`.
+    """
+
+    target_format: str | None
+    rule: GainRule
+    ties: str
+    depth: int | None
+    validate_args: bool
+    identities: bool = False
+    judgments: bool = False
+    check_catalogue: Callable[[int], None] | None = None
+
+
 def rank_inputs(
     preds: Tensor | EmbeddingScores | ShardedEmbeddingScores,
     target: Tensor,
+    plan: RankingPlan,
     *,
     indexes: Tensor | None,
     mask: Tensor | None,
-    target_format: str | None,
-    rule: GainRule,
-    ties: str,
-    depth: int | None,
-    validate_args: bool,
-    identities: bool = False,
     judged: Tensor | None = None,
-    judgments: bool = False,
-    check_catalogue: Callable[[int], None] | None = None,
     scores_checked: bool = False,
 ) -> RankedBatch:
-    """The rank statistics of one batch, from its inputs, for every layout.
+    """The rank statistics of one batch, from its inputs, for every layout, as ``plan`` says.
 
     Checks the inputs, brings them to a :class:`Batch` and ranks it down to
     ``depth`` (None: whole lists), or, for :class:`EmbeddingScores`, walks the
@@ -144,6 +159,9 @@ def rank_inputs(
     ``scores_checked``: grouped scores already checked for NaN (kept by an
     adapter's ``update``, which checked them); the grades are still checked.
     """
+    target_format, rule, ties, depth = plan.target_format, plan.rule, plan.ties, plan.depth
+    validate_args, identities, judgments = plan.validate_args, plan.identities, plan.judgments
+    check_catalogue = plan.check_catalogue
     # the layouts a request's metrics cannot read are refused by the request, which
     # names them from the metric table (``RankingRequest.check_layout``)
     if judged is not None and isinstance(preds, ShardedEmbeddingScores):
@@ -229,6 +247,7 @@ __all__ = [
     "RankedBatch",
     "RankedList",
     "RankingInput",
+    "RankingPlan",
     "Relevance",
     "ScoreFn",
     "ShardError",

@@ -184,7 +184,7 @@ class ListStats(ABC):
     # -- judgments: read only by the measures of judged items ------------
     # Ranked lists (``RankStats``) answer them, and counts (``CountStats``) made
     # for them: a request that asks one of those measures reads whole lists and
-    # tells the kernel (``rank_inputs(judgments=True)``).
+    # tells the kernel (``RankingPlan(judgments=True)``).
 
     def judgments(self) -> JudgedReadings:
         """The statistics of judged items (bpref, infAP, unj, ...) of these lists."""
