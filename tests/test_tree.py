@@ -213,3 +213,90 @@ def test_the_code_tells_no_history() -> None:
         if re.search(r"\b[Ii]ssues? \d+", line)
     ]
     assert tagged == []
+
+
+# -- the map of the tree, docs/contributing.rst ----------------------------------------
+
+ROOT = PACKAGE.parent
+CONTRIBUTING = ROOT / "docs" / "contributing.rst"
+
+#: literals of the map that name a file or folder of the repository, by their prefix
+REPOSITORY_FOLDERS = ("ranking_plugins/", "tests/", "docs/", "benchmarks/", ".ci/")
+
+
+def _map_text() -> str:
+    if not CONTRIBUTING.is_file():
+        pytest.skip("docs/contributing.rst is not beside the package (an installed copy)")
+    return CONTRIBUTING.read_text(encoding="utf-8")
+
+
+def _module_file(module: str) -> Path | None:
+    """The file of the package's module ``module`` (dotted), if there is one."""
+    base = ROOT.joinpath(*module.split("."))
+    for path in (base.with_suffix(".py"), base / "__init__.py"):
+        if path.is_file():
+            return path
+    return None
+
+
+def test_every_path_the_map_names_exists() -> None:
+    literals = set(re.findall(r"``([^`\s<>]+)``", _map_text()))
+    named = {text for text in literals if text.endswith((".py", "/")) or "/" in text}
+    assert any(text.startswith("ranking_plugins/kernel/") for text in named)
+    # every file and folder of the package, folders spelled with their final "/"
+    paths = [
+        p.relative_to(ROOT).as_posix() + ("/" if p.is_dir() else "")
+        for p in PACKAGE.rglob("*")
+        if "__pycache__" not in p.parts
+    ]
+    missing = []
+    for text in sorted(named):
+        if text.startswith(REPOSITORY_FOLDERS):
+            found = (ROOT / text).exists()
+        else:  # a path within the package, short as the text around it allows
+            found = any(p.endswith("/" + text) for p in paths)
+        if not found:
+            missing.append(text)
+    assert missing == []
+
+
+def test_every_module_of_the_tree_is_on_the_map() -> None:
+    literals = set(re.findall(r"``([^`\s<>]+)``", _map_text()))
+    absent = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        relative = path.relative_to(ROOT).as_posix()
+        if path.name == "__init__.py" and path.parent != PACKAGE:
+            # a sub-package is on the map by its folder
+            names = {relative, path.parent.relative_to(ROOT).as_posix() + "/"}
+        else:
+            names = {relative}
+        if not names & literals:
+            absent.append(relative)
+    assert absent == []
+
+
+def test_every_module_and_name_the_map_refers_to_exists() -> None:
+    text = _map_text()
+    modules = re.findall(r":mod:`(?:[^`<]*<)?~?([\w.]+)>?`", text)
+    assert modules
+    assert [m for m in modules if _module_file(m) is None] == []
+    names = re.findall(r":(?:func|class|data|meth|attr):`(?:[^`<]*<)?~?([\w.]+)>?`", text)
+    assert names
+    unresolved = []
+    for target in names:
+        parts = target.split(".")
+        owner = max(
+            (i for i in range(1, len(parts)) if _module_file(".".join(parts[:i]))), default=0
+        )
+        if owner == 0:
+            unresolved.append(target)
+            continue
+        try:
+            value: object = importlib.import_module(".".join(parts[:owner]))
+        except ImportError as error:  # an optional library this environment lacks
+            pytest.skip(f"{target}: {error}")
+        for part in parts[owner:]:
+            value = getattr(value, part, None)
+        if value is None:
+            unresolved.append(target)
+    assert unresolved == []
