@@ -155,10 +155,10 @@ def parse_metrics(values: Sequence[str]) -> list[tuple[str, int | None]]:
     for spec in parse_measures(list(values)):
         items = [(n, v) for n, v in spec.option_items if n not in unflagged or unflagged[n] != v]
         if any(name in unflagged for name, _ in items):
-            own = ", ".join(f"{name}={value!r}" for name, value in items)
+            asked = ", ".join(f"{name}={value!r}" for name, value in items)
             fixed = ", ".join(f"{name}={value!r}" for name, value in unflagged.items())
             raise ValueError(
-                f"{spec.key!r} sets {own} for itself; the command evaluates the diversity "
+                f"{spec.key!r} sets {asked} for itself; the command evaluates the diversity "
                 f"measures at {fixed} (evaluate_run takes others)"
             )
         if items or spec.judged_only:
