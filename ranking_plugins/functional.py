@@ -35,6 +35,7 @@ __all__ = [
     "fall_out",
     "gini",
     "hit_rate",
+    "intent_target",
     "map",
     "mean_rank",
     "mrr",
@@ -445,3 +446,73 @@ def diversity(
 
 for _function in (coverage, gini, entropy, personalisation, novelty, arp, tail_share, diversity):
     _function.__doc__ = (_function.__doc__ or "").replace("{example}", _EXAMPLE.strip())
+
+
+def intent_target(target: Tensor, item_categories: Tensor, query_intents: Tensor) -> Tensor:
+    """The (Q, N, S) subtopic target of the diversity measures from item categories, for
+    recommenders (alpha-nDCG over genres): ``target[q, n] * category[n, s] * intent[q, s]``.
+
+    Args:
+        target: ``(Q, N)`` grades, the relevance of item n to query q (dense layout).
+        item_categories: ``(N,)`` integer, each item's one category in ``0..S-1``, or
+            ``(N, S)`` bool or numbers, the categories of each item (several per item).
+        query_intents: ``(Q, S)`` bool or numbers: which categories (intents) each query
+            has, 0/1 or graded.
+
+    An item earns its grade in each category it belongs to and its query has; the
+    result (the promoted dtype of the three) goes to :func:`rank_metrics` or an
+    adapter's ``update`` as the ``target`` (:doc:`diversity`).
+
+    >>> target = torch.tensor([[1, 1, 0, 1]])
+    >>> categories = torch.tensor([0, 0, 1, 2])  # genre of each of the 4 items
+    >>> intents = torch.tensor([[1, 0, 1]])  # the user likes genres 0 and 2
+    >>> intent_target(target, categories, intents)[0].tolist()
+    [[1, 0, 0], [1, 0, 0], [0, 0, 0], [0, 0, 1]]
+    """
+    target = validation.check_tensor("target", target)
+    categories = validation.check_tensor("item_categories", item_categories)
+    intents = validation.check_tensor("query_intents", query_intents)
+    if target.ndim != 2:
+        raise validation.ArgumentError(
+            "target", f"must be (Q, N) grades, got shape {tuple(target.shape)}"
+        )
+    num_queries, num_items = target.shape
+    if intents.ndim != 2 or intents.shape[0] != num_queries:
+        raise validation.ArgumentError(
+            "query_intents",
+            f"must be (Q, S) with Q = {num_queries} queries, got shape {tuple(intents.shape)}",
+        )
+    breadth = intents.shape[1]
+    if categories.ndim == 1 and not (
+        categories.is_floating_point() or categories.dtype == torch.bool
+    ):
+        if categories.shape[0] != num_items:
+            raise validation.ArgumentError(
+                "item_categories",
+                f"must give one category per item, N = {num_items}; got {categories.shape[0]}",
+            )
+        if categories.numel() and (int(categories.min()) < 0 or int(categories.max()) >= breadth):
+            raise validation.ArgumentError(
+                "item_categories",
+                f"must hold categories in 0..{breadth - 1} (S = {breadth}, the columns of "
+                f"`query_intents`), got {int(categories.min())}..{int(categories.max())}",
+            )
+        categories = torch.nn.functional.one_hot(categories.long(), breadth)
+    elif categories.ndim != 2 or tuple(categories.shape) != (num_items, breadth):
+        raise validation.ArgumentError(
+            "item_categories",
+            f"must be (N,) integer categories or (N, S) = ({num_items}, {breadth}) "
+            f"memberships, got {categories.dtype} of shape {tuple(categories.shape)}",
+        )
+    for name, value in (
+        ("target", target),
+        ("item_categories", categories),
+        ("query_intents", intents),
+    ):
+        if value.is_floating_point() and bool(value.isnan().any()):
+            raise validation.ArgumentError(name, "must not hold NaN")
+    dtype = torch.promote_types(torch.promote_types(target.dtype, categories.dtype), intents.dtype)
+    dtype = torch.int64 if dtype == torch.bool else dtype
+    categories = categories.to(target.device, dtype)
+    intents = intents.to(target.device, dtype)
+    return target.to(dtype).unsqueeze(2) * categories.unsqueeze(0) * intents.unsqueeze(1)

@@ -376,6 +376,13 @@ class RankingRequest:
                 f"the measures of judged items ({names}) do not take ShardedEmbeddingScores "
                 "yet; pass EmbeddingScores or the (Q, N) score matrix (with `judged`)"
             )
+        if self.intents and indexes is not None:
+            names = metric_names(lambda metric: metric.intents)
+            raise validation.ArgumentError(
+                "indexes",
+                f"is not taken by the diversity measures ({names}): the grouped layout has "
+                "no subtopics; pass (Q, N) scores and a (Q, N, S) target of subtopic grades",
+            )
         if self.identities and indexes is not None:
             names = metric_names(lambda metric: metric.exposure)
             raise ValueError(

@@ -110,3 +110,67 @@ def test_alpha_outside_unit_interval_is_refused(alpha: float) -> None:
 def test_subtopic_target_of_another_shape_is_refused() -> None:
     with pytest.raises(ArgumentError, match=r"\(Q, N, S\) grade tensor"):
         rank_metrics(torch.rand(2, 3), torch.ones(2, 4, 2), ["alpha_ndcg"], top_k=2)
+
+
+def _loop_target(target: torch.Tensor, memberships: torch.Tensor, intents: torch.Tensor) -> list:
+    """target[q, n] * category[n, s] * intent[q, s], element by element."""
+    q_count, n_count = target.shape
+    return [
+        [
+            [
+                float(target[q, n]) * float(memberships[n, s]) * float(intents[q, s])
+                for s in range(intents.shape[1])
+            ]
+            for n in range(n_count)
+        ]
+        for q in range(q_count)
+    ]
+
+
+def test_intent_target_from_item_categories() -> None:
+    from ranking_plugins.functional import intent_target
+
+    generator = torch.Generator().manual_seed(3)
+    target = torch.randint(0, 3, (4, 9), generator=generator)
+    one = torch.randint(0, 3, (9,), generator=generator)
+    several = torch.rand(9, 3, generator=generator) < 0.4
+    intents = torch.rand(4, 3, generator=generator).round(decimals=1)
+    one_hot = torch.zeros(9, 3)
+    one_hot[torch.arange(9), one] = 1
+    for categories, memberships in ((one, one_hot), (several, several)):
+        built = intent_target(target, categories, intents)
+        assert built.shape == (4, 9, 3)
+        expected = torch.tensor(_loop_target(target, memberships, intents), dtype=built.dtype)
+        assert torch.allclose(built, expected), categories.dtype
+    # alpha-nDCG over genres: the built target is the (Q, N, S) form
+    scores = torch.rand(4, 9, generator=generator)
+    built = intent_target(target, several, intents > 0)
+    hand = torch.tensor(_loop_target(target, several, intents > 0))
+    found = rank_metrics(scores, built, NAMES, top_k=[3, 9], reduction="none")
+    expected = rank_metrics(scores, hand, NAMES, top_k=[3, 9], reduction="none")
+    for key in expected:
+        assert torch.allclose(found[key], expected[key], atol=1e-12), key
+
+
+@pytest.mark.parametrize(
+    ("categories", "intents", "argument"),
+    [
+        (torch.tensor([0, 1, 3]), torch.ones(2, 3), "item_categories"),  # id >= S
+        (torch.tensor([0, -1, 1]), torch.ones(2, 3), "item_categories"),
+        (torch.tensor([0, 1]), torch.ones(2, 3), "item_categories"),  # N = 2 != 3
+        (torch.ones(3, 2), torch.ones(2, 3), "item_categories"),  # S = 2 != 3
+        (torch.tensor([0, 1, 2]), torch.ones(3, 3), "query_intents"),  # Q = 3 != 2
+        (
+            torch.tensor([0, 1, 2]),
+            torch.tensor([[1.0, float("nan"), 0], [1, 1, 1]]),
+            "query_intents",
+        ),
+    ],
+)
+def test_intent_target_refuses_bad_input(
+    categories: torch.Tensor, intents: torch.Tensor, argument: str
+) -> None:
+    from ranking_plugins.functional import intent_target
+
+    with pytest.raises(ArgumentError, match=f"`{argument}`"):
+        intent_target(torch.ones(2, 3), categories, intents)

@@ -268,7 +268,7 @@ def run_evaluate(
 ) -> int:
     """``evaluate`` with parsed arguments, writing to the given streams; returns the exit status."""
     # the library (and torch) once the arguments are parsed: --help and usage errors go without
-    from ranking_plugins.runs.evaluation import evaluate_file, torch_threads
+    from ranking_plugins.runs.evaluation import evaluate_file, read_qrels, torch_threads
     from ranking_plugins.runs.names import format_trec_eval, is_count, trec_eval_name
     from ranking_plugins.runs.reading import FileFormatError, MissingExtraError, read_records
     from ranking_plugins.runs.relstring import relstrings
@@ -279,8 +279,11 @@ def run_evaluate(
     settings = evaluation_settings(parser, args, wanted)
     try:
         with torch_threads(1):  # see torch_threads
-            qrels = read_records(args.qrels, "qrels", args.qrels_format, stderr)
-            results, collection = evaluate_file(qrels, args.run, wanted, settings, stderr)
+            # with a diversity measure, the qrels' second column is the subtopic (ndeval's)
+            qrels, subtopics = read_qrels(args.qrels, args.qrels_format, wanted, stderr)
+            results, collection = evaluate_file(
+                qrels, args.run, wanted, settings, stderr, subtopics
+            )
             note_left_out_queries(collection, args, stderr)
             if not results.qids:
                 nothing = "no query is both in the run and in the qrels"

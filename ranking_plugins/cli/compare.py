@@ -141,9 +141,9 @@ def run_compare(
     # the library (and torch) once the arguments are parsed: --help and usage errors go without
     from ranking_plugins import _validation as validation
     from ranking_plugins.compare import compare
-    from ranking_plugins.runs.evaluation import evaluate_file, torch_threads
+    from ranking_plugins.runs.evaluation import evaluate_file, read_qrels, torch_threads
     from ranking_plugins.runs.names import GEOMETRIC_MEANS
-    from ranking_plugins.runs.reading import FileFormatError, MissingExtraError, read_records
+    from ranking_plugins.runs.reading import FileFormatError, MissingExtraError
 
     parser = getattr(args, "command_parser", parser)
     wanted = parse_metric_flags(parser, args.metric or list(DEFAULT_COMPARE_METRICS))
@@ -175,9 +175,9 @@ def run_compare(
     query_ids: dict[str, list[str]] = {}
     try:
         with torch_threads(1):
-            qrels = read_records(args.qrels, "qrels", args.qrels_format, stderr)
+            qrels, subtopics = read_qrels(args.qrels, args.qrels_format, wanted, stderr)
             for name, path in zip(names, args.runs, strict=True):
-                results, last = evaluate_file(qrels, path, wanted, settings, stderr)
+                results, last = evaluate_file(qrels, path, wanted, settings, stderr, subtopics)
                 note_left_out_queries(last, args, stderr, f"run {name}")
                 if not results.qids:
                     nothing = "no query is both in the run and in the qrels"

@@ -181,7 +181,11 @@ def evaluation_settings(
     layout = args.format == "trec_eval"
     if args.ties is None:  # trec_eval's own layout comes with its tie break
         args.ties = "first" if layout else COMMAND_DEFAULTS.ties
-    given = {name: getattr(args, name, None) for name in OPTION_NAMES}
+    # only the options these flags set: compare's --alpha is its significance level, not
+    # the diversity measures' alpha
+    flags = {name for names, _ in EVALUATION_FLAGS for name in names}
+    flagged = [name for name in OPTION_NAMES if f"--{name.replace('_', '-')}" in flags]
+    given = {name: getattr(args, name, None) for name in flagged}
     try:
         # every option that has a flag, by its name (the flags' dests are the names)
         options = COMMAND_DEFAULTS.replace(

@@ -26,7 +26,7 @@ from typing import Any
 import torch
 
 from ranking_plugins.runs.inputs import _id_array, _ids_of, _numbers, _value_tensor
-from ranking_plugins.runs.joining import Collection
+from ranking_plugins.runs.joining import Collection, unjudged_error
 from ranking_plugins.runs.reading import FileFormatError, Records, arrow, iter_lines, query_name
 
 #: the names a DataFrame's subtopic column is taken under (ir_measures' ``iteration``)
@@ -46,6 +46,8 @@ class SubtopicQrels:
     subtopics: Any
     docnos: Any
     grades: torch.Tensor
+    #: the file read, named in the errors of every measure's evaluation ("qrels": none)
+    path: str = "qrels"
 
     def records(self) -> Records:
         """Each (query, document) once, with its largest grade: the qrels every other
@@ -54,7 +56,7 @@ class SubtopicQrels:
         table = pa.table({"q": self.qids, "d": self.docnos, "g": self.grades.numpy()})
         grouped = table.group_by(["q", "d"], use_threads=False).aggregate([("g", "max")])
         return Records(
-            "qrels",
+            self.path,
             "qrels",
             "trec",
             grouped.column("q").combine_chunks(),
@@ -67,7 +69,10 @@ def subtopic_qrels(qrels: object) -> SubtopicQrels:
     """Subtopic judgments in any form taken (see the module); a form without
     subtopics is a ValueError that says what the diversity measures need."""
     if isinstance(qrels, (str, os.PathLike)):
-        return _from_file(os.fspath(qrels))
+        try:
+            return read_subtopic_file(os.fspath(qrels))
+        except FileFormatError as error:
+            raise ValueError(str(error)) from None
     if isinstance(qrels, Mapping):
         raise ValueError(_NO_SUBTOPICS + "; got a {query_id: {doc_id: grade}} dict, which has none")
     module = type(qrels).__module__ or ""
@@ -87,33 +92,29 @@ _NO_SUBTOPICS = (
 )
 
 
-def _from_file(path: str) -> SubtopicQrels:
+def read_subtopic_file(path: str) -> SubtopicQrels:
+    """The diversity track's qrels file (``qid subtopic docid rel``, gzip too), the second
+    column read as the subtopic, as ndeval reads it; a bad line or an empty file is a
+    :class:`~ranking_plugins.runs.reading.FileFormatError` (``FILE:LINE: ...``)."""
     columns: list[list[bytes]] = [[], [], [], []]
     for number, line in iter_lines(path):
         fields = line.split()
         if not fields:
             continue
         if len(fields) != 4:
-            raise ValueError(
-                str(
-                    FileFormatError(
-                        path,
-                        number,
-                        f"expected 4 columns (qid subtopic docid rel), got {len(fields)}",
-                    )
-                )
-            )
+            problem = f"expected 4 columns (qid subtopic docid rel), got {len(fields)}"
+            raise FileFormatError(path, number, problem)
         for column, value in zip(columns, fields, strict=True):
             column.append(value)
     try:
         grades = torch.tensor([float(value) for value in columns[3]], dtype=torch.float64)
     except ValueError as error:
-        raise ValueError(f"{path}: a grade is not a number ({error})") from None
+        raise FileFormatError(path, None, f"a grade is not a number ({error})") from None
     if not columns[0]:
-        raise ValueError(f"{path}: the qrels file holds no judgment")
+        raise FileFormatError(path, None, "the qrels file holds no judgment")
     pa = arrow()
     qids, subtopics, docnos = (pa.array(column, pa.binary()) for column in columns[:3])
-    return SubtopicQrels(qids, subtopics, docnos, grades)
+    return SubtopicQrels(qids, subtopics, docnos, grades, path)
 
 
 def _subtopics_of_table(table: Any) -> SubtopicQrels:
@@ -274,17 +275,21 @@ def subtopic_collections(
         low = high
 
 
-def left_out(qrels: SubtopicQrels, run: Records) -> Collection:
+def left_out(qrels: SubtopicQrels, run: Records, unjudged: str = "skip") -> Collection:
     """No query, with the run's queries the qrels lack (``unjudged``) and the qrels'
-    queries the run lacks (``unretrieved``), for the notes."""
+    queries the run lacks (``unretrieved``), for the notes. ``unjudged="error"``: a run
+    query the qrels lack is a :class:`~ranking_plugins.runs.reading.FileFormatError` at
+    its first line, as in every other measure's join."""
     pc = arrow().compute
     judged, ran = pc.unique(qrels.qids), pc.unique(run.qids)
-    unjudged = ran.filter(pc.invert(pc.is_in(ran, value_set=judged)))
+    unjudged_ids = ran.filter(pc.invert(pc.is_in(ran, value_set=judged))).to_pylist()
+    if unjudged_ids and unjudged == "error":
+        raise unjudged_error(run, unjudged_ids)
     unretrieved = judged.filter(pc.invert(pc.is_in(judged, value_set=ran)))
     empty = torch.zeros(0, 0)
     return Collection(
         [], empty, empty, empty.bool(), empty.bool(),
-        sorted(query_name(q) for q in unjudged.to_pylist()),
+        sorted(query_name(q) for q in unjudged_ids),
         sorted(query_name(q) for q in unretrieved.to_pylist()),
     )  # fmt: skip
 
@@ -293,6 +298,7 @@ __all__ = [
     "SUBTOPIC_COLUMNS",
     "SubtopicQrels",
     "left_out",
+    "read_subtopic_file",
     "subtopic_collections",
     "subtopic_qrels",
 ]

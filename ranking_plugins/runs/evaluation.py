@@ -25,8 +25,14 @@ from ranking_plugins.metrics import METRICS, result_key
 from ranking_plugins.options import Options
 from ranking_plugins.per_query import EmptyQueryError, Evaluation, PerQuery
 from ranking_plugins.request import RankingRequest
+from ranking_plugins.runs.diversity import (
+    SubtopicQrels,
+    left_out,
+    read_subtopic_file,
+    subtopic_collections,
+)
 from ranking_plugins.runs.joining import Collection, WholeRunNeeded, collections, run_keys
-from ranking_plugins.runs.names import GEOMETRIC_MEANS
+from ranking_plugins.runs.names import GEOMETRIC_MEANS, is_diversity
 from ranking_plugins.runs.reading import FileFormatError, Records, read_batches, read_records
 from ranking_plugins.totals import Totals, geometric_mean
 
@@ -159,17 +165,49 @@ class Settings:
     c_float_scores: bool | None = None
 
 
+def read_qrels(
+    path: str,
+    file_format: str,
+    wanted: Sequence[tuple[str, int | None]],
+    progress: TextIO | None = None,
+) -> tuple[Records, SubtopicQrels | None]:
+    """A qrels file read for ``wanted``, and its subtopic judgments where a diversity
+    measure is asked.
+
+    With a diversity measure the file is the diversity track's (``qid subtopic docid
+    rel``): its second column is the subtopic, as ndeval reads it, and the other
+    measures read each (query, document)'s largest grade
+    (:meth:`~ranking_plugins.runs.diversity.SubtopicQrels.records`). Raises
+    :class:`~ranking_plugins.runs.reading.FileFormatError` for a bad file.
+    """
+    if not any(is_diversity(name) for name, _ in wanted):
+        return read_records(path, "qrels", file_format, progress), None
+    if file_format not in ("auto", "trec"):
+        raise FileFormatError(
+            path,
+            None,
+            f"the diversity measures read TREC qrels with subtopics (qid subtopic docid "
+            f"rel); a {file_format} qrels file has no subtopic column",
+        )
+    subtopics = read_subtopic_file(path)
+    return subtopics.records(), subtopics
+
+
 def evaluate_file(
     qrels: Records,
     run_path: str | Records,
     wanted: Sequence[tuple[str, int | None]],
     settings: Settings,
     progress: TextIO | None = None,
+    subtopics: SubtopicQrels | None = None,
 ) -> tuple[Results, Collection]:
     """The run file ``run_path`` (or its records, already read or made in Python) read,
     joined to ``qrels`` and evaluated for ``wanted``
     (``(metric, k)`` pairs); and the join's last part, which lists the queries left
     out. ``progress``: the stream of a progress bar, for large files on a terminal.
+    ``subtopics``: the judgments per subtopic that the diversity measures of ``wanted``
+    read (:func:`read_qrels`), in a pass of their own (:func:`evaluate_subtopics`);
+    ``qrels`` then holds each document's largest grade.
 
     No query in both files is no error here (the results have no query): the caller
     says so, after its notes. In trec_eval's layout with ``-l``, the measures ``-l``
@@ -180,21 +218,28 @@ def evaluate_file(
     options = settings.options
     level = options.relevance_threshold
     unleveled_options = options.replace(relevance_threshold=None)
-    unleveled = [w for w in wanted if _unleveled(settings, w[0])]
-    leveled = [w for w in wanted if not _unleveled(settings, w[0])]
-    if _empty_lists_read(settings, wanted):
+    diverse = [w for w in wanted if subtopics is not None and is_diversity(w[0])]
+    others = [w for w in wanted if w not in diverse]
+    unleveled = [w for w in others if _unleveled(settings, w[0])]
+    leveled = [w for w in others if not _unleveled(settings, w[0])]
+    if _empty_lists_read(settings, others):
         leveled += _EMPTY_LIST_COUNTS  # not returned: read by _empty_list_nans
     passes = [
         (leveled, options, None),
         ([w for w in unleveled if not _counts_at_level(w[0])], unleveled_options, None),
         ([w for w in unleveled if _counts_at_level(w[0])], unleveled_options, level),
+        (diverse, options, None),
     ]
     results: Results | None = None
     first: Collection | None = None
     for measures, measure_options, relevant_at in (p for p in passes if p[0]):
-        done, collection = evaluate_pass(
-            qrels, run_path, measures, settings, measure_options, progress, relevant_at
-        )
+        if measures is diverse:
+            assert subtopics is not None  # diverse is empty without them
+            done, collection = evaluate_subtopics(subtopics, run_path, diverse, settings, progress)
+        else:
+            done, collection = evaluate_pass(
+                qrels, run_path, measures, settings, measure_options, progress, relevant_at
+            )
         if results is None:
             results, first = done, collection
             if not results.qids:
@@ -320,6 +365,34 @@ def evaluate_pass(
     return results, last[-1]
 
 
+def evaluate_subtopics(
+    subtopics: SubtopicQrels,
+    run_path: str | Records,
+    wanted: Sequence[tuple[str, int | None]],
+    settings: Settings,
+    progress: TextIO | None = None,
+) -> tuple[Results, Collection]:
+    """The diversity measures of ``wanted`` from the run (a file, read whole, or its
+    records) joined to ``subtopics`` (:func:`~ranking_plugins.runs.diversity.subtopic_collections`:
+    a (Q, N, S) target per part), as ``settings`` say; and a part that lists the queries
+    left out. Scores keep float64's precision: the C floats of trec_eval's tie break
+    belong to trec_eval's measures."""
+    if isinstance(run_path, Records):
+        run = run_path
+    else:
+        run = read_records(run_path, "run", settings.run_format, progress)
+    collection = left_out(subtopics, run, settings.unjudged_queries)
+    parts = subtopic_collections(
+        subtopics,
+        run,
+        ties=settings.options.ties,
+        judged_only=settings.judged_only,
+        unretrieved=settings.unretrieved_queries,
+        tied_ids=settings.tied_ids,
+    )
+    return evaluate(parts, wanted, settings.options, subtopics.path), collection
+
+
 def _relevant_at(part: Collection, level: float, undefined: list[str]) -> Collection:
     """``part`` with no relevant document in the queries without a judged grade at or
     above ``level`` (their positive grades set to 0; padding and unjudged are -inf).
@@ -379,7 +452,9 @@ __all__ = [
     "evaluate",
     "evaluate_file",
     "evaluate_pass",
+    "evaluate_subtopics",
     "join_threshold",
+    "read_qrels",
     "result_keys",
     "torch_threads",
     "unleveled",

@@ -230,13 +230,7 @@ def _joined(
     if missing and unjudged == "error":
         if not whole:
             raise WholeRunNeeded
-        raise FileFormatError(
-            run.path,
-            first_line_of_query(run, missing[0]),
-            f"query {query_name(missing[0])!r} is in the run but not in the qrels "
-            f"({len(missing)} such {'query' if len(missing) == 1 else 'queries'}"
-            f"{_listed(missing)}); pass --unjudged-queries skip to leave them out",
-        )
+        raise unjudged_error(run, missing)
     # the lines query by query, those of unjudged queries left out
     grouped, order = len(blocks) == len(names), None
     if trec_eval_order or not grouped or missing:
@@ -581,6 +575,18 @@ def _distinct_names(qids: list[bytes], qrels: Records) -> None:
             )
 
 
+def unjudged_error(run: Records, missing: list[bytes]) -> FileFormatError:
+    """The error of a run whose queries ``missing`` the qrels lack (``unjudged="error"``),
+    at the first one's first line."""
+    return FileFormatError(
+        run.path,
+        first_line_of_query(run, missing[0]),
+        f"query {query_name(missing[0])!r} is in the run but not in the qrels "
+        f"({len(missing)} such {'query' if len(missing) == 1 else 'queries'}"
+        f"{_listed(missing)}); pass --unjudged-queries skip to leave them out",
+    )
+
+
 def _listed(qids: list[bytes]) -> str:
     return f": {listing([query_name(q) for q in qids])}" if len(qids) > 1 else ""
 
@@ -592,4 +598,5 @@ __all__ = [
     "as_trec_eval_scores",
     "collections",
     "run_keys",
+    "unjudged_error",
 ]

@@ -46,6 +46,11 @@ from ranking_plugins.metrics import (
     RECALL_LEVELS,
     result_key,
 )
+from ranking_plugins.options import Options
+
+#: the options of the diversity measures, set by no flag of the command (its ``--alpha`` is
+#: ``compare``'s significance level)
+UNFLAGGED_OPTIONS = ("alpha", "beta")
 
 #: trec_eval's default cutoffs of the families that take one
 DEFAULT_CUTOFFS = (5, 10, 15, 20, 30, 100, 200, 500, 1000)
@@ -143,10 +148,21 @@ def parse_metrics(values: Sequence[str]) -> list[tuple[str, int | None]]:
     a measure's own parameters (``P(rel=2)@10``) are not: the command sets them
     for every measure with its flags.
     """
+    # no flag sets alpha or beta: the command reads the package's defaults, so a measure
+    # that names them (ir_measures writes NRBP's as alpha=0.5, beta=0.5) asks nothing more
+    unflagged = {name: getattr(Options(), name) for name in UNFLAGGED_OPTIONS}
     wanted: list[tuple[str, int | None]] = []
     for spec in parse_measures(list(values)):
-        if spec.option_items or spec.judged_only:
-            own = [f"{name}={value!r}" for name, value in spec.option_items]
+        items = [(n, v) for n, v in spec.option_items if n not in unflagged or unflagged[n] != v]
+        if any(name in unflagged for name, _ in items):
+            asked = ", ".join(f"{name}={value!r}" for name, value in items)
+            fixed = ", ".join(f"{name}={value!r}" for name, value in unflagged.items())
+            raise ValueError(
+                f"{spec.key!r} sets {asked} for itself; the command evaluates the diversity "
+                f"measures at {fixed} (evaluate_run takes others)"
+            )
+        if items or spec.judged_only:
+            own = [f"{name}={value!r}" for name, value in items]
             own += ["judged_only=True"] if spec.judged_only else []
             raise ValueError(
                 f"{spec.key!r} sets {', '.join(own)} for itself, which the Python API "

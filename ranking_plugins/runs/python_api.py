@@ -21,17 +21,11 @@ from ranking_plugins import _validation as validation
 from ranking_plugins._display import html_table, import_pandas
 from ranking_plugins.choices import DEFAULT_METRICS, UNJUDGED_QUERIES, UNRETRIEVED_QUERIES
 from ranking_plugins.options import Options, unknown_keywords
-from ranking_plugins.runs.diversity import (
-    SubtopicQrels,
-    left_out,
-    subtopic_collections,
-    subtopic_qrels,
-)
+from ranking_plugins.runs.diversity import SubtopicQrels, subtopic_qrels
 from ranking_plugins.runs.evaluation import (
     COMMAND_DEFAULTS,
     Results,
     Settings,
-    evaluate,
     evaluate_file,
     result_keys,
     torch_threads,
@@ -264,9 +258,7 @@ def _evaluate_specs(
     of options, as the command's passes), its results under the key it was asked by."""
     passes: dict[tuple[tuple[tuple[str, Any], ...], bool], list[MeasureSpec]] = {}
     for spec in specs:
-        # the diversity measures in passes of their own (subtopic parts)
-        diverse = (("diversity", True),) if is_diversity(spec.metric) else ()
-        passes.setdefault((spec.option_items + diverse, spec.judged_only), []).append(spec)
+        passes.setdefault((spec.option_items, spec.judged_only), []).append(spec)
     per_query: dict[str, Any] = {}
     mean: dict[str, float] = {}
     standard_error: dict[str, float] = {}
@@ -274,27 +266,13 @@ def _evaluate_specs(
     first: tuple[Results, Collection] | None = None
     for (option_items, judged_only), group in passes.items():
         wanted = list(dict.fromkeys((spec.metric, spec.k) for spec in group))
-        own = dict(option_items)
-        diversity = own.pop("diversity", False)
         pass_settings = replace(
             settings,
-            options=settings.options.replace(**own),
+            options=settings.options.replace(**dict(option_items)),
             judged_only=settings.judged_only or judged_only,
         )
-        if diversity:
-            assert subtopics is not None  # read for the diversity measures
-            parts = subtopic_collections(
-                subtopics,
-                run,
-                ties=pass_settings.options.ties,
-                judged_only=pass_settings.judged_only,
-                unretrieved=settings.unretrieved_queries,
-                tied_ids=settings.tied_ids or "descending",
-            )
-            done = evaluate(parts, wanted, pass_settings.options, "qrels")
-            collection = left_out(subtopics, run)
-        else:
-            done, collection = evaluate_file(qrels, run, wanted, pass_settings)
+        # the diversity measures read the subtopics, in a pass of their own
+        done, collection = evaluate_file(qrels, run, wanted, pass_settings, subtopics=subtopics)
         first = first or (done, collection)
         assert done.qids == first[0].qids  # the same join, whatever the options
         keys = dict(zip(wanted, result_keys(wanted), strict=True))

@@ -44,8 +44,10 @@ class _EmptyTargetError(EmptyQueryError):
 
 
 def _kernel_evaluate(request: RankingRequest, preds: Any, target: Tensor, **inputs: Any) -> Any:
-    """``request.evaluate``, with TorchMetrics' message on an empty query under "error"."""
-    return _kernel_read(request, _kernel_rank(request, preds, target, **inputs))
+    """``request.evaluate``, with TorchMetrics' message on an empty query under "error"
+    (a (Q, N, S) target: subtopic judgments, split as ``request.evaluate`` splits them)."""
+    target, intents = request.split_intents(preds, target, inputs.get("indexes"))
+    return _kernel_read(request, _kernel_rank(request, preds, target, **inputs), intents)
 
 
 def _kernel_rank(request: RankingRequest, preds: Any, target: Tensor, **inputs: Any) -> RankedBatch:
@@ -55,9 +57,11 @@ def _kernel_rank(request: RankingRequest, preds: Any, target: Tensor, **inputs: 
         raise _EmptyTargetError(error) from error
 
 
-def _kernel_read(request: RankingRequest, ranked: RankedBatch) -> Evaluation:
+def _kernel_read(
+    request: RankingRequest, ranked: RankedBatch, intents: Tensor | None = None
+) -> Evaluation:
     try:
-        return request.read(ranked)
+        return request.read(ranked, intents)
     except EmptyQueryError as error:
         raise _EmptyTargetError(error) from error
 

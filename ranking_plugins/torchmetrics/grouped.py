@@ -292,7 +292,9 @@ def _drop_ignored(
     """``ignore_index`` applied to one batch of the dense or item-index layout.
 
     Dense grades: an ignored entry is masked out and its grade set to 0, which
-    is dropping it (never ranked, not counted in R). Item indices: an ignored
+    is dropping it (never ranked, not counted in R); (Q, N, S) subtopic grades: an item
+    ignored in every subtopic is dropped, an entry ignored in some is grade 0 there.
+    Item indices: an ignored
     id becomes padding (-1). Computed afresh on every update: nothing is kept
     between batches, so a buffer rewritten in place is never read stale.
     """
@@ -304,8 +306,14 @@ def _drop_ignored(
         return target, mask
     if mask is not None and not (isinstance(mask, Tensor) and mask.dtype == torch.bool):
         return target, mask
-    dense = target.shape == preds.shape if target_format is None else target_format == "dense"
     ignored = target == ignore_index
+    if target.ndim == 3 and target.shape[:2] == preds.shape:
+        # subtopic grades: an ignored entry is no judgment (grade 0); an item ignored in
+        # every subtopic is dropped, as a dense one
+        dropped = ignored.all(dim=2)
+        keep = ~dropped if mask is None else mask & ~dropped
+        return target.masked_fill(ignored, 0), keep
+    dense = target.shape == preds.shape if target_format is None else target_format == "dense"
     if dense:
         keep = ~ignored if mask is None else mask & ~ignored
         return target.masked_fill(ignored, 0), keep
