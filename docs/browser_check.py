@@ -124,9 +124,11 @@ def chromium() -> str:
             return found
     if hasattr(os, "geteuid") and os.geteuid() == 0 and shutil.which("apt-get"):
         print("browser check: installing Debian's chromium (apt-get)", flush=True)
-        subprocess.run(
-            ["apt-get", "install", "-y", "-q", "chromium"], check=True, stdout=subprocess.DEVNULL
-        )
+        install = ["apt-get", "install", "-y", "-q", "chromium"]
+        if subprocess.run(install, stdout=subprocess.DEVNULL).returncode != 0:
+            # a new machine's package lists may be empty or old: read them, then again
+            subprocess.run(["apt-get", "update", "-q"], check=True, stdout=subprocess.DEVNULL)
+            subprocess.run(install, check=True, stdout=subprocess.DEVNULL)
         found = shutil.which("chromium")
         if found:
             return found

@@ -18,9 +18,6 @@ from numbers import Real
 from typing import TYPE_CHECKING, Any
 
 import torch
-from sentence_transformers.sentence_transformer.evaluation import (
-    InformationRetrievalEvaluator as _SentenceTransformersEvaluator,
-)
 from torch import Tensor
 from typing_extensions import Unpack
 
@@ -30,6 +27,16 @@ from ranking_plugins.embeddings import EmbeddingScores, ShardedEmbeddingScores
 from ranking_plugins.metrics import get_metrics, result_key
 from ranking_plugins.options import OptionKeywords, Options
 from ranking_plugins.request import RankingRequest
+
+try:
+    from sentence_transformers.sentence_transformer.evaluation import (
+        InformationRetrievalEvaluator as _SentenceTransformersEvaluator,
+    )
+except ImportError as error:  # pragma: no cover - exercised without the extra
+    raise ImportError(
+        "ranking_plugins.sentence_transformers needs sentence-transformers; install it "
+        'with `pip install "ranking-plugins[sentence-transformers]"`'
+    ) from error
 
 if TYPE_CHECKING:
     from torch.distributed import ProcessGroup
