@@ -1,26 +1,30 @@
 """The rank kernel: the one place that ranks items.
 
-It reads top to bottom like SPEC.md, one sub-package per stage:
+It reads top to bottom like SPEC.md, one sub-package per stage, each importing
+only from the stages before it (``tests/test_tree.py`` holds that):
 
 1. :mod:`~ranking_plugins.kernel.inputs`: :func:`normalize_input` turns any
    tensor layout (dense, item indices, grouped) into one shape, a
    :class:`Batch` of parts: scores ``(Q, N)``, an optional ``ranked`` mask and
    a :class:`Relevance` that answers questions about the targets.
-   :class:`EmbeddingScores` describes a score matrix too large to build;
-   :class:`ShardedEmbeddingScores` one whose item table is sharded across processes.
 2. :mod:`~ranking_plugins.kernel.ranking`: :func:`rank` orders the items of
    every query under a ``ties`` policy and describes the ranked list as *tie
-   groups*; :func:`count_ranks` counts, for item-index targets, the items
-   above and tied with each relevant item instead.
+   groups*.
 3. :mod:`~ranking_plugins.kernel.statistics`: :class:`RankStats` (from a ranked
-   list) and :class:`CountStats` (from counts) give hits@k, DCG@k, AP@k,
-   RR@k, ... at any cutoff, exactly, from SPEC section 3's closed forms;
-   :class:`Cutoff` reads them at one cutoff per query and k.
+   list) and :class:`CountStats` (from counts: :func:`count_ranks` counts, for
+   item-index targets, the items above and tied with each relevant item
+   instead of ranking) give hits@k, DCG@k, AP@k, RR@k, ... at any cutoff,
+   exactly, from SPEC section 3's closed forms; :class:`Cutoff` reads them at
+   one cutoff per query and k.
+4. :mod:`~ranking_plugins.kernel.catalogue`: scores given as embeddings, never
+   a matrix: :class:`EmbeddingScores` is walked chunk by chunk and counted,
+   :class:`ShardedEmbeddingScores` the same over an item table sharded across
+   processes.
 
-:func:`rank_inputs` is the one entry from a batch's inputs to its statistics
-(:class:`RankedBatch`); :mod:`~ranking_plugins.kernel.ranked_batch` ranks a
-batch part by part. Metric formulas on top of these statistics live in
-:mod:`ranking_plugins.metrics`.
+:func:`rank_inputs` is the one entry from a batch's inputs and a
+:class:`RankingPlan` to its statistics (:class:`RankedBatch`);
+:mod:`~ranking_plugins.kernel.ranked_batch` ranks a batch part by part. Metric
+formulas on top of these statistics live in :mod:`ranking_plugins.metrics`.
 
 The package's other modules import the kernel's names from here (this
 module's ``__all__``), not from its submodules: among them the item inputs of
