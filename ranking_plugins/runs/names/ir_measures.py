@@ -105,7 +105,7 @@ _IR_SPELLING = re.compile(r"([^\W\d]\w*)(?:\((.*)\))?(?:@(.+))?")
 def ir_measures_token(token: str) -> MeasureSpec | None:
     """The spec of one token in ir_measures' spelling, or None for another spelling.
 
-    A bare name that trec_eval also has (``map``, ``ndcg``) is trec_eval's; with
+    A bare name that trec_eval also has (``P``, ``Rprec``) is trec_eval's; with
     parameters or a name of ir_measures only (``nDCG``, ``AP``) it is ir_measures'.
     """
     ir = _IR_SPELLING.fullmatch(token)

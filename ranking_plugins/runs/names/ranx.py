@@ -1,5 +1,12 @@
 """ranx's metric names: those that are not the package's, its ``-lN`` relevance level,
-and those of another definition than the package's of that name (refused).
+and those of another definition than the package's of that name (refused), read by
+:func:`ranx_measure`.
+
+>>> spec = ranx_measure("ndcg_burges@10")
+>>> spec.metric, spec.k, spec.options
+('ndcg', 10, {'gain': 'exponential'})
+>>> ranx_measure("ndcg@10-l2").options
+{'relevance_threshold': 2.0}
 """
 
 from __future__ import annotations
