@@ -101,8 +101,10 @@ from typing import Any
 import torch
 from typing_extensions import Unpack
 
-try:
-    import ignite.metrics.metric  # noqa: F401 - the guard: the submodules import Ignite
+try:  # the modules of this package import these; named here, before any of them
+    import ignite.distributed
+    import ignite.exceptions
+    import ignite.metrics.metric  # noqa: F401
 except ImportError as error:  # pragma: no cover - exercised only without the extra
     raise ImportError(
         "ranking_plugins.ignite needs PyTorch-Ignite: "
