@@ -101,3 +101,33 @@ def test_the_ir_measures_drop_in_routes_them_to_the_kernel() -> None:
         measure = ir_measures.parse_measure(name)
         expected = ir_measures.calc_aggregate([measure], qrels, ndeval_run)[measure]
         assert calc_aggregate([measure], qrels, run)[measure] == pytest.approx(expected, abs=1e-9)
+
+
+def test_the_drop_in_groups_the_subtopic_qrels_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One evaluation with diversity and other measures reads each document's largest
+    grade (``SubtopicQrels.records``) for both, grouped once."""
+    from ranking_plugins.ir_measures import calc_aggregate
+    from ranking_plugins.runs.diversity import SubtopicQrels
+
+    made = []
+    largest_grades = SubtopicQrels._largest_grades
+
+    def counted(self: SubtopicQrels) -> object:
+        made.append(self)
+        return largest_grades(self)
+
+    monkeypatch.setattr(SubtopicQrels, "_largest_grades", counted)
+    qrels, run, _ = _collection(3)
+    measures = [ir_measures.parse_measure(name) for name in ("alpha_nDCG@10", "P@5")]
+    results = calc_aggregate(measures, qrels, run)
+    assert len(made) == 1
+    # each measure as asked alone: P@5 on each document's largest grade
+    monkeypatch.setattr(SubtopicQrels, "_largest_grades", largest_grades)
+    largest: dict[tuple[str, str], int] = {}
+    for qrel in qrels:
+        key = (qrel.query_id, qrel.doc_id)
+        largest[key] = max(largest.get(key, qrel.relevance), qrel.relevance)
+    plain = [ir_measures.Qrel(q, d, grade) for (q, d), grade in largest.items()]
+    alpha_ndcg, precision = measures
+    assert results[alpha_ndcg] == calc_aggregate([alpha_ndcg], qrels, run)[alpha_ndcg]
+    assert results[precision] == calc_aggregate([precision], plain, run)[precision]

@@ -1,4 +1,4 @@
-"""Measure spellings (``runs/names.py``'s ``parse_measures``) against ir_measures itself.
+"""Measure spellings (``runs/names``' ``parse_measures``) against ir_measures itself.
 
 Every measure ir_measures registers is either read here (and then computed on a random
 collection by both, per query) or refused with an error naming the ones read.

@@ -2,7 +2,7 @@
 
 Each rule keeps Ignite's error (type and message) first where Ignite refuses
 the same value, then says what this package takes; :mod:`ranking_plugins.ignite`
-holds the metrics, their state and the engine glue.
+holds the metrics, :mod:`ranking_plugins.ignite.base` their state and the engine glue.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -48,10 +48,25 @@ class SubtopicQrels:
     grades: torch.Tensor
     #: the file read, named in the errors of every measure's evaluation ("qrels": none)
     path: str = "qrels"
+    #: :meth:`records`, made on first use: one evaluation reads them more than once (the
+    #: ir_measures drop-in for its other measures, then the Python API for the join)
+    _records: Records | None = field(default=None, init=False, repr=False, compare=False)
 
     def records(self) -> Records:
         """Each (query, document) once, with its largest grade: the qrels every other
-        measure reads (a document relevant to a subtopic is relevant to the query)."""
+        measure reads (a document relevant to a subtopic is relevant to the query).
+
+        Made once per instance: every call returns the same records, whose columns
+        the package reads and never writes.
+        """
+        made = self._records
+        if made is None:
+            made = self._largest_grades()
+            # the one attribute set after construction, a cache of the fields' function
+            object.__setattr__(self, "_records", made)
+        return made
+
+    def _largest_grades(self) -> Records:
         pa = arrow()
         table = pa.table({"q": self.qids, "d": self.docnos, "g": self.grades.numpy()})
         grouped = table.group_by(["q", "d"], use_threads=False).aggregate([("g", "max")])
