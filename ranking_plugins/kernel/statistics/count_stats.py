@@ -41,6 +41,12 @@ from ranking_plugins.kernel.statistics.tie_orders import interpolated_precision_
 
 
 @functools.lru_cache(maxsize=4)
+def _prefix_pairs(length: int, device: torch.device) -> Tensor:
+    """(length + 1, 2) float64: :func:`_prefix_sums`' two tables side by side, read at once."""
+    return torch.stack(_prefix_sums(length, device), dim=1)
+
+
+@functools.lru_cache(maxsize=4)
 def _prefix_sums(length: int, device: torch.device) -> tuple[Tensor, Tensor]:
     """Σ_{j≤n} 1/log2(j+1) and Σ_{j≤n} 1/j for n = 0..length, float64."""
     j = torch.arange(1, length + 1, dtype=torch.float64, device=device)
@@ -61,26 +67,46 @@ class CountStats(ListStats):
         ranked: Tensor,
         group_start: Tensor,
         group_size: Tensor,
-        group_relevant: Tensor,
-        relevant_before: Tensor,
+        group_relevant: Tensor | None,
+        relevant_before: Tensor | None,
         relevant_count: Tensor,
         num_ranked: Tensor,
         num_items: int,
     ) -> None:
+        """``group_relevant``, ``relevant_before`` None: r_c = 1 and ρ_c = 0 for every
+        item (one relevant id per query), made when a reading needs them."""
         self.ranked = ranked
         self.start, self.size = group_start, group_size
-        self.group_relevant, self.before = group_relevant, relevant_before
+        if group_relevant is not None:
+            self.group_relevant = group_relevant
+        if relevant_before is not None:
+            self.before = relevant_before
         self.relevant_count = relevant_count.to(torch.float64)
-        self.relevant_ranked = ranked.sum(dim=1).to(torch.float64)
         self.num_ranked = num_ranked.to(torch.float64)
         # positions read go up to the end of the longest list, or R ≤ T for the ideal list
         self._table_length = max(num_items, ranked.shape[1], 1)
         #: the cutoffs last read and :meth:`_inside` of them
         self._inside_at: tuple[Tensor, Tensor] | None = None
+        #: the cutoffs last read and :meth:`_one_id_readings` at them
+        self._one_id_at: tuple[Tensor, Tensor, Tensor] | None = None
         #: the statistics of judged items, when the judged items were
         #: counted; else ``every_judged`` makes them from these counts, every item judged
         self.judged_stats: CountedJudgedStats | None = None
         self.every_judged: Callable[[CountStats], CountedJudgedStats] | None = None
+
+    @cached_property
+    def group_relevant(self) -> Tensor:
+        """r_c (Q, T) float64: where not given, one relevant item per group."""
+        return torch.ones_like(self.start)
+
+    @cached_property
+    def before(self) -> Tensor:
+        """ρ_c (Q, T) float64: where not given, no relevant item before a group."""
+        return torch.zeros_like(self.start)
+
+    @cached_property
+    def relevant_ranked(self) -> Tensor:  # type: ignore[override]
+        return self.ranked.sum(dim=1, dtype=torch.float64)
 
     def judgments(self) -> JudgedReadings:
         if self.judged_stats is None and self.every_judged is not None:
@@ -105,6 +131,36 @@ class CountStats(ListStats):
             self._inside_at = (k, torch.minimum(m.clamp(min=0), self.size.unsqueeze(2)))
         return self._inside_at[1]
 
+    def _one_id_readings(self, k: Tensor) -> tuple[Tensor, Tensor]:
+        """One relevant id per query (T = 1): hit probability, DCG and reciprocal rank
+        at ``k`` (Q, K, 3), and the prefix tables read at min(R, k) (Q, K, 2).
+
+        Every reading of a lone relevant item is a function of its group's places
+        within k (m) and of the prefix tables at T, T + m and min(R, k) (the ideal
+        DCG's place): the places are stacked and the tables read once, for every
+        metric at every k, with the closed forms of the general readings (r = 1,
+        ρ = 0, the group the first one), so the numbers are theirs to the bit.
+        """
+        if self._one_id_at is None or self._one_id_at[0] is not k:
+            start, t = self.start, self.size  # (Q, 1)
+            m = torch.minimum((k - start).clamp(min=0), t)  # (Q, K)
+            ideal = torch.minimum(self.relevant_count.unsqueeze(1), k)
+            places = torch.cat([start, start + m, ideal], dim=1)
+            pairs = _prefix_pairs(self._table_length, start.device)
+            read = pairs[places.clamp(0, pairs.shape[0] - 1).to(torch.int64)]  # (Q, 2K + 1, 2)
+            width = k.shape[1]
+            # DCG and reciprocal rank: discount and harmonic differences over the m places
+            shares = (read[:, 1 : width + 1] - read[:, :1]) / t.unsqueeze(2)
+            hit = 1 - (t - m) / t  # 1 - C(t - m, 1) / C(t, 1)
+            values = torch.cat([hit.unsqueeze(2), shares], dim=2)
+            values = torch.where(self.ranked.unsqueeze(2), values, 0.0)
+            self._one_id_at = (k, values, read[:, width + 1 :])
+        return self._one_id_at[1], self._one_id_at[2]
+
+    def _one_id(self, k: Tensor) -> bool:
+        """Whether the readings at ``k`` are :meth:`_one_id_readings`' (one id per query)."""
+        return self.ranked.shape[1] == 1 and k.ndim == 2
+
     def _total(self, per_item: Tensor) -> Tensor:
         """Sum over the ranked relevant items (dim 1) of (Q, T, K) values."""
         return torch.where(self.ranked.unsqueeze(2), per_item, 0.0).sum(dim=1)
@@ -115,12 +171,16 @@ class CountStats(ListStats):
         return self._total(self._inside(k) / self.size.unsqueeze(2))
 
     def dcg_at(self, k: Tensor) -> Tensor:
+        if self._one_id(k):
+            return self._one_id_readings(k)[0][..., 1]
         discount, _ = self._prefix
         start = self.start.unsqueeze(2)
         inside = self._read(discount, start + self._inside(k)) - self._read(discount, start)
         return self._total(inside / self.size.unsqueeze(2))
 
     def idcg_at(self, k: Tensor, whole_list: bool, deepest: int | None = None) -> Tensor:
+        if self._one_id(k) and not whole_list:
+            return self._one_id_readings(k)[1][..., 0]
         discount, _ = self._prefix
         r = self.relevant_count.unsqueeze(1).expand_as(k)
         return self._read(discount, r if whole_list else torch.minimum(r, k))
@@ -141,6 +201,8 @@ class CountStats(ListStats):
 
     def hit_probability_at(self, k: Tensor) -> Tensor:
         """1 - P(no relevant item in the first m places of the first group), per member / r."""
+        if self._one_id(k):
+            return self._one_id_readings(k)[0][..., 0]
         t = self.size.unsqueeze(2)
         r = self.group_relevant.unsqueeze(2)
         m = self._inside(k)
@@ -153,6 +215,8 @@ class CountStats(ListStats):
 
     def reciprocal_rank_at(self, k: Tensor, deepest: int | None) -> Tensor:
         """Σ_i P(first hit at T+i) / (T+i) over the first group's places within k, / r."""
+        if self._one_id(k):
+            return self._one_id_readings(k)[0][..., 2]
         _, harmonic = self._prefix
         t = self.size.unsqueeze(2)
         r = self.group_relevant.unsqueeze(2)
