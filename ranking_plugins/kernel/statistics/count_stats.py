@@ -87,8 +87,8 @@ class CountStats(ListStats):
         self._table_length = max(num_items, ranked.shape[1], 1)
         #: the cutoffs last read and :meth:`_inside` of them
         self._inside_at: tuple[Tensor, Tensor] | None = None
-        #: the cutoffs last read and :meth:`_one_id_readings` at them
-        self._one_id_at: tuple[Tensor, Tensor, Tensor] | None = None
+        #: the readings at the cutoffs last read, one relevant id per query (:meth:`_one_id`)
+        self._one_id_at: _OneIdReadings | None = None
         #: the statistics of judged items, when the judged items were
         #: counted; else ``every_judged`` makes them from these counts, every item judged
         self.judged_stats: CountedJudgedStats | None = None
@@ -106,6 +106,7 @@ class CountStats(ListStats):
 
     @cached_property
     def relevant_ranked(self) -> Tensor:  # type: ignore[override]
+        """Counted when read: only the whole-list measures read it."""
         return self.ranked.sum(dim=1, dtype=torch.float64)
 
     def judgments(self) -> JudgedReadings:
@@ -131,35 +132,14 @@ class CountStats(ListStats):
             self._inside_at = (k, torch.minimum(m.clamp(min=0), self.size.unsqueeze(2)))
         return self._inside_at[1]
 
-    def _one_id_readings(self, k: Tensor) -> tuple[Tensor, Tensor]:
-        """One relevant id per query (T = 1): hit probability, DCG and reciprocal rank
-        at ``k`` (Q, K, 3), and the prefix tables read at min(R, k) (Q, K, 2).
-
-        Every reading of a lone relevant item is a function of its group's places
-        within k (m) and of the prefix tables at T, T + m and min(R, k) (the ideal
-        DCG's place): the places are stacked and the tables read once, for every
-        metric at every k, with the closed forms of the general readings (r = 1,
-        ρ = 0, the group the first one), so the numbers are theirs to the bit.
-        """
-        if self._one_id_at is None or self._one_id_at[0] is not k:
-            start, t = self.start, self.size  # (Q, 1)
-            m = torch.minimum((k - start).clamp(min=0), t)  # (Q, K)
-            ideal = torch.minimum(self.relevant_count.unsqueeze(1), k)
-            places = torch.cat([start, start + m, ideal], dim=1)
-            pairs = _prefix_pairs(self._table_length, start.device)
-            read = pairs[places.clamp(0, pairs.shape[0] - 1).to(torch.int64)]  # (Q, 2K + 1, 2)
-            width = k.shape[1]
-            # DCG and reciprocal rank: discount and harmonic differences over the m places
-            shares = (read[:, 1 : width + 1] - read[:, :1]) / t.unsqueeze(2)
-            hit = 1 - (t - m) / t  # 1 - C(t - m, 1) / C(t, 1)
-            values = torch.cat([hit.unsqueeze(2), shares], dim=2)
-            values = torch.where(self.ranked.unsqueeze(2), values, 0.0)
-            self._one_id_at = (k, values, read[:, width + 1 :])
-        return self._one_id_at[1], self._one_id_at[2]
-
-    def _one_id(self, k: Tensor) -> bool:
-        """Whether the readings at ``k`` are :meth:`_one_id_readings`' (one id per query)."""
-        return self.ranked.shape[1] == 1 and k.ndim == 2
+    def _one_id(self, k: Tensor) -> _OneIdReadings | None:
+        """The readings at ``k`` of one relevant id per query (T = 1), made once per cutoff
+        tensor; None where a query lists several (the general readings)."""
+        if self.ranked.shape[1] != 1 or k.ndim != 2:
+            return None
+        if self._one_id_at is None or self._one_id_at.k is not k:
+            self._one_id_at = _OneIdReadings(self, k)
+        return self._one_id_at
 
     def _total(self, per_item: Tensor) -> Tensor:
         """Sum over the ranked relevant items (dim 1) of (Q, T, K) values."""
@@ -168,19 +148,21 @@ class CountStats(ListStats):
     # -- sums over the top k, per relevant item: its group's share / r_c --------
 
     def hits_at(self, k: Tensor) -> Tensor:
+        if (one_id := self._one_id(k)) is not None:
+            return one_id.hits
         return self._total(self._inside(k) / self.size.unsqueeze(2))
 
     def dcg_at(self, k: Tensor) -> Tensor:
-        if self._one_id(k):
-            return self._one_id_readings(k)[0][..., 1]
+        if (one_id := self._one_id(k)) is not None:
+            return one_id.table_share[..., 0]
         discount, _ = self._prefix
         start = self.start.unsqueeze(2)
         inside = self._read(discount, start + self._inside(k)) - self._read(discount, start)
         return self._total(inside / self.size.unsqueeze(2))
 
     def idcg_at(self, k: Tensor, whole_list: bool, deepest: int | None = None) -> Tensor:
-        if self._one_id(k) and not whole_list:
-            return self._one_id_readings(k)[1][..., 0]
+        if not whole_list and (one_id := self._one_id(k)) is not None:
+            return one_id.ideal_dcg
         discount, _ = self._prefix
         r = self.relevant_count.unsqueeze(1).expand_as(k)
         return self._read(discount, r if whole_list else torch.minimum(r, k))
@@ -201,8 +183,8 @@ class CountStats(ListStats):
 
     def hit_probability_at(self, k: Tensor) -> Tensor:
         """1 - P(no relevant item in the first m places of the first group), per member / r."""
-        if self._one_id(k):
-            return self._one_id_readings(k)[0][..., 0]
+        if (one_id := self._one_id(k)) is not None:
+            return one_id.hit_probability
         t = self.size.unsqueeze(2)
         r = self.group_relevant.unsqueeze(2)
         m = self._inside(k)
@@ -215,8 +197,8 @@ class CountStats(ListStats):
 
     def reciprocal_rank_at(self, k: Tensor, deepest: int | None) -> Tensor:
         """Σ_i P(first hit at T+i) / (T+i) over the first group's places within k, / r."""
-        if self._one_id(k):
-            return self._one_id_readings(k)[0][..., 2]
+        if (one_id := self._one_id(k)) is not None:
+            return one_id.table_share[..., 1]
         _, harmonic = self._prefix
         t = self.size.unsqueeze(2)
         r = self.group_relevant.unsqueeze(2)
@@ -428,6 +410,56 @@ class CountStats(ListStats):
             read = (m - first).clamp(0, u.numel()).to(torch.int64)
             total = total + partial.gather(2, read)
         return self._total(total / r.clamp(min=1))
+
+
+class _OneIdReadings:
+    """The readings at ``k`` (Q, K) of one relevant id per query, each made when read.
+
+    A lone relevant item's group holds no other relevant item (r = 1, ρ = 0, the
+    first group), so each reading is a closed form of its places within k,
+    m = min(max(k - T, 0), t), shared; DCG, reciprocal rank and the ideal DCG
+    read the prefix tables at T, T + m and min(R, k), stacked and read at once
+    for every k. The expressions are the general readings' with r = 1, so the
+    numbers are theirs to the bit.
+    """
+
+    def __init__(self, stats: CountStats, k: Tensor) -> None:
+        self.k = k
+        self.stats = stats
+        self.m = torch.minimum((k - stats.start).clamp(min=0), stats.size)
+
+    @cached_property
+    def hits(self) -> Tensor:
+        """E[hits]: m of the group's t places are within k."""
+        return torch.where(self.stats.ranked, self.m / self.stats.size, 0.0)
+
+    @cached_property
+    def hit_probability(self) -> Tensor:
+        """1 - C(t - m, 1) / C(t, 1): the item is among the group's first m places."""
+        t = self.stats.size
+        return torch.where(self.stats.ranked, 1 - (t - self.m) / t, 0.0)
+
+    @cached_property
+    def _read(self) -> Tensor:
+        """(Q, 2K + 1, 2): the discount and harmonic tables at T, T + m and min(R, k)."""
+        stats, k = self.stats, self.k
+        start = stats.start
+        ideal = torch.minimum(stats.relevant_count.unsqueeze(1), k)
+        places = torch.cat([start, start + self.m, ideal], dim=1)
+        pairs = _prefix_pairs(stats._table_length, start.device)
+        return pairs[places.clamp(0, pairs.shape[0] - 1).to(torch.int64)]
+
+    @cached_property
+    def table_share(self) -> Tensor:
+        """(Q, K, 2): DCG and reciprocal rank, the tables' differences over the m places / t."""
+        read, width = self._read, self.k.shape[1]
+        share = (read[:, 1 : width + 1] - read[:, :1]) / self.stats.size.unsqueeze(2)
+        return torch.where(self.stats.ranked.unsqueeze(2), share, 0.0)
+
+    @cached_property
+    def ideal_dcg(self) -> Tensor:
+        """D(min(R, k)), the ideal list's DCG."""
+        return self._read[:, self.k.shape[1] + 1 :, 0]
 
 
 @functools.lru_cache(maxsize=4)
