@@ -239,3 +239,41 @@ def test_block_scores_keep_a_wider_dtype_than_the_given_scores() -> None:
     assert counter.block_score.dtype == torch.int64
     assert counter.block_score.tolist() == [[2**40 + 1]]
     assert counter.changed_rows().tolist() == [True]
+
+
+@pytest.mark.parametrize("ties", TIES)
+@pytest.mark.parametrize("accelerator_paths", [False, True])
+def test_one_id_per_query_reads_as_the_same_id_beside_a_padding_one(
+    ties: str, accelerator_paths: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A lone relevant id (T = 1) is counted and read by readings of its own; beside a
+    padding id (T = 2) the same query takes the readings of several ids. Every metric
+    at every k agrees to the bit, with masks, padding-only rows and -inf scores."""
+    monkeypatch.setattr(host_reads, "ACCELERATOR_PATHS_ON_CPU", accelerator_paths)
+    generator = torch.Generator().manual_seed(21)
+    for trial in range(24):
+        case = _random_case(generator, trial)
+        lone = case["target"][:, :1]
+        n = case["preds"].shape[1]
+        ks = None if trial % 4 == 0 else (1, 2, max(1, n // 2), n + 3)
+        beside_padding = {**case, "target": torch.cat([lone, torch.full_like(lone, -1)], dim=1)}
+        results = []
+        for each in ({**case, "target": lone}, beside_padding):
+            data = normalize_input(
+                each["preds"],
+                each["target"],
+                indexes=None,
+                mask=each["mask"],
+                target_format="indices",
+                rule=GainRule(None, "exponential"),
+                validate_args=True,
+            )
+            ranked = rank_batch(data, ties, None, "count", judgments=True)
+            options = Options(empty_target_action="skip")
+            results.append(read_metrics(ranked, ALL, ks, options).results)
+        one, general = results
+        assert one.keys() == general.keys()
+        for key in one:
+            torch.testing.assert_close(
+                one[key].values, general[key].values, rtol=0, atol=0, equal_nan=True, msg=key
+            )
