@@ -277,3 +277,30 @@ def test_one_id_per_query_reads_as_the_same_id_beside_a_padding_one(
             torch.testing.assert_close(
                 one[key].values, general[key].values, rtol=0, atol=0, equal_nan=True, msg=key
             )
+
+
+def test_one_id_counted_in_row_blocks_on_the_accelerator_paths_as_in_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """On the accelerator paths one id per row is counted in blocks of rows when the
+    flags would outgrow their memory bound: the counts are those of one block."""
+    from ranking_plugins.kernel import flags
+
+    monkeypatch.setattr(host_reads, "ACCELERATOR_PATHS_ON_CPU", True)
+    generator = torch.Generator().manual_seed(4)
+    preds = torch.randint(0, 5, (11, 40), generator=generator).float()
+    ids = torch.randint(-1, 40, (11, 1), generator=generator)
+    counters = []
+    for elements in (flags.ACCELERATOR_BLOCK_ELEMENTS, 40):  # one block; 4 rows a block
+        monkeypatch.setattr(flags, "ACCELERATOR_BLOCK_ELEMENTS", elements)
+        counter = RankCounter(ids, preds.gather(1, ids.clamp(min=0)), 40, "average")
+        counter.add(preds, 0, own_scores=True)
+        counters.append(counter)
+    one, blocks = counters
+    assert torch.equal(one.counts(), blocks.counts())
+    # the counts themselves: items above and tied (itself left out), on listed rows
+    score = preds.gather(1, ids.clamp(min=0))
+    listed = (ids >= 0).squeeze(1)
+    assert torch.equal(one.above[listed], (preds > score).sum(dim=1, keepdim=True)[listed])
+    tied = (preds == score).sum(dim=1, keepdim=True) - 1
+    assert torch.equal(one.tied[listed], tied[listed])

@@ -167,8 +167,8 @@ class RankCounter:
         first = self.ties == "first"
         column = torch.arange(start, start + width, device=scores.device) if first else None
         # NaN found by the counting's own comparisons where they can tell (see below), on
-        # the CPU: there a block of rows is in cache for them; on an accelerator one
-        # reduction finds it (the two ways read the host alike)
+        # the CPU, where each block of rows is in cache for them; on an accelerator one
+        # reduction and one read find it (the counts would take two reads and more launches)
         nan_in_counts = (
             check_nan and ranked is None and column is None and host_reads_are_free(scores)
         )
@@ -201,7 +201,7 @@ class RankCounter:
         "tied", so that a NaN shows in the counts (:func:`_tied_finding_nan`).
         On an accelerator, one listed id per row: :meth:`_count_one_id`.
         """
-        if not host_reads_are_free(scores) and self.ids.shape[1] == 1 and not nan_in_counts:
+        if not host_reads_are_free(scores) and self.ids.shape[1] == 1:
             self._count_one_id(scores)
             return
         num_rows, width = scores.shape
