@@ -426,18 +426,21 @@ class _OneIdReadings:
     def __init__(self, stats: CountStats, k: Tensor) -> None:
         self.k = k
         self.stats = stats
-        self.m = torch.minimum((k - stats.start).clamp(min=0), stats.size)
+        m = torch.minimum((k - stats.start).clamp(min=0), stats.size)
+        # an item not ranked has no place within k: each reading below is then 0, as
+        # the general readings' mask makes it (t ≥ 1 and T is a count, so all is finite)
+        self.m = torch.where(stats.ranked, m, 0.0)
 
     @cached_property
     def hits(self) -> Tensor:
         """E[hits]: m of the group's t places are within k."""
-        return torch.where(self.stats.ranked, self.m / self.stats.size, 0.0)
+        return self.m / self.stats.size
 
     @cached_property
     def hit_probability(self) -> Tensor:
         """1 - C(t - m, 1) / C(t, 1): the item is among the group's first m places."""
         t = self.stats.size
-        return torch.where(self.stats.ranked, 1 - (t - self.m) / t, 0.0)
+        return 1 - (t - self.m) / t
 
     @cached_property
     def _read(self) -> Tensor:
@@ -453,8 +456,7 @@ class _OneIdReadings:
     def table_share(self) -> Tensor:
         """(Q, K, 2): DCG and reciprocal rank, the tables' differences over the m places / t."""
         read, width = self._read, self.k.shape[1]
-        share = (read[:, 1 : width + 1] - read[:, :1]) / self.stats.size.unsqueeze(2)
-        return torch.where(self.stats.ranked.unsqueeze(2), share, 0.0)
+        return (read[:, 1 : width + 1] - read[:, :1]) / self.stats.size.unsqueeze(2)
 
     @cached_property
     def ideal_dcg(self) -> Tensor:
