@@ -56,7 +56,9 @@ def test_count_true_is_one_reduction_on_the_accelerator_paths(
 
 
 @pytest.mark.parametrize("ties", kernel.TIES)
-@pytest.mark.parametrize("grades", ["binary float", "bool", "int", "float", "item ids"])
+@pytest.mark.parametrize(
+    "grades", ["binary float", "bool", "int", "float", "item ids", "one item id"]
+)
 def test_accelerator_paths_give_the_cpu_paths_bits(
     ties: str, grades: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -75,8 +77,9 @@ def test_accelerator_paths_give_the_cpu_paths_bits(
             "int": levels - 1,
             "float": levels.float() / 2,
             "item ids": torch.randint(-1, n, (q, 3), generator=generator),
+            "one item id": torch.randint(-1, n, (q,), generator=generator),
         }[grades]
-        ids = grades == "item ids"
+        ids = grades in ("item ids", "one item id")
         mask = torch.rand(q, n, generator=generator) < 0.8 if trial % 3 == 1 and not ids else None
         ks = sorted({1, 1 + trial % n, n, n + 2})
         metric_sets = [AT_K, ["hit_rate"], ["ndcg"]] + ([] if ids else [[*AT_K, *WHOLE_LIST]])

@@ -239,3 +239,68 @@ def test_block_scores_keep_a_wider_dtype_than_the_given_scores() -> None:
     assert counter.block_score.dtype == torch.int64
     assert counter.block_score.tolist() == [[2**40 + 1]]
     assert counter.changed_rows().tolist() == [True]
+
+
+@pytest.mark.parametrize("ties", TIES)
+@pytest.mark.parametrize("accelerator_paths", [False, True])
+def test_one_id_per_query_reads_as_the_same_id_beside_a_padding_one(
+    ties: str, accelerator_paths: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A lone relevant id (T = 1) is counted and read by readings of its own; beside a
+    padding id (T = 2) the same query takes the readings of several ids. Every metric
+    at every k agrees to the bit, with masks, padding-only rows and -inf scores."""
+    monkeypatch.setattr(host_reads, "ACCELERATOR_PATHS_ON_CPU", accelerator_paths)
+    generator = torch.Generator().manual_seed(21)
+    for trial in range(24):
+        case = _random_case(generator, trial)
+        lone = case["target"][:, :1]
+        n = case["preds"].shape[1]
+        ks = None if trial % 4 == 0 else (1, 2, max(1, n // 2), n + 3)
+        beside_padding = {**case, "target": torch.cat([lone, torch.full_like(lone, -1)], dim=1)}
+        results = []
+        for each in ({**case, "target": lone}, beside_padding):
+            data = normalize_input(
+                each["preds"],
+                each["target"],
+                indexes=None,
+                mask=each["mask"],
+                target_format="indices",
+                rule=GainRule(None, "exponential"),
+                validate_args=True,
+            )
+            ranked = rank_batch(data, ties, None, "count", judgments=True)
+            options = Options(empty_target_action="skip")
+            results.append(read_metrics(ranked, ALL, ks, options).results)
+        one, general = results
+        assert one.keys() == general.keys()
+        for key in one:
+            torch.testing.assert_close(
+                one[key].values, general[key].values, rtol=0, atol=0, equal_nan=True, msg=key
+            )
+
+
+def test_one_id_counted_in_row_blocks_on_the_accelerator_paths_as_in_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """On the accelerator paths one id per row is counted in blocks of rows when the
+    flags would outgrow their memory bound: the counts are those of one block."""
+    from ranking_plugins.kernel import flags
+
+    monkeypatch.setattr(host_reads, "ACCELERATOR_PATHS_ON_CPU", True)
+    generator = torch.Generator().manual_seed(4)
+    preds = torch.randint(0, 5, (11, 40), generator=generator).float()
+    ids = torch.randint(-1, 40, (11, 1), generator=generator)
+    counters = []
+    for elements in (flags.ACCELERATOR_BLOCK_ELEMENTS, 40):  # one block; 4 rows a block
+        monkeypatch.setattr(flags, "ACCELERATOR_BLOCK_ELEMENTS", elements)
+        counter = RankCounter(ids, preds.gather(1, ids.clamp(min=0)), 40, "average")
+        counter.add(preds, 0, own_scores=True)
+        counters.append(counter)
+    one, blocks = counters
+    assert torch.equal(one.counts(), blocks.counts())
+    # the counts themselves: items above and tied (itself left out), on listed rows
+    score = preds.gather(1, ids.clamp(min=0))
+    listed = (ids >= 0).squeeze(1)
+    assert torch.equal(one.above[listed], (preds > score).sum(dim=1, keepdim=True)[listed])
+    tied = (preds == score).sum(dim=1, keepdim=True) - 1
+    assert torch.equal(one.tied[listed], tied[listed])

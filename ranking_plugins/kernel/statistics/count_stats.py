@@ -41,6 +41,12 @@ from ranking_plugins.kernel.statistics.tie_orders import interpolated_precision_
 
 
 @functools.lru_cache(maxsize=4)
+def _prefix_pairs(length: int, device: torch.device) -> Tensor:
+    """(length + 1, 2) float64: :func:`_prefix_sums`' two tables side by side, read at once."""
+    return torch.stack(_prefix_sums(length, device), dim=1)
+
+
+@functools.lru_cache(maxsize=4)
 def _prefix_sums(length: int, device: torch.device) -> tuple[Tensor, Tensor]:
     """Σ_{j≤n} 1/log2(j+1) and Σ_{j≤n} 1/j for n = 0..length, float64."""
     j = torch.arange(1, length + 1, dtype=torch.float64, device=device)
@@ -61,26 +67,47 @@ class CountStats(ListStats):
         ranked: Tensor,
         group_start: Tensor,
         group_size: Tensor,
-        group_relevant: Tensor,
-        relevant_before: Tensor,
+        group_relevant: Tensor | None,
+        relevant_before: Tensor | None,
         relevant_count: Tensor,
         num_ranked: Tensor,
         num_items: int,
     ) -> None:
+        """``group_relevant``, ``relevant_before`` None: r_c = 1 and ρ_c = 0 for every
+        item (one relevant id per query), made when a reading needs them."""
         self.ranked = ranked
         self.start, self.size = group_start, group_size
-        self.group_relevant, self.before = group_relevant, relevant_before
+        if group_relevant is not None:
+            self.group_relevant = group_relevant
+        if relevant_before is not None:
+            self.before = relevant_before
         self.relevant_count = relevant_count.to(torch.float64)
-        self.relevant_ranked = ranked.sum(dim=1).to(torch.float64)
         self.num_ranked = num_ranked.to(torch.float64)
         # positions read go up to the end of the longest list, or R ≤ T for the ideal list
         self._table_length = max(num_items, ranked.shape[1], 1)
         #: the cutoffs last read and :meth:`_inside` of them
         self._inside_at: tuple[Tensor, Tensor] | None = None
+        #: the readings at the cutoffs last read, one relevant id per query (:meth:`_one_id`)
+        self._one_id_at: _OneIdReadings | None = None
         #: the statistics of judged items, when the judged items were
         #: counted; else ``every_judged`` makes them from these counts, every item judged
         self.judged_stats: CountedJudgedStats | None = None
         self.every_judged: Callable[[CountStats], CountedJudgedStats] | None = None
+
+    @cached_property
+    def group_relevant(self) -> Tensor:
+        """r_c (Q, T) float64: where not given, one relevant item per group."""
+        return torch.ones_like(self.start)
+
+    @cached_property
+    def before(self) -> Tensor:
+        """ρ_c (Q, T) float64: where not given, no relevant item before a group."""
+        return torch.zeros_like(self.start)
+
+    @cached_property
+    def relevant_ranked(self) -> Tensor:  # type: ignore[override]
+        """Counted when read: only the whole-list measures read it."""
+        return self.ranked.sum(dim=1, dtype=torch.float64)
 
     def judgments(self) -> JudgedReadings:
         if self.judged_stats is None and self.every_judged is not None:
@@ -105,6 +132,15 @@ class CountStats(ListStats):
             self._inside_at = (k, torch.minimum(m.clamp(min=0), self.size.unsqueeze(2)))
         return self._inside_at[1]
 
+    def _one_id(self, k: Tensor) -> _OneIdReadings | None:
+        """The readings at ``k`` of one relevant id per query (T = 1), made once per cutoff
+        tensor; None where a query lists several (the general readings)."""
+        if self.ranked.shape[1] != 1 or k.ndim != 2:
+            return None
+        if self._one_id_at is None or self._one_id_at.k is not k:
+            self._one_id_at = _OneIdReadings(self, k)
+        return self._one_id_at
+
     def _total(self, per_item: Tensor) -> Tensor:
         """Sum over the ranked relevant items (dim 1) of (Q, T, K) values."""
         return torch.where(self.ranked.unsqueeze(2), per_item, 0.0).sum(dim=1)
@@ -112,15 +148,21 @@ class CountStats(ListStats):
     # -- sums over the top k, per relevant item: its group's share / r_c --------
 
     def hits_at(self, k: Tensor) -> Tensor:
+        if (one_id := self._one_id(k)) is not None:
+            return one_id.hits
         return self._total(self._inside(k) / self.size.unsqueeze(2))
 
     def dcg_at(self, k: Tensor) -> Tensor:
+        if (one_id := self._one_id(k)) is not None:
+            return one_id.table_share[..., 0]
         discount, _ = self._prefix
         start = self.start.unsqueeze(2)
         inside = self._read(discount, start + self._inside(k)) - self._read(discount, start)
         return self._total(inside / self.size.unsqueeze(2))
 
     def idcg_at(self, k: Tensor, whole_list: bool, deepest: int | None = None) -> Tensor:
+        if not whole_list and (one_id := self._one_id(k)) is not None:
+            return one_id.ideal_dcg
         discount, _ = self._prefix
         r = self.relevant_count.unsqueeze(1).expand_as(k)
         return self._read(discount, r if whole_list else torch.minimum(r, k))
@@ -141,6 +183,8 @@ class CountStats(ListStats):
 
     def hit_probability_at(self, k: Tensor) -> Tensor:
         """1 - P(no relevant item in the first m places of the first group), per member / r."""
+        if (one_id := self._one_id(k)) is not None:
+            return one_id.hit_probability
         t = self.size.unsqueeze(2)
         r = self.group_relevant.unsqueeze(2)
         m = self._inside(k)
@@ -153,6 +197,8 @@ class CountStats(ListStats):
 
     def reciprocal_rank_at(self, k: Tensor, deepest: int | None) -> Tensor:
         """Σ_i P(first hit at T+i) / (T+i) over the first group's places within k, / r."""
+        if (one_id := self._one_id(k)) is not None:
+            return one_id.table_share[..., 1]
         _, harmonic = self._prefix
         t = self.size.unsqueeze(2)
         r = self.group_relevant.unsqueeze(2)
@@ -364,6 +410,58 @@ class CountStats(ListStats):
             read = (m - first).clamp(0, u.numel()).to(torch.int64)
             total = total + partial.gather(2, read)
         return self._total(total / r.clamp(min=1))
+
+
+class _OneIdReadings:
+    """The readings at ``k`` (Q, K) of one relevant id per query, each made when read.
+
+    A lone relevant item's group holds no other relevant item (r = 1, ρ = 0, the
+    first group), so each reading is a closed form of its places within k,
+    m = min(max(k - T, 0), t), shared; DCG, reciprocal rank and the ideal DCG
+    read the prefix tables at T, T + m and min(R, k), stacked and read at once
+    for every k. The expressions are the general readings' with r = 1, so the
+    numbers are theirs to the bit.
+    """
+
+    def __init__(self, stats: CountStats, k: Tensor) -> None:
+        self.k = k
+        self.stats = stats
+        m = torch.minimum((k - stats.start).clamp(min=0), stats.size)
+        # an item not ranked has no place within k: each reading below is then 0, as
+        # the general readings' mask makes it (t ≥ 1 and T is a count, so all is finite)
+        self.m = torch.where(stats.ranked, m, 0.0)
+
+    @cached_property
+    def hits(self) -> Tensor:
+        """E[hits]: m of the group's t places are within k."""
+        return self.m / self.stats.size
+
+    @cached_property
+    def hit_probability(self) -> Tensor:
+        """1 - C(t - m, 1) / C(t, 1): the item is among the group's first m places."""
+        t = self.stats.size
+        return 1 - (t - self.m) / t
+
+    @cached_property
+    def _read(self) -> Tensor:
+        """(Q, 2K + 1, 2): the discount and harmonic tables at T, T + m and min(R, k)."""
+        stats, k = self.stats, self.k
+        start = stats.start
+        ideal = torch.minimum(stats.relevant_count.unsqueeze(1), k)
+        places = torch.cat([start, start + self.m, ideal], dim=1)
+        pairs = _prefix_pairs(stats._table_length, start.device)
+        return pairs[places.clamp(0, pairs.shape[0] - 1).to(torch.int64)]
+
+    @cached_property
+    def table_share(self) -> Tensor:
+        """(Q, K, 2): DCG and reciprocal rank, the tables' differences over the m places / t."""
+        read, width = self._read, self.k.shape[1]
+        return (read[:, 1 : width + 1] - read[:, :1]) / self.stats.size.unsqueeze(2)
+
+    @cached_property
+    def ideal_dcg(self) -> Tensor:
+        """D(min(R, k)), the ideal list's DCG."""
+        return self._read[:, self.k.shape[1] + 1 :, 0]
 
 
 @functools.lru_cache(maxsize=4)

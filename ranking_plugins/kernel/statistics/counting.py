@@ -26,6 +26,7 @@ from ranking_plugins.kernel.flags import (
     count_true,
     counts_fit_in_float,
 )
+from ranking_plugins.kernel.host_reads import host_reads_are_free
 from ranking_plugins.kernel.inputs.relevance import ItemIds
 from ranking_plugins.kernel.statistics.count_stats import CountStats
 from ranking_plugins.kernel.statistics.judged import CountedJudgedStats
@@ -33,6 +34,8 @@ from ranking_plugins.kernel.statistics.judged import CountedJudgedStats
 
 def distinct_ids(item_ids: Tensor) -> Tensor:
     """``item_ids`` (Q, T) with every repeat of an id in its row replaced by -1 padding."""
+    if item_ids.shape[1] <= 1:
+        return item_ids  # one id per row repeats none
     ids = item_ids.sort(dim=1).values
     repeat = torch.zeros_like(ids, dtype=torch.bool)
     repeat[:, 1:] = ids[:, 1:] == ids[:, :-1]
@@ -67,21 +70,76 @@ class RankCounter:
         self.num_items = num_items
         self.ties = ties
         self.exclude = None if exclude is None else distinct_ids(exclude)  # (Q, X)
-        shape = item_ids.shape
-        device = item_ids.device
-        self.above = torch.zeros(shape, dtype=torch.int64, device=device)
-        self.tied = torch.zeros(shape, dtype=torch.int64, device=device)
-        self.tied_before = torch.zeros(shape, dtype=torch.int64, device=device)
-        # the scores of the relevant items as the blocks computed them (for relevant-vs-relevant)
-        self.block_score = target_scores.clone()
+        # the count planes by name, each made when first counted (zero until then):
+        # a counter that counts its one block makes no zeros to add it to
+        self._planes: dict[str, Tensor] = {}
+        # the scores of the relevant items as the blocks computed them (for
+        # relevant-vs-relevant); None until a block records them: the given scores
+        self._block_score: Tensor | None = None
         self._first_block = True
-        self.unranked = torch.zeros(item_ids.shape[0], dtype=torch.int64, device=device)
+        # the items of each row left out of the ranking (None: none so far)
+        self._unranked: Tensor | None = None
+        self.ranked = self.listed
         if self.exclude is not None:
-            self.unranked += (self.exclude >= 0).sum(dim=1)
-        self.ranked = self.listed.clone()
-        if self.exclude is not None:
+            self._unranked = (self.exclude >= 0).sum(dim=1)
             excluded = (item_ids.unsqueeze(2) == self.exclude.unsqueeze(1)).any(dim=2)
-            self.ranked &= ~excluded
+            self.ranked = self.ranked & ~excluded
+
+    def _plane(self, name: str) -> Tensor:
+        """The count plane ``name`` (Q, T) int64, zeros if nothing was counted in it yet."""
+        plane = self._planes.get(name)
+        if plane is None:
+            plane = torch.zeros(self.ids.shape, dtype=torch.int64, device=self.ids.device)
+            self._planes[name] = plane
+        return plane
+
+    def _add_to_plane(self, name: str, counts: Tensor) -> None:
+        """Add ``counts`` (Q, T) int64 to the plane ``name``; the first counts become it."""
+        if name in self._planes:
+            self._planes[name] += counts
+        else:
+            self._planes[name] = counts
+
+    @property
+    def above(self) -> Tensor:
+        """(Q, T) int64: the ranked items scored above each listed item."""
+        return self._plane("above")
+
+    @above.setter
+    def above(self, counts: Tensor) -> None:
+        self._planes["above"] = counts
+
+    @property
+    def tied(self) -> Tensor:
+        """(Q, T) int64: the other ranked items tied with each listed item."""
+        return self._plane("tied")
+
+    @tied.setter
+    def tied(self, counts: Tensor) -> None:
+        self._planes["tied"] = counts
+
+    @property
+    def tied_before(self) -> Tensor:
+        """(Q, T) int64: under "first", the tied ones with a lower index."""
+        return self._plane("tied_before")
+
+    @tied_before.setter
+    def tied_before(self, counts: Tensor) -> None:
+        self._planes["tied_before"] = counts
+
+    @property
+    def block_score(self) -> Tensor:
+        """(Q, T): each listed item's score as its block gave it (the given one until found)."""
+        return self.score if self._block_score is None else self._block_score
+
+    @property
+    def unranked(self) -> Tensor:
+        """(Q,) int64: the items of each row left out of the ranking."""
+        if self._unranked is None:
+            self._unranked = torch.zeros(
+                self.ids.shape[0], dtype=torch.int64, device=self.ids.device
+            )
+        return self._unranked
 
     def add(
         self,
@@ -89,22 +147,31 @@ class RankCounter:
         start: int,
         ranked: Tensor | None = None,
         check_nan: bool = False,
+        own_scores: bool = False,
     ) -> None:
         """Count the block of columns ``start, start + 1, ...`` of the score matrix.
 
         ``ranked`` (optional, same shape): False marks items that are not ranked.
         ``check_nan``: raise the NaN-scores error if a score is NaN (each block
         of rows is checked while it is in cache for the counting).
+        ``own_scores``: the block is the whole catalogue and the target scores
+        were read from it (:func:`count_ranks`): each listed item's own column
+        holds its target score, so it ties with itself and has no other block
+        score to record.
         """
         width = scores.shape[1]
         if ranked is not None:
             inside = (self.ids >= start) & (self.ids < start + width)
             own = ranked.gather(1, (self.ids - start).clamp(0, width - 1))
-            self.ranked &= own | ~inside
+            self.ranked = self.ranked & (own | ~inside)
         first = self.ties == "first"
         column = torch.arange(start, start + width, device=scores.device) if first else None
-        # NaN found by the counting's own comparisons, where they can tell (see below)
-        nan_in_counts = check_nan and ranked is None and column is None
+        # NaN found by the counting's own comparisons where they can tell (see below), on
+        # the CPU, where each block of rows is in cache for them; on an accelerator one
+        # reduction and one read find it (the counts would take two reads and more launches)
+        nan_in_counts = (
+            check_nan and ranked is None and column is None and host_reads_are_free(scores)
+        )
         if check_nan and not nan_in_counts:
             validation.check_values(scores, None, None, 0)
         if ranked is None and column is None and counts_fit_in_float(width):
@@ -112,9 +179,16 @@ class RankCounter:
         else:
             self._count_flags(scores, ranked, column)
         if ranked is not None:
-            self.unranked += width - count_true(ranked)
-        self._record_block_scores(scores, start)
-        self._correct(scores, start, self.ids, self.listed & self.ranked, is_target=True)
+            unranked = width - count_true(ranked)
+            self._unranked = unranked if self._unranked is None else self._unranked + unranked
+        if own_scores:
+            # each ranked item's own column was counted as tied with itself, unless its
+            # score is NaN (NaN ties nothing; with ``check_nan`` there is none)
+            own = self.ranked if check_nan else self.ranked & (self.score == self.score)
+            self.tied = self.tied.add(own, alpha=-1)
+        else:
+            self._record_block_scores(scores, start)
+            self._correct(scores, start, self.ids, self.listed & self.ranked, is_target=True)
         if self.exclude is not None:
             self._correct(scores, start, self.exclude, self.exclude >= 0, is_target=False)
 
@@ -125,7 +199,11 @@ class RankCounter:
         written as floats (:func:`~ranking_plugins.kernel.flags.count_compared`).
         With ``nan_in_counts`` the second comparison is "below" rather than
         "tied", so that a NaN shows in the counts (:func:`_tied_finding_nan`).
+        On an accelerator, one listed id per row: :meth:`_count_one_id`.
         """
+        if not host_reads_are_free(scores) and self.ids.shape[1] == 1:
+            self._count_one_id(scores)
+            return
         num_rows, width = scores.shape
         rows = compare_rows(width, scores)
         buffer = torch.empty(
@@ -144,8 +222,33 @@ class RankCounter:
         tied = other.to(torch.int64)
         if nan_in_counts:
             tied = _tied_finding_nan(scores, self.score, width - above_count - tied, buffer)
-        self.above += above_count
-        self.tied += tied
+        self._add_to_plane("above", above_count)
+        self._add_to_plane("tied", tied)
+
+    def _count_one_id(self, scores: Tensor) -> None:
+        """Above and tied counts of one listed id per row, on an accelerator.
+
+        One comparison and one reduction per count: each a kernel launch, where
+        the CPU's float flags (:meth:`_count_plain`) would add a buffer and its
+        views. The bool flags of a block take a quarter of the float buffer's
+        memory, so its blocks hold four times the rows.
+        """
+        num_rows = scores.shape[0]
+        rows = 4 * compare_rows(scores.shape[1], scores)
+        parts: list[tuple[Tensor, Tensor]] = []
+        for low in range(0, num_rows, rows):
+            block = scores if rows >= num_rows else scores[low : low + rows]
+            s = self.score if rows >= num_rows else self.score[low : low + rows]
+            parts.append(
+                ((block > s).sum(dim=1, keepdim=True), (block == s).sum(dim=1, keepdim=True))
+            )
+        if len(parts) == 1:
+            ((above, tied),) = parts
+        else:
+            above = torch.cat([part[0] for part in parts])
+            tied = torch.cat([part[1] for part in parts])
+        self._add_to_plane("above", above)
+        self._add_to_plane("tied", tied)
 
     def _count_flags(self, scores: Tensor, ranked: Tensor | None, column: Tensor | None) -> None:
         """Above, tied (and, under "first", tied before) counts from bool flags, masks applied."""
@@ -182,7 +285,7 @@ class RankCounter:
             self._first_block = False
         else:
             dtype = torch.promote_types(self.block_score.dtype, value.dtype)
-        self.block_score = torch.where(inside, value.to(dtype), self.block_score.to(dtype))
+        self._block_score = torch.where(inside, value.to(dtype), self.block_score.to(dtype))
 
     def changed_rows(self) -> Tensor:
         """(Q,) bool: rows with a listed item whose block score is not its given score.
@@ -273,6 +376,12 @@ class RankCounter:
     def stats(self) -> CountStats:
         """The rank statistics; R counts every listed id, excluded or masked ones too."""
         ranked = self.ranked
+        above, tied = self.above, self.tied
+        if self.ids.shape[1] == 1:
+            # one listed id per row: no relevant item to compare it with, so its group
+            # holds one relevant item (it) and none is before it (CountStats' defaults)
+            fields = self._one_id_fields(above, tied)
+            return self._stats_of(*fields, None, None)
         # relevant-vs-relevant, from the block scores the counts were made of
         other = ranked.unsqueeze(1) & ~torch.eye(
             self.ids.shape[1], dtype=torch.bool, device=ranked.device
@@ -282,7 +391,6 @@ class RankCounter:
         rel_above = ((v > s) & other).sum(dim=2)
         rel_tied = ((v == s) & other).sum(dim=2)
         rel_before = ((v == s) & other & (self.ids.unsqueeze(1) < self.ids.unsqueeze(2))).sum(dim=2)
-        above, tied = self.above, self.tied
         if self.ties == "average":
             start, size, relevant, before = above, tied + 1, rel_tied + 1, rel_above
         elif self.ties == "first":
@@ -298,14 +406,43 @@ class RankCounter:
             )
         else:  # optimistic
             start, size, relevant, before = above, rel_tied + 1, rel_tied + 1, rel_above
+        return self._stats_of(
+            start.to(torch.float64),
+            size.to(torch.float64),
+            relevant.to(torch.float64),
+            before.to(torch.float64),
+        )
+
+    def _one_id_fields(self, above: Tensor, tied: Tensor) -> tuple[Tensor, Tensor]:
+        """(T_c, t_c) float64 of one listed id per row: r_c = 1, ρ_c = 0 (section 3)."""
+        if self.ties == "average":
+            return above.to(torch.float64), (tied + 1).to(torch.float64)
+        # the ordered policies: a group of its own
+        one = torch.ones(above.shape, dtype=torch.float64, device=above.device)
+        if self.ties == "first":
+            return (above + self.tied_before).to(torch.float64), one
+        if self.ties == "pessimistic":
+            return (above + tied).to(torch.float64), one
+        return above.to(torch.float64), one
+
+    def _stats_of(
+        self, start: Tensor, size: Tensor, relevant: Tensor | None, before: Tensor | None
+    ) -> CountStats:
+        """The :class:`CountStats` of these groups (None: r_c = 1, ρ_c = 0 for every item)."""
+        if self._unranked is None:  # every item ranked
+            num_ranked = torch.full(
+                (self.ids.shape[0],), self.num_items, dtype=torch.float64, device=start.device
+            )
+        else:
+            num_ranked = self.num_items - self._unranked
         stats = CountStats(
-            ranked=ranked,
-            group_start=start.to(torch.float64),
-            group_size=size.to(torch.float64),
-            group_relevant=relevant.to(torch.float64),
-            relevant_before=before.to(torch.float64),
-            relevant_count=self.listed.sum(dim=1),
-            num_ranked=self.num_items - self.unranked,
+            ranked=self.ranked,
+            group_start=start,
+            group_size=size,
+            group_relevant=relevant,
+            relevant_before=before,
+            relevant_count=self.listed.sum(dim=1, dtype=torch.float64),
+            num_ranked=num_ranked,
             num_items=self.num_items,
         )
         stats.every_judged = self._every_judged  # read only by the judged measures
@@ -367,14 +504,14 @@ def count_ranks(
     """
     ids = distinct_ids(relevance.item_ids)
     counter = RankCounter(ids, scores.gather(1, ids.clamp(min=0)), scores.shape[1], ties)
-    counter.add(scores, 0, ranked, check_nan=check_nan)
+    counter.add(scores, 0, ranked, check_nan=check_nan, own_scores=True)
     stats = counter.stats()
     if judgments and relevance.judged_ids is not None:
         tracked = tracked_ids(relevance, relevance.judged_ids)
         tracker = RankCounter(
             tracked, scores.gather(1, tracked.clamp(min=0)), scores.shape[1], ties
         )
-        tracker.add(scores, 0, ranked)
+        tracker.add(scores, 0, ranked, own_scores=True)
         stats.judged_stats = counted_judged_stats(tracker, ids, relevance, ties, stats)
     return stats
 
