@@ -44,17 +44,15 @@ def grouped(
         if validate_args and not scores_checked:
             validation.check_values(preds, None, None, 0)
         return Batch(0, device, ())
-    # What the layout needs on the host, read at once (one synchronisation on an
-    # accelerator): whether the ids never decrease (their runs then are the queries),
-    # the ids' range (the sort key's width otherwise), the runs' lengths (the rows'
-    # widths), and whether the mask ranks every item (the adapters keep a mask of True
-    # where the user gave none: without one the ranking sorts by score alone, not by
-    # score and flag).
-    runs, sizes = torch.unique_consecutive(indexes, return_counts=True)
-    read = [(runs[1:] > runs[:-1]).all(), *torch.aminmax(runs), *torch.aminmax(sizes)]
+    # What the layout needs on the host is read in two reads (each one synchronisation
+    # on an accelerator): whether the ids never decrease (no sort then) and whether the
+    # mask ranks every item (the adapters keep a mask of True where the user gave none:
+    # without one the ranking sorts by score alone, not by score and flag); then the
+    # lists' lengths (the rows' widths).
+    read = [(indexes[1:] >= indexes[:-1]).all()]
     if mask is not None:
         read.append(mask.all())
-    in_order, lo, hi, shortest, longest, *every_ranked = torch.stack(read).tolist()
+    in_order, *every_ranked = torch.stack(read).tolist()
     if every_ranked and every_ranked[0]:
         mask = None
     # padding is parked below every score, never over a NaN: the ranking meets them all
@@ -64,13 +62,13 @@ def grouped(
         validation.check_values(preds, None, None, 0)
     by_query: Tensor | None = None
     if in_order:  # input already gathered by query (the command's collections): no sort
+        _, sizes = torch.unique_consecutive(indexes, return_counts=True)
 
         def query_of_item() -> Tensor:  # only where the grades' sums are checked
             return torch.repeat_interleave(torch.arange(sizes.numel(), device=device), sizes)
 
     else:
-        by_query, sizes = _by_query(indexes, lo, hi)
-        shortest, longest = torch.stack(torch.aminmax(sizes)).tolist()
+        by_query, sizes = _by_query(indexes)
         order = by_query
 
         def query_of_item() -> Tensor:
@@ -80,6 +78,7 @@ def grouped(
             )
             return query
 
+    shortest, longest = torch.stack(torch.aminmax(sizes)).tolist()
     num_queries = sizes.numel()
     flat = (preds, target, mask, judged_items)
     if longest * num_queries <= 2 * preds.numel():
@@ -115,22 +114,27 @@ def grouped(
     return Batch(num_queries, device, tuple(parts))
 
 
-def _by_query(indexes: Tensor, lo: int, hi: int) -> tuple[Tensor, Tensor]:
+def _by_query(indexes: Tensor) -> tuple[Tensor, Tensor]:
     """The entries by query (ids ascending, each query's in input order) and each
     query's size.
 
-    One stable sort of the ids, of the narrowest integers that hold their range
-    (a radix sort's passes go by the key's bytes: int16 keys sort 1M ids about four
-    times as fast as int64 on the CPU); the order is the same whatever the key's width.
+    One stable sort of the ids, as the narrowest integers that hold their range (a
+    radix sort's passes go by the key's bytes: 1M int16 keys sort about four times
+    as fast as int64 ones on the CPU); the order is the same whatever the key's width.
     """
-    span = hi - lo
     key = indexes
-    for narrow in (torch.int16, torch.int32):
-        if span <= torch.iinfo(narrow).max:
-            if indexes.element_size() > narrow.itemsize:
-                # the difference is in [0, span] whatever wraps on the way
+    if indexes.element_size() > 2:
+        lo, hi = torch.stack(torch.aminmax(indexes)).tolist()
+        for narrow in (torch.int16, torch.int32):
+            limits = torch.iinfo(narrow)
+            if indexes.element_size() <= narrow.itemsize:
+                break
+            if limits.min <= lo and hi <= limits.max:  # the usual ids: cast as they are
+                key = indexes.to(narrow)
+                break
+            if hi - lo <= limits.max:  # the difference is in [0, hi - lo] whatever wraps
                 key = (indexes - lo).to(narrow)
-            break
+                break
     sorted_key, by_query = torch.sort(key, stable=True)
     _, sizes = torch.unique_consecutive(sorted_key, return_counts=True)
     return by_query, sizes
@@ -158,7 +162,7 @@ def _rows(
         def rows(t: Tensor | None) -> Tensor | None:
             if t is None:
                 return None
-            return (t if by_query is None else t[by_query]).view(count, width)
+            return (t if by_query is None else t.index_select(0, by_query)).view(count, width)
 
         scores, grades = rows(preds), rows(target)
         assert scores is not None and grades is not None
