@@ -80,19 +80,14 @@ def grouped(
 
     shortest, longest = torch.stack(torch.aminmax(sizes)).tolist()
     num_queries = sizes.numel()
+    if validate_args:
+        check_grades(target, rule, longest, query_of_item)
     flat = (preds, target, mask, judged_items)
     if longest * num_queries <= 2 * preds.numel():
         # padding every list to the longest at most doubles the slots: one part, every
         # query in id order
         data = _rows(flat, sizes, None, by_query, True, longest, shortest < longest, rule, deferred)
-        if validate_args:
-            assert isinstance(data.relevance, DenseGrades)  # made so by _rows
-            # the rows' maxima come with the counts every ranking reads anyway (padding,
-            # grade 0, never raises the largest gain above a real one's)
-            check_grades(target, rule, longest, query_of_item, data.relevance.largest)
         return Batch(num_queries, device, (Part(slice(None), data),))
-    if validate_args:
-        check_grades(target, rule, longest, query_of_item)
     length_class = torch.ceil(torch.log2(sizes.to(torch.float64))).to(torch.int64)
     # queries ordered by length class (then id)
     query_order = torch.argsort(length_class, stable=True)
