@@ -45,10 +45,11 @@ def grouped(
             validation.check_values(preds, None, None, 0)
         return Batch(0, device, ())
     # What the layout needs on the host is read in two reads (each one synchronisation
-    # on an accelerator): whether the ids never decrease (no sort then) and whether the
-    # mask ranks every item (the adapters keep a mask of True where the user gave none:
-    # without one the ranking sorts by score alone, not by score and flag); then the
-    # lists' lengths (the rows' widths).
+    # on an accelerator; ids out of order add a third, their range, :func:`_by_query`):
+    # whether the ids never decrease (no sort then) and whether the mask ranks every
+    # item (the adapters keep a mask of True where the user gave none: without one the
+    # ranking sorts by score alone, not by score and flag); then the lists' lengths
+    # (the rows' widths).
     read = [(indexes[1:] >= indexes[:-1]).all()]
     if mask is not None:
         read.append(mask.all())
@@ -157,7 +158,8 @@ def _rows(
         def rows(t: Tensor | None) -> Tensor | None:
             if t is None:
                 return None
-            return (t if by_query is None else t.index_select(0, by_query)).view(count, width)
+            # reshape: a strided 1-D input (a slice with a step) is copied, not refused
+            return (t if by_query is None else t.index_select(0, by_query)).reshape(count, width)
 
         scores, grades = rows(preds), rows(target)
         assert scores is not None and grades is not None
