@@ -15,7 +15,8 @@ Workloads:
 1. dense binary ``Q=1024, N=20000``, 5 relevant per row, HitRate/MRR/NDCG/MAP/
    Precision/Recall at k = 1, 5, 10, 20, 50, 100;
 2. item-index targets ``Q=1024, N=100000``, one target per row, HR/MRR/NDCG;
-3. grouped layout, 10,000 queries x 100 candidates over 50 updates, MRR+NDCG+MAP;
+3. grouped layout, 10,000 queries x 100 candidates over 50 updates, MRR+NDCG+MAP
+   (also fed by a shuffled loader: every query split across updates);
 4. graded relevance (0..4) NDCG@10, exponential and linear gain;
 5. embeddings ``Q=1024, N=1,000,000, d=64``, HR/MRR/NDCG without the score matrix;
 6. files: ``ranking-plugins evaluate`` on a TREC qrels and run of 2,000 queries x
@@ -231,6 +232,9 @@ UNCHECKED = ", validate_args=False"
 
 #: rows of workload 3 whose batches are ranked at ``update`` (each holds whole queries)
 WHOLE = ", whole_queries=True"
+
+#: the row of workload 3 fed by a shuffled loader (every query split across updates)
+SHUFFLED = ", shuffled updates"
 
 
 def run_once(entry: Entry, fn: Fn) -> object:
@@ -568,13 +572,27 @@ def workload_3(args: argparse.Namespace) -> Workload:
         )
         for i in range(0, nq, per)
     ]
+    # a shuffled validation loader: each update holds random (query, item) pairs, so
+    # every query is split across updates (grouped at compute)
+    order = torch.randperm(nq * nc, generator=gen)
+    flat_preds, flat_target = preds.flatten()[order], target.flatten()[order]
+    flat_indexes = indexes.flatten()[order]
+    size = nq * nc // nu
+    shuffled = [
+        (
+            flat_preds[i : i + size],
+            flat_target[i : i + size],
+            {"indexes": flat_indexes[i : i + size]},
+        )
+        for i in range(0, nq * nc, size)
+    ]
     mets = ("mrr", "ndcg", "map")
 
-    def ours_one(whole_queries: bool = False) -> Fn:
+    def ours_one(whole_queries: bool = False, loader: list[tuple] = batches) -> Fn:
         from ranking_plugins.torchmetrics import RankingMetrics
 
         metric = RankingMetrics(mets, whole_queries=whole_queries)
-        return lambda: tm_cycle(metric, batches)
+        return lambda: tm_cycle(metric, loader)
 
     def ours_collection(whole_queries: bool = False) -> Fn:
         from torchmetrics import MetricCollection
@@ -610,6 +628,12 @@ def workload_3(args: argparse.Namespace) -> Workload:
                 "MetricCollection(ranking_plugins MRR, NDCG, MAP)",
                 "ours",
                 ours_collection,
+                memory=True,
+            ),
+            Entry(
+                "ranking_plugins.torchmetrics.RankingMetrics" + SHUFFLED,
+                "ours",
+                lambda: ours_one(loader=shuffled),
                 memory=True,
             ),
             Entry(
@@ -1227,6 +1251,11 @@ def targets(results: dict[int, tuple[Workload, list[Row]]]) -> list[Target]:
         whole = find(rows, "ranking_plugins.torchmetrics.RankingMetrics" + WHOLE)
         if default:
             out.append(Target("W3 RankingMetrics / floor", default.ratio, 3.0, True))
+        shuffled = find(rows, "ranking_plugins.torchmetrics.RankingMetrics" + SHUFFLED)
+        if shuffled:
+            # queries split across updates are grouped at compute: one stable sort of ids
+            text = f"W3 RankingMetrics{SHUFFLED} / floor"
+            out.append(Target(text, shuffled.ratio, 6.0, True))
         if default and whole:
             text = f"W3 RankingMetrics{WHOLE} / RankingMetrics"
             out.append(Target(text, whole.ratio / default.ratio, 1.05, True))

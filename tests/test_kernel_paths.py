@@ -750,7 +750,8 @@ def test_grouped_lists_of_one_length_in_order_are_ranked_as_views(
 ) -> None:
     """Issue 27 (W3): a batch of candidate lists of one length, gathered by query,
     is ranked as views of the flat inputs (no padded copies), with the numbers of the
-    same entries given out of order (padded rows) and of the dense matrix."""
+    same entries given out of order (gathered by query, no padded copies either) and of
+    the dense matrix."""
     import importlib
 
     grouped = importlib.import_module("ranking_plugins.kernel.inputs.grouped")
@@ -789,11 +790,75 @@ def test_grouped_lists_of_one_length_in_order_are_ranked_as_views(
     in_order = grouped_metrics(torch.arange(84))
     assert built == []
     shuffled = grouped_metrics(torch.randperm(84, generator=generator))
-    assert built == [1]
+    assert built == []
     dense = rank_metrics(preds, target, metrics, [1, 5], mask=mask, judged=judged, **options)
     for key, value in dense.items():
         torch.testing.assert_close(in_order[key], value, rtol=0, atol=0, equal_nan=True)
         torch.testing.assert_close(shuffled[key], value, rtol=0, atol=0, equal_nan=True)
+
+
+@pytest.mark.parametrize(
+    ("dtype", "first", "step"),
+    [
+        (torch.int8, -100, 7),  # sorted as given (already narrow)
+        (torch.int16, -30000, 6000),  # a span over int16's range
+        (torch.int32, 5, 1),  # cast to int16 as they are
+        (torch.int64, 32760 - 2**40, 3),  # a small span far from zero: less the lowest id
+        (torch.int64, 0, 40_000),  # a span over int16's: int32 keys
+        (torch.int64, -(2**40), 2**38),  # a span over int32's: sorted as int64
+    ],
+)
+@pytest.mark.parametrize("accelerator_paths", [False, True])
+def test_grouped_ids_out_of_order_of_any_range(
+    dtype: torch.dtype,
+    first: int,
+    step: int,
+    accelerator_paths: bool,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Query ids out of order are sorted as the narrowest integers that hold their
+    range: whatever the ids' dtype and range, the values are the dense matrix's, bit for
+    bit, queries in the order of their ids (lists of one length, and of several)."""
+    monkeypatch.setattr(host_reads, "ACCELERATOR_PATHS_ON_CPU", accelerator_paths)
+    generator = torch.Generator().manual_seed(11)
+    queries, items = 9, 6
+    preds = torch.randint(0, 4, (queries, items), generator=generator).float()  # ties
+    target = torch.randint(0, 3, (queries, items), generator=generator)
+    mask = torch.rand(queries, items, generator=generator) < 0.8
+    ids = torch.tensor([first + step * q for q in range(queries)], dtype=torch.int64)
+    order = torch.randperm(queries * items, generator=generator)
+    metrics = ["mrr", "ndcg", "map", "precision"]
+    options = {"reduction": "none", "ties": "average"}
+    dense = rank_metrics(preds, target, metrics, [1, 3], mask=mask, **options)
+    indexes = ids.to(dtype).repeat_interleave(items)[order]
+    got = rank_metrics(
+        preds.flatten()[order],
+        target.flatten()[order],
+        metrics,
+        [1, 3],
+        indexes=indexes,
+        mask=mask.flatten()[order],
+        **options,
+    )
+    for key, value in dense.items():
+        torch.testing.assert_close(got[key], value, rtol=0, atol=0, equal_nan=True)
+    # the last query's last items dropped: lists of two lengths, padded rows
+    kept = order[(order < (queries - 1) * items + 2)]
+    short = rank_metrics(
+        preds.flatten()[kept],
+        target.flatten()[kept],
+        metrics,
+        [1, 3],
+        indexes=ids.to(dtype).repeat_interleave(items)[kept],
+        mask=mask.flatten()[kept],
+        **options,
+    )
+    last = rank_metrics(
+        preds[-1:, :2], target[-1:, :2], metrics, [1, 3], mask=mask[-1:, :2], **options
+    )
+    for key, value in dense.items():
+        torch.testing.assert_close(short[key][:-1], value[:-1], rtol=0, atol=0, equal_nan=True)
+        torch.testing.assert_close(short[key][-1:], last[key], rtol=0, atol=0, equal_nan=True)
 
 
 @pytest.mark.parametrize("gain", ["linear", "exponential"])

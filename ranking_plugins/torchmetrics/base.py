@@ -613,18 +613,17 @@ class BaseRankingMetric(FixedDtypes):
         """The kept grouped entries ranked in one kernel call for ``request`` (this
         metric's when None); None when there are none."""
         request = self.request if request is None else request
-        float_preds = dim_zero_cat(self.flat_preds)
-        int_preds = dim_zero_cat(self.flat_preds_int)
-        if float_preds.numel() and int_preds.numel():  # from different processes
+        floats, ints = _state_size(self.flat_preds), _state_size(self.flat_preds_int)
+        if floats and ints:  # from different processes
             raise ValueError(
                 _MIXED_SCORES.format(
-                    found=f"{float_preds.numel()} floating-point and {int_preds.numel()} "
-                    "integer scores were gathered"
+                    found=f"{floats} floating-point and {ints} integer scores were gathered"
                 )
             )
-        preds = int_preds if int_preds.numel() else float_preds
-        if preds.numel() == 0:
+        if not (floats or ints):
             return None
+        # only the kind that holds scores is concatenated
+        preds = dim_zero_cat(self.flat_preds_int if ints else self.flat_preds)
         # each metric's lists start with its own empty tensor: empties carry nothing
         kept = tuple(tuple(t for t in tensors if t.numel()) for tensors in self._flat_lists())
         ranked = kept_ranking(kept, request, self.ignore_index)
