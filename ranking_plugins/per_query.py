@@ -298,8 +298,9 @@ def _empty_action_table(
     if not blocks:  # only catalogue-level metrics: nothing per query
         none = torch.zeros(num_queries, 0, dtype=torch.float64, device=device)
         return ResultTable(keys, none, none.bool())
-    value = torch.cat([block[0] for block in blocks], dim=1)
-    defined = torch.cat([block[1] for block in blocks], dim=1)
+    # one block is the table itself: no copy to make
+    value = blocks[0][0] if len(blocks) == 1 else torch.cat([block[0] for block in blocks], dim=1)
+    defined = blocks[0][1] if len(blocks) == 1 else torch.cat([b[1] for b in blocks], dim=1)
     action = options.empty_target_action
     # per column: the value of an undefined query, and whether that query counts
     fills: list[float] = []

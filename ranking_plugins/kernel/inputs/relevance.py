@@ -310,6 +310,8 @@ class DenseGrades:
         return self._relevant_and_gain(grades.gather(1, items), judged)
 
     def rows(self, rows: Tensor | slice) -> tuple[Tensor, Tensor]:
+        if isinstance(rows, slice) and rows == slice(None):
+            return self._relevant_and_gain(self.grades, self.judged)  # no view to make
         judged = None if self.judged is None else self.judged[rows]
         return self._relevant_and_gain(self.grades[rows], judged)
 

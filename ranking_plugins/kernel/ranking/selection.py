@@ -115,7 +115,9 @@ def _average_top_groups(data: RankingInput, depth: int) -> RankedList:
         validation.check_no_nan_scores(values[:, 0])
     values, items = values.narrow(1, 0, depth), items.narrow(1, 0, depth)
     relevance = data.relevance
-    relevant, gain = relevance.at(items)
+    # the whole rows' relevance, which the cut group reads, gathered at the list
+    row_relevant, row_gain = relevance.rows(slice(None))
+    relevant, gain = row_relevant.gather(1, items), row_gain.gather(1, items)
     binary = relevance.binary  # the gain is the relevance itself: one total for both
     relevant_f = gain if binary else relevant.to(torch.float64)
     ascending = values.neg()
@@ -131,7 +133,6 @@ def _average_top_groups(data: RankingInput, depth: int) -> RankedList:
     # the last listed group, over its whole row
     score = values.narrow(1, depth - 1, 1)
     members = scores == score
-    row_relevant, row_gain = relevance.rows(slice(None))
     size = members.sum(dim=1, dtype=torch.float64)
     whole = (
         [size, (row_gain * members).sum(dim=1)]
