@@ -328,8 +328,16 @@ class RankStats(ListStats):
         """Σ P(the first relevant item is at j); at t_c = 1 that is r where ρ = 0."""
         return self._first_hit_sums()
 
+    @cached_property
+    def _first_hit_at(self) -> Tensor:
+        """(Q, L) P(the first relevant item is at each place), by the general forms:
+        made once for both the reciprocal rank and the hit rate."""
+        return _first_hit(self.list, self.position)
+
     def _first_hit_sums(self, over: Tensor | None = None) -> Tensor:
         g, position = self.list, self.position
+        if g.tied_rows is None:  # every row by the general forms
+            return self._cumulative(self._first_hit_at, over=over)
         return self._sums(
             g.group_relevant,
             lambda body: body.mul_(g.relevant_before == 0),
