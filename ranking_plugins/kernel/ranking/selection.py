@@ -171,6 +171,7 @@ def _average_top_groups(data: RankingInput, depth: int) -> RankedList:
         items=items,
         shared_ties=True,
         cut_group=cut_group,
+        every_ranked=True,
     )
 
 

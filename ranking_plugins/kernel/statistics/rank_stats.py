@@ -24,6 +24,7 @@ from ranking_plugins.kernel.statistics.closed_forms import (
     first_hit_at_first_place,
     first_hit_probabilities,
     first_hit_step,
+    first_hit_step_inside,
     nonrelevant_below,
     nonrelevant_slots_discount,
     recall_level_hits,
@@ -280,12 +281,20 @@ class RankStats(ListStats):
             body[rows] = grouped(g.rows(rows))
         return self._cumulative(sums, times, over, padded=True)
 
+    # Where every row takes the general forms (no ``tied_rows``), the sums take the
+    # per-position values made once (``relevance``, ``gain``): the same formulas, so
+    # the same bits, without making them again for each sum that reads them.
+
     @cached_property
     def cum_hits(self) -> Tensor:
+        if self.list.tied_rows is None:
+            return self._cumulative(self.relevance)
         return self._sums(self.list.group_relevant, None, _relevance)
 
     @cached_property
     def cum_dcg(self) -> Tensor:
+        if self.list.tied_rows is None:
+            return self._cumulative(self.gain, times=self.discount)
         return self._sums(self.list.group_gain, None, _gain, times=self.discount)
 
     @cached_property
@@ -312,6 +321,9 @@ class RankStats(ListStats):
     def cum_ap(self) -> Tensor:
         """Σ E[rel_j * hits@j] / j: the AP term of SPEC section 3; at t_c = 1, r (ρ + 1) / j."""
         g, position = self.list, self.position
+        if g.tied_rows is None:
+            relevance, *fields = self._ap_term_fields()
+            return self._cumulative(_ap_term_at(relevance, position, *fields))
         return self._sums(
             g.relevant_before,
             lambda body: body.add_(1).mul_(g.group_relevant).div_(position),
@@ -671,9 +683,12 @@ def _ap_term(g: RankedList, position: Tensor) -> Tensor:
 
 def _first_hit(g: RankedList, position: Tensor) -> Tensor:
     r, t = g.group_relevant, g.group_size
-    first_group = g.ranked & (g.relevant_before == 0) & (r > 0)
+    first_group = (g.relevant_before == 0) & (r > 0)
+    if not g.every_ranked:
+        first_group &= g.ranked
     i = position - g.group_start  # 1-based position inside the group
-    step = torch.where(first_group & (t - i > 0), first_hit_step(t, r, i), 1.0)
+    left = t - i
+    step = torch.where(first_group & (left > 0), first_hit_step_inside(left, r), 1.0)
     # positions before the first group contribute factor 1, so the product restarts there
     p = first_hit_probabilities(first_hit_at_first_place(t, r), step)
     return torch.where(first_group, p, 0.0)
