@@ -50,10 +50,14 @@ class ResultTable(Mapping[str, PerQuery]):
     each key's :class:`PerQuery` is a view of its column, made when read, and the
     totals take the matrices whole (:func:`result_matrices`)."""
 
-    def __init__(self, keys: tuple[str, ...], values: Tensor, counted: Tensor) -> None:
+    def __init__(
+        self, keys: tuple[str, ...], values: Tensor, counted: Tensor, every_counted: bool = False
+    ) -> None:
         self.keys_in_order = keys
         self.per_query = values  # (Q, K) float64, NaN where not counted
         self.counted = counted  # (Q, K) bool
+        #: ``counted`` is True everywhere (known without reading it): a mean needs no mask
+        self.every_counted = every_counted
         self._column = {key: column for column, key in enumerate(keys)}
 
     def __getitem__(self, key: str) -> PerQuery:
@@ -328,7 +332,7 @@ def _empty_action_table(
         fill_row = torch.tensor(fills, dtype=value.dtype).to(value.device, non_blocking=True)
         value = torch.where(defined, value, fill_row)
     if all(counts):
-        return ResultTable(keys, value, torch.ones_like(defined))
+        return ResultTable(keys, value, torch.ones_like(defined), every_counted=True)
     if any(counts):
         counting = torch.tensor(counts).to(defined.device, non_blocking=True)
         return ResultTable(keys, value, defined | counting)
