@@ -359,9 +359,11 @@ class DenseGrades:
             # unjudged positions may hold any grade: select among relevant gains
             gains = self._relevant_and_gain(self.grades, self.judged)[1]
             return torch.topk(gains, length, dim=1).values
-        if self._summary is None:
+        if self._summary is None or not host_reads_are_free(self.grades):
             # R is not counted (no metric read it): the selection alone, which a
             # shortcut through R (below) would cost a pass over the grades more than.
+            # On an accelerator the shortcut saves no selection either (no read says
+            # which rows may take it), and its operations are launches: the same gains.
             # Kept at its deepest: ndcg@k's IDCG, then its largest gain, select once.
             if self._top is None or self._top.shape[1] < length:
                 chosen = self._top_grades
