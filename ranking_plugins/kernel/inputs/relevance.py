@@ -264,14 +264,14 @@ class DenseGrades:
         integers = not self.binary and not self.grades.is_floating_point()
         # float grades (graded labels as Ignite and TorchMetrics users pass them) too,
         # where their top is found through block maxima: a top-k over whole rows would
-        # cost more than the counts' walk (and on an accelerator, where there are no
-        # blocks, the counts' three reductions are fewer launches than the blocks)
+        # cost more than the counts' walk; and on an accelerator, where one top-k is
+        # one launch and the counts' walk three, and an ideal list reuses the selection
         depth = self.select_depth
         floats = (
             not self.binary
             and self.grades.is_floating_point()
             and depth is not None
-            and through_blocks(self.grades, depth)
+            and (through_blocks(self.grades, depth) or not host_reads_are_free(self.grades))
         )
         if (
             (integers or floats)
@@ -371,7 +371,7 @@ class DenseGrades:
                     self._top = self._relevant_and_gain(chosen)[1]  # selected by largest()
                 else:
                     self._top = self._top_gains(self.grades, length)
-            return self._top[:, :length]
+            return self._top if self._top.shape[1] == length else self._top[:, :length]
         return self._ideal_from_counts(length, relevant_count())
 
     def _ideal_from_counts(self, length: int, relevant_count: Tensor) -> Tensor:
