@@ -669,11 +669,13 @@ class RankStats(ListStats):
 
 
 def _relevance(g: RankedList) -> Tensor:
-    return torch.where(g.ranked, g.group_relevant / g.group_size, 0.0)
+    share = g.group_relevant / g.group_size
+    return share if g.every_ranked else torch.where(g.ranked, share, 0.0)
 
 
 def _gain(g: RankedList) -> Tensor:
-    return torch.where(g.ranked, g.group_gain / g.group_size, 0.0)
+    share = g.group_gain / g.group_size
+    return share if g.every_ranked else torch.where(g.ranked, share, 0.0)
 
 
 def _ap_term(g: RankedList, position: Tensor) -> Tensor:
