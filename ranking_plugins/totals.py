@@ -71,16 +71,18 @@ class Totals:
         if weighted or not keys:
             return Totals.of(evaluation, keys, weighted).mean()
         results = evaluation.results
-        if isinstance(results, ResultTable) and results.keys_in_order == keys:
-            if results.every_counted:  # Σw is Q and w·x is x: no mask, no count to take
-                x = results.per_query
-                count = float(x.shape[0])
-                wx = x.sum(0)
-                rescued = (x * _DOWN).sum(0) / count * _UP
-                return torch.where(torch.isinf(wx), rescued, wx / count)
-        values, counted = result_matrices(results, keys)
-        x = torch.where(counted, values, 0.0)
-        count = counted.sum(0, dtype=torch.float64)
+        count: Tensor | float
+        if (
+            isinstance(results, ResultTable)
+            and results.keys_in_order == keys
+            and results.every_counted
+        ):  # Σw is Q and w·x is x: no mask, no count to take
+            x = results.per_query
+            count = float(x.shape[0])
+        else:
+            values, counted = result_matrices(results, keys)
+            x = torch.where(counted, values, 0.0)
+            count = counted.sum(0, dtype=torch.float64)
         wx = x.sum(0)
         rescued = (x * _DOWN).sum(0) / count * _UP
         return torch.where(torch.isinf(wx), rescued, wx / count)
