@@ -228,7 +228,8 @@ class RankStats(ListStats):
 
     @cached_property
     def discount(self) -> Tensor:
-        return 1.0 / torch.log2(self.position + 1)
+        # reciprocal_ is what 1.0 / x computes (then times 1.0): the same bits, one launch
+        return torch.log2(self.position + 1).reciprocal_()
 
     # -- cumulative sums, with a leading zero column: index k is "top k" ---------
 
@@ -309,7 +310,8 @@ class RankStats(ListStats):
             return self.discount_prefix[torch.minimum(n, self._ideal_depth.unsqueeze(1))]
         # the ideal list needs its own selection over the targets: only for ndcg
         ideal = self._ideal_gains(self.length)
-        discount = self.discount[: ideal.shape[1]]
+        width = ideal.shape[1]
+        discount = self.discount if width == self.length else self.discount[:width]
         return self._cumulative(ideal, times=discount)
 
     @property
