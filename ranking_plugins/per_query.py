@@ -261,6 +261,7 @@ def _read_part(
             if metric.intents:
                 cutoff(metric.cutoff).intents = found
     values: dict[str, MetricValue] = {}
+    stats.expect([metric.name for metric in metrics if metric.value is not None])
     for metric in metrics:
         if metric.value is None:
             continue

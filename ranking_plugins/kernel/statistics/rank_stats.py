@@ -9,7 +9,7 @@ any cutoff, exactly (SPEC section 3).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -359,6 +359,40 @@ class RankStats(ListStats):
             over=over,
         )
 
+    def expect(self, metric_names: Collection[str]) -> None:
+        """Make the prefix sums that the metrics will read as one stacked tensor: one
+        pad and one cumsum for all, instead of one of each per sum.
+
+        Only on the accelerator's paths, where every row takes the general forms
+        (no ``tied_rows``) and every sum is read from its prefix sums (no
+        :class:`PlacedSums`). Each value is the one :meth:`_cumulative` sums (the
+        factor or divisor applied first, as there) and the sums run along the
+        same rows in the same order: the same bits.
+        """
+        if self.list.tied_rows is not None or host_reads_are_free(self.list.ranked):
+            return
+        names = sorted(
+            {SUMS_OF_METRICS[n] for n in metric_names if n in SUMS_OF_METRICS} - set(self.__dict__)
+        )
+        if len(names) < 2:
+            return
+
+        def ap_terms() -> Tensor:
+            relevance, *fields = self._ap_term_fields()
+            return _ap_term_at(relevance, self.position, *fields)
+
+        made = {
+            "cum_hits": lambda: self.relevance,
+            "cum_dcg": lambda: self.gain * self.discount,
+            "cum_ap": ap_terms,
+            "cum_first_hit": lambda: self._first_hit_at,
+            "cum_rr": lambda: self._first_hit_at / self.position,
+        }
+        values = torch.stack([made[name]() for name in names])
+        sums = torch.nn.functional.pad(values, (1, 0)).cumsum_(dim=2)
+        for name, summed in zip(names, sums.unbind(0), strict=True):
+            self.__dict__[name] = summed  # what the cached property would have made
+
     # -- sums over the top k, for a cutoff k (Q, K) ------------------------
 
     def _top(self, k: Tensor) -> Tensor:
@@ -668,6 +702,19 @@ class RankStats(ListStats):
             at = before[group.clamp(min=0)].squeeze(-1) * at
             survive[:, 1:] = torch.where(group >= 0, at, survive[:, 1:])
         return (survive[:, :-1] - survive[:, 1:]) / self.position
+
+
+#: the prefix sums of :class:`RankStats` that each metric reads at its cutoff
+#: (:meth:`RankStats.expect`)
+SUMS_OF_METRICS = {
+    "hit_rate": "cum_first_hit",
+    "mrr": "cum_rr",
+    "ndcg": "cum_dcg",
+    "map": "cum_ap",
+    "precision": "cum_hits",
+    "recall": "cum_hits",
+    "f1": "cum_hits",
+}
 
 
 def _relevance(g: RankedList) -> Tensor:
