@@ -103,8 +103,9 @@ def _average_top_groups(data: RankingInput, depth: int) -> RankedList:
     gives every group's start, which also serves as the group's id. The sizes,
     relevant counts and gains of the groups are one scatter and one gather of
     a stacked (C, Q, L) tensor, summed in list order as :func:`_tie_groups`
-    does; the last group's totals are then replaced by its whole row's (the
-    group may run past the list, and where it does not the totals agree).
+    does; the last group's totals are then replaced by its whole row's in
+    every row (the group may run past the list; where it does not, they are
+    the same members' totals, the gains summed in row order).
     The selection is the one the CPU's path takes (depth + 1), so that the
     members of each group come in the same order and their gains sum to the
     same bits.
