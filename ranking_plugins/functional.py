@@ -121,8 +121,8 @@ def rank_metrics(
     evaluation = request.evaluate(preds, target, indexes=indexes, mask=mask, judged=judged)
     if reduction == "none":
         return {key: r.values for key, r in evaluation.results.items()}
-    totals = Totals.of(evaluation, request.query_keys, request.options.weighted)
-    values = request.assemble(totals.mean(), evaluation.exposure)
+    mean = Totals.mean_of(evaluation, request.query_keys, request.options.weighted)
+    values = request.assemble(mean, evaluation.exposure)
     return dict(zip(request.keys, values.unbind(0), strict=True))
 
 

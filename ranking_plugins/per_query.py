@@ -50,10 +50,14 @@ class ResultTable(Mapping[str, PerQuery]):
     each key's :class:`PerQuery` is a view of its column, made when read, and the
     totals take the matrices whole (:func:`result_matrices`)."""
 
-    def __init__(self, keys: tuple[str, ...], values: Tensor, counted: Tensor) -> None:
+    def __init__(
+        self, keys: tuple[str, ...], values: Tensor, counted: Tensor, every_counted: bool = False
+    ) -> None:
         self.keys_in_order = keys
         self.per_query = values  # (Q, K) float64, NaN where not counted
         self.counted = counted  # (Q, K) bool
+        #: ``counted`` is True everywhere (known without reading it): a mean needs no mask
+        self.every_counted = every_counted
         self._column = {key: column for column, key in enumerate(keys)}
 
     def __getitem__(self, key: str) -> PerQuery:
@@ -257,6 +261,7 @@ def _read_part(
             if metric.intents:
                 cutoff(metric.cutoff).intents = found
     values: dict[str, MetricValue] = {}
+    stats.expect([metric.name for metric in metrics if metric.value is not None])
     for metric in metrics:
         if metric.value is None:
             continue
@@ -298,8 +303,9 @@ def _empty_action_table(
     if not blocks:  # only catalogue-level metrics: nothing per query
         none = torch.zeros(num_queries, 0, dtype=torch.float64, device=device)
         return ResultTable(keys, none, none.bool())
-    value = torch.cat([block[0] for block in blocks], dim=1)
-    defined = torch.cat([block[1] for block in blocks], dim=1)
+    # one block is the table itself: no copy to make
+    value = blocks[0][0] if len(blocks) == 1 else torch.cat([block[0] for block in blocks], dim=1)
+    defined = blocks[0][1] if len(blocks) == 1 else torch.cat([b[1] for b in blocks], dim=1)
     action = options.empty_target_action
     # per column: the value of an undefined query, and whether that query counts
     fills: list[float] = []
@@ -327,7 +333,7 @@ def _empty_action_table(
         fill_row = torch.tensor(fills, dtype=value.dtype).to(value.device, non_blocking=True)
         value = torch.where(defined, value, fill_row)
     if all(counts):
-        return ResultTable(keys, value, torch.ones_like(defined))
+        return ResultTable(keys, value, torch.ones_like(defined), every_counted=True)
     if any(counts):
         counting = torch.tensor(counts).to(defined.device, non_blocking=True)
         return ResultTable(keys, value, defined | counting)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from ranking_plugins.per_query import Evaluation, result_matrices
+from ranking_plugins.per_query import Evaluation, ResultTable, result_matrices
 
 #: rows of :attr:`Totals.sums`
 WEIGHT, WEIGHTED_VALUE, WEIGHTED_SQUARE, SQUARED_WEIGHT, SCALED_VALUE = range(5)
@@ -60,6 +60,32 @@ class Totals:
             count = counted.sum(0, dtype=torch.float64)
             rows = [count, x.sum(0), (x * x).sum(0), count, (x * _DOWN).sum(0)]
         return cls(keys, torch.stack(rows, dim=0))
+
+    @staticmethod
+    def mean_of(evaluation: Evaluation, keys: tuple[str, ...], weighted: bool) -> Tensor:
+        """``Totals.of(evaluation, keys, weighted).mean()`` to the bit, in fewer operations.
+
+        A call that only reports the mean (``rank_metrics``) needs neither Σw·x²
+        nor Σw²; each operation is a launch on an accelerator.
+        """
+        if weighted or not keys:
+            return Totals.of(evaluation, keys, weighted).mean()
+        results = evaluation.results
+        count: Tensor | float
+        if (
+            isinstance(results, ResultTable)
+            and results.keys_in_order == keys
+            and results.every_counted
+        ):  # Σw is Q and w·x is x: no mask, no count to take
+            x = results.per_query
+            count = float(x.shape[0])
+        else:
+            values, counted = result_matrices(results, keys)
+            x = torch.where(counted, values, 0.0)
+            count = counted.sum(0, dtype=torch.float64)
+        wx = x.sum(0)
+        rescued = (x * _DOWN).sum(0) / count * _UP
+        return torch.where(torch.isinf(wx), rescued, wx / count)
 
     def merge(self, other: Totals) -> Totals:
         if other.keys != self.keys:

@@ -64,7 +64,10 @@ def rank_stats(
         return count_ranks(data.scores, relevance, ties, data.ranked, data.nan_unchecked, judgments)
     ranked_list = rank(data, ties, depth, item_order=identities)
     num_ranked = (
-        torch.full((data.num_queries,), data.num_items, device=data.scores.device)
+        # float64, as the statistics keep it: no conversion to make
+        torch.full(
+            (data.num_queries,), data.num_items, dtype=torch.float64, device=data.scores.device
+        )
         if data.ranked is None
         else count_true(data.ranked)
     )

@@ -102,10 +102,11 @@ def check_grades(
         grades.dtype, rule, list_length
     ):
         return
-    top = (grades.amax() if largest is None else largest().amax()).reshape(())
-    if grades.is_floating_point() and bool(top.isnan()):
+    top = (grades.amax() if largest is None else largest().amax()).reshape(1)
+    # one read for both checks: the gain of a NaN grade is NaN, and only its
+    top_gain = float(rule.gain_of(top))
+    if math.isnan(top_gain):
         raise ValueError(validation.NAN_GRADES)
-    top_gain = float(rule.gain_of(top.reshape(1))[0])
     if math.isfinite(top_gain * max(list_length, 1)):
         return
     gains = rule.gains(grades, rule.relevant(grades), by_this_rule=True)

@@ -264,14 +264,14 @@ class DenseGrades:
         integers = not self.binary and not self.grades.is_floating_point()
         # float grades (graded labels as Ignite and TorchMetrics users pass them) too,
         # where their top is found through block maxima: a top-k over whole rows would
-        # cost more than the counts' walk (and on an accelerator, where there are no
-        # blocks, the counts' three reductions are fewer launches than the blocks)
+        # cost more than the counts' walk; and on an accelerator, where one top-k is
+        # one launch and the counts' walk three, and an ideal list reuses the selection
         depth = self.select_depth
         floats = (
             not self.binary
             and self.grades.is_floating_point()
             and depth is not None
-            and through_blocks(self.grades, depth)
+            and (through_blocks(self.grades, depth) or not host_reads_are_free(self.grades))
         )
         if (
             (integers or floats)
@@ -310,6 +310,8 @@ class DenseGrades:
         return self._relevant_and_gain(grades.gather(1, items), judged)
 
     def rows(self, rows: Tensor | slice) -> tuple[Tensor, Tensor]:
+        if isinstance(rows, slice) and rows == slice(None):
+            return self._relevant_and_gain(self.grades, self.judged)  # no view to make
         judged = None if self.judged is None else self.judged[rows]
         return self._relevant_and_gain(self.grades[rows], judged)
 
@@ -357,9 +359,11 @@ class DenseGrades:
             # unjudged positions may hold any grade: select among relevant gains
             gains = self._relevant_and_gain(self.grades, self.judged)[1]
             return torch.topk(gains, length, dim=1).values
-        if self._summary is None:
+        if self._summary is None or not host_reads_are_free(self.grades):
             # R is not counted (no metric read it): the selection alone, which a
             # shortcut through R (below) would cost a pass over the grades more than.
+            # On an accelerator the shortcut saves no selection either (no read says
+            # which rows may take it), and its operations are launches: the same gains.
             # Kept at its deepest: ndcg@k's IDCG, then its largest gain, select once.
             if self._top is None or self._top.shape[1] < length:
                 chosen = self._top_grades
@@ -367,7 +371,7 @@ class DenseGrades:
                     self._top = self._relevant_and_gain(chosen)[1]  # selected by largest()
                 else:
                     self._top = self._top_gains(self.grades, length)
-            return self._top[:, :length]
+            return self._top if self._top.shape[1] == length else self._top[:, :length]
         return self._ideal_from_counts(length, relevant_count())
 
     def _ideal_from_counts(self, length: int, relevant_count: Tensor) -> Tensor:

@@ -54,6 +54,8 @@ def rank(data: RankingInput, ties: str, depth: int | None, item_order: bool = Fa
             sort_within_ties(candidates, by_ranked=mask is not None, columns=True)
         if data.nan_unchecked:
             validation.check_no_nan_scores(candidates.values[:, 0])
+    elif _lean_average_path(data, ties, item_order):
+        return _average_top_groups(data, depth)
     else:
         values, items = torch.topk(selectable, depth + 1, dim=1)
         if data.nan_unchecked:
@@ -71,6 +73,107 @@ def rank(data: RankingInput, ties: str, depth: int | None, item_order: bool = Fa
         if mask is not None or candidates.key is not None:
             sort_within_ties(candidates, by_ranked=mask is not None, by_item=by_item)
     return describe_tie_groups(candidates, None if candidates.key is not None else cut_group)
+
+
+def _lean_average_path(data: RankingInput, ties: str, item_order: bool) -> bool:
+    """Whether :func:`_average_top_groups` describes the top of the lists: the
+    accelerator's paths under "average", without a mask, for real-valued scores
+    (it finds groups by a search over the negated scores), when no reader needs
+    to know which members of the cut group hold the list's last places."""
+    return (
+        ties == "average"
+        and data.ranked is None
+        and not item_order
+        and data.scores.is_floating_point()
+        and not host_reads_are_free(data.scores)
+    )
+
+
+def _average_top_groups(data: RankingInput, depth: int) -> RankedList:
+    """The first ``depth`` positions as "average" tie groups, in few operations.
+
+    The accelerator's path: each operation is a launch there, and no value may
+    be read. Under "average" the members of a tie group share its places
+    evenly, so a position's statistics are its group's totals; which members
+    of the group cut by the list's end hold its last places matters to no
+    statistic, only the group's whole-row totals do.
+
+    In a descending list a position's group starts at the number of listed
+    scores strictly above it: one search of the negated (ascending) scores
+    gives every group's start, which also serves as the group's id. The sizes,
+    relevant counts and gains of the groups are one scatter and one gather of
+    a stacked (C, Q, L) tensor, summed in list order as :func:`_tie_groups`
+    does; the last group's totals are then replaced by its whole row's in
+    every row (the group may run past the list; where it does not, they are
+    the same members' totals, the gains summed in row order).
+    The selection is the one the CPU's path takes (depth + 1), so that the
+    members of each group come in the same order and their gains sum to the
+    same bits.
+    """
+    scores = data.scores
+    values, items = torch.topk(scores, depth + 1, dim=1)
+    if data.nan_unchecked:
+        validation.check_no_nan_scores(values[:, 0])
+    values, items = values.narrow(1, 0, depth), items.narrow(1, 0, depth)
+    relevance = data.relevance
+    # the whole rows' relevance, which the cut group reads, gathered at the list
+    row_relevant, row_gain = relevance.rows(slice(None))
+    relevant, gain = row_relevant.gather(1, items), row_gain.gather(1, items)
+    binary = relevance.binary  # the gain is the relevance itself: one total for both
+    relevant_f = gain if binary else relevant.to(torch.float64)
+    ascending = values.neg()
+    start = torch.searchsorted(ascending, ascending)  # (Q, L) listed scores above
+
+    per_position = torch.stack(
+        [torch.ones_like(gain), gain] if binary else [torch.ones_like(gain), relevant_f, gain]
+    )
+    by_group = start.expand_as(per_position)
+    totals = torch.zeros_like(per_position).scatter_add_(2, by_group, per_position)
+    totals = totals.gather(2, by_group)
+
+    # the last listed group, over its whole row
+    score = values.narrow(1, depth - 1, 1)
+    members = scores == score
+    size = members.sum(dim=1, dtype=torch.float64)
+    whole = (
+        [size, (row_gain * members).sum(dim=1)]
+        if binary
+        else [
+            size,
+            (members & row_relevant).sum(dim=1, dtype=torch.float64),
+            (row_gain * members).sum(dim=1),
+        ]
+    )
+    in_cut = values == score
+    totals = torch.where(in_cut, torch.stack(whole).unsqueeze(2), totals)
+    group_size, *group_totals = totals.unbind(0)
+    group_relevant = group_totals[0]
+    group_gain = group_totals[-1]
+
+    relevant_so_far = torch.nn.functional.pad(relevant_f, (1, 0)).cumsum_(dim=1)
+    cut_start = start.select(1, depth - 1)
+    cut_group = CutGroup(
+        torch.arange(scores.shape[0], device=scores.device),
+        score.squeeze(1),
+        size,
+        whole[1],
+        whole[-1],
+        cut_start,
+        members,
+        every_row=True,
+    )
+    return RankedList(
+        ranked=torch.ones_like(relevant),
+        group_start=start.to(torch.float64),
+        group_size=group_size,
+        group_relevant=group_relevant,
+        group_gain=group_gain,
+        relevant_before=relevant_so_far.gather(1, start),
+        items=items,
+        shared_ties=True,
+        cut_group=cut_group,
+        every_ranked=True,
+    )
 
 
 def _candidates(

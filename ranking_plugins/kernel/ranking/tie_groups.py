@@ -52,6 +52,8 @@ class RankedList:
     #: of one-item groups, whose statistics need no group totals. None: any row
     #: may hold ties.
     tied_rows: Tensor | None = None
+    #: ``ranked`` is True everywhere (no mask, no padding): no need to test it
+    every_ranked: bool = False
 
     def rows(self, rows: Tensor) -> RankedList:
         """The per-position fields of the queries ``rows`` only (no cut group)."""
@@ -64,6 +66,7 @@ class RankedList:
             relevant_before=self.relevant_before[rows],
             items=None if self.items is None else self.items[rows],
             shared_ties=self.shared_ties,
+            every_ranked=self.every_ranked,
         )
 
 

@@ -10,7 +10,7 @@ query and k, and is what the metric table's formulas see.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from functools import cached_property
 from typing import TYPE_CHECKING
 
@@ -46,6 +46,12 @@ class ListStats(ABC):
         """R, or a function that counts it (without holding these statistics) where
         no metric has read it yet."""
         return self.relevant_count
+
+    def expect(self, metric_names: Collection[str]) -> None:
+        """Told which metrics will be read, before any is: statistics that make their
+        sums apart may make those several metrics need together (fewer operations).
+        Here nothing is made ahead."""
+        del metric_names
 
     def any_relevant(self) -> Tensor:
         """(Q,) bool: whether each query has a relevant item (R > 0)."""

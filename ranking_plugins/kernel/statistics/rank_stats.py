@@ -9,7 +9,7 @@ any cutoff, exactly (SPEC section 3).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -24,6 +24,7 @@ from ranking_plugins.kernel.statistics.closed_forms import (
     first_hit_at_first_place,
     first_hit_probabilities,
     first_hit_step,
+    first_hit_step_inside,
     nonrelevant_below,
     nonrelevant_slots_discount,
     recall_level_hits,
@@ -227,7 +228,8 @@ class RankStats(ListStats):
 
     @cached_property
     def discount(self) -> Tensor:
-        return 1.0 / torch.log2(self.position + 1)
+        # reciprocal_ is what 1.0 / x computes (then times 1.0): the same bits, one launch
+        return torch.log2(self.position + 1).reciprocal_()
 
     # -- cumulative sums, with a leading zero column: index k is "top k" ---------
 
@@ -280,12 +282,20 @@ class RankStats(ListStats):
             body[rows] = grouped(g.rows(rows))
         return self._cumulative(sums, times, over, padded=True)
 
+    # Where every row takes the general forms (no ``tied_rows``), the sums take the
+    # per-position values made once (``relevance``, ``gain``): the same formulas, so
+    # the same bits, without making them again for each sum that reads them.
+
     @cached_property
     def cum_hits(self) -> Tensor:
+        if self.list.tied_rows is None:
+            return self._cumulative(self.relevance)
         return self._sums(self.list.group_relevant, None, _relevance)
 
     @cached_property
     def cum_dcg(self) -> Tensor:
+        if self.list.tied_rows is None:
+            return self._cumulative(self.gain, times=self.discount)
         return self._sums(self.list.group_gain, None, _gain, times=self.discount)
 
     @cached_property
@@ -300,7 +310,8 @@ class RankStats(ListStats):
             return self.discount_prefix[torch.minimum(n, self._ideal_depth.unsqueeze(1))]
         # the ideal list needs its own selection over the targets: only for ndcg
         ideal = self._ideal_gains(self.length)
-        discount = self.discount[: ideal.shape[1]]
+        width = ideal.shape[1]
+        discount = self.discount if width == self.length else self.discount[:width]
         return self._cumulative(ideal, times=discount)
 
     @property
@@ -312,6 +323,9 @@ class RankStats(ListStats):
     def cum_ap(self) -> Tensor:
         """Σ E[rel_j * hits@j] / j: the AP term of SPEC section 3; at t_c = 1, r (ρ + 1) / j."""
         g, position = self.list, self.position
+        if g.tied_rows is None:
+            relevance, *fields = self._ap_term_fields()
+            return self._cumulative(_ap_term_at(relevance, position, *fields))
         return self._sums(
             g.relevant_before,
             lambda body: body.add_(1).mul_(g.group_relevant).div_(position),
@@ -328,14 +342,56 @@ class RankStats(ListStats):
         """Σ P(the first relevant item is at j); at t_c = 1 that is r where ρ = 0."""
         return self._first_hit_sums()
 
+    @cached_property
+    def _first_hit_at(self) -> Tensor:
+        """(Q, L) P(the first relevant item is at each place), by the general forms:
+        made once for both the reciprocal rank and the hit rate."""
+        return _first_hit(self.list, self.position)
+
     def _first_hit_sums(self, over: Tensor | None = None) -> Tensor:
         g, position = self.list, self.position
+        if g.tied_rows is None:  # every row by the general forms
+            return self._cumulative(self._first_hit_at, over=over)
         return self._sums(
             g.group_relevant,
             lambda body: body.mul_(g.relevant_before == 0),
             lambda g: _first_hit(g, position),
             over=over,
         )
+
+    def expect(self, metric_names: Collection[str]) -> None:
+        """Make the prefix sums that the metrics will read as one stacked tensor: one
+        pad and one cumsum for all, instead of one of each per sum.
+
+        Only on the accelerator's paths, where every row takes the general forms
+        (no ``tied_rows``) and every sum is read from its prefix sums (no
+        :class:`PlacedSums`). Each value is the one :meth:`_cumulative` sums (the
+        factor or divisor applied first, as there) and the sums run along the
+        same rows in the same order: the same bits.
+        """
+        if self.list.tied_rows is not None or host_reads_are_free(self.list.ranked):
+            return
+        names = sorted(
+            {SUMS_OF_METRICS[n] for n in metric_names if n in SUMS_OF_METRICS} - set(self.__dict__)
+        )
+        if len(names) < 2:
+            return
+
+        def ap_terms() -> Tensor:
+            relevance, *fields = self._ap_term_fields()
+            return _ap_term_at(relevance, self.position, *fields)
+
+        made = {
+            "cum_hits": lambda: self.relevance,
+            "cum_dcg": lambda: self.gain * self.discount,
+            "cum_ap": ap_terms,
+            "cum_first_hit": lambda: self._first_hit_at,
+            "cum_rr": lambda: self._first_hit_at / self.position,
+        }
+        values = torch.stack([made[name]() for name in names])
+        sums = torch.nn.functional.pad(values, (1, 0)).cumsum_(dim=2)
+        for name, summed in zip(names, sums.unbind(0), strict=True):
+            self.__dict__[name] = summed  # what the cached property would have made
 
     # -- sums over the top k, for a cutoff k (Q, K) ------------------------
 
@@ -648,12 +704,27 @@ class RankStats(ListStats):
         return (survive[:, :-1] - survive[:, 1:]) / self.position
 
 
+#: the prefix sums of :class:`RankStats` that each metric reads at its cutoff
+#: (:meth:`RankStats.expect`)
+SUMS_OF_METRICS = {
+    "hit_rate": "cum_first_hit",
+    "mrr": "cum_rr",
+    "ndcg": "cum_dcg",
+    "map": "cum_ap",
+    "precision": "cum_hits",
+    "recall": "cum_hits",
+    "f1": "cum_hits",
+}
+
+
 def _relevance(g: RankedList) -> Tensor:
-    return torch.where(g.ranked, g.group_relevant / g.group_size, 0.0)
+    share = g.group_relevant / g.group_size
+    return share if g.every_ranked else torch.where(g.ranked, share, 0.0)
 
 
 def _gain(g: RankedList) -> Tensor:
-    return torch.where(g.ranked, g.group_gain / g.group_size, 0.0)
+    share = g.group_gain / g.group_size
+    return share if g.every_ranked else torch.where(g.ranked, share, 0.0)
 
 
 def _ap_term(g: RankedList, position: Tensor) -> Tensor:
@@ -663,9 +734,12 @@ def _ap_term(g: RankedList, position: Tensor) -> Tensor:
 
 def _first_hit(g: RankedList, position: Tensor) -> Tensor:
     r, t = g.group_relevant, g.group_size
-    first_group = g.ranked & (g.relevant_before == 0) & (r > 0)
+    first_group = (g.relevant_before == 0) & (r > 0)
+    if not g.every_ranked:
+        first_group &= g.ranked
     i = position - g.group_start  # 1-based position inside the group
-    step = torch.where(first_group & (t - i > 0), first_hit_step(t, r, i), 1.0)
+    left = t - i
+    step = torch.where(first_group & (left > 0), first_hit_step_inside(left, r), 1.0)
     # positions before the first group contribute factor 1, so the product restarts there
     p = first_hit_probabilities(first_hit_at_first_place(t, r), step)
     return torch.where(first_group, p, 0.0)
