@@ -24,6 +24,7 @@ from ranking_plugins.kernel import Exposure, ItemInputs
 from ranking_plugins.options import Options
 from ranking_plugins.per_query import Evaluation
 from ranking_plugins.pyg import inputs as I
+from ranking_plugins.pyg import ranked as P
 from ranking_plugins.request import RankingRequest
 
 try:
@@ -164,13 +165,22 @@ def evaluate_links(
     request: RankingRequest, pred: Tensor, rows: Tensor, cols: Tensor, weight: Tensor | None
 ) -> Evaluation | None:
     """The per-example values of ``request``'s accuracy metrics for one update (None: no
-    example). A score matrix is ranked as it is; ranked ids as rows of their lists."""
+    example). A score matrix is ranked as it is; ranked ids are read as the lists they
+    are (:mod:`ranking_plugins.pyg.ranked`)."""
     if pred.shape[0] == 0:
         return None
     if I.is_score_matrix(pred):
         return request.evaluate(pred, I.dense_grades(pred, rows, cols, weight))
-    lists = I.ranked_lists(pred[:, : max(request.ks or (1,))], rows, cols, weight)
-    return request.evaluate(lists.preds, lists.target, mask=lists.mask)
+    stats = P.list_stats(
+        pred, rows, cols, weight, request.options.rule, request.depth, _span(pred, cols)
+    )
+    return request.read(stats)
+
+
+def _span(pred: Tensor, cols: Tensor) -> int:
+    """Above every item id of the lists and the edges."""
+    highest = [int(t.max()) for t in (pred, cols) if t.numel() > 0]
+    return max(highest, default=0) + 1
 
 
 class LinkPredPrecision(_LinkPredMetric):
@@ -244,13 +254,8 @@ class LinkPredHitRatio(_LinkPredMetric):
 
 
 class _ExposureMetric(_LinkPredMetric):
-    """A metric of which items each top k holds (no relevance): ranked ids are
-    evaluated in blocks of rows over their items' union, whose item inputs are
-    the catalogue's rows of those items."""
-
-    def _items_of(self, ids: Tensor) -> ItemInputs:
-        """The item inputs of the catalogue items ``ids`` (the columns of a block)."""
-        raise NotImplementedError
+    """A metric of which items each top k holds (no relevance): ranked ids are read
+    as the lists they are (:func:`ranking_plugins.pyg.ranked.top_items`)."""
 
     def update(
         self,
@@ -261,24 +266,15 @@ class _ExposureMetric(_LinkPredMetric):
         """One batch of top item ids ``(batch_size, w)`` or a float score matrix
         ``(batch_size, num_items)``; the ground truth is not read."""
         pred = I.check_pred_index_mat(pred_index_mat, self.num_items, self.options.validate_args)
+        if pred.shape[0] == 0:
+            return
         if I.is_score_matrix(pred):
             target = torch.zeros(pred.shape, dtype=torch.float32, device=pred.device)
             self._add(Accumulator.of(self.request.evaluate(pred, target), self.request))
             return
-        for block in I.union_blocks(pred[:, : self.k]):
-            request = self._make_request(self._items_of(block.ids))
-            # no relevance is read: an empty item-id target, not a (q, U) grade scan
-            target = torch.full((block.scores.shape[0], 1), -1, device=pred.device)
-            evaluation = request.evaluate(block.scores, target, mask=block.listed)
-            self._add_block(Accumulator.of(evaluation, request), block.ids)
-
-    def _add_block(self, kept: Accumulator, ids: Tensor) -> None:
-        """A block's sums; a catalogue-level metric's exposure scattered to its items."""
-        if kept.exposure is not None:
-            sums = torch.zeros((*kept.exposure.sums.shape[:2], self.num_items or 0))
-            sums = sums.to(kept.exposure.sums).index_add_(2, ids, kept.exposure.sums)
-            kept = Accumulator(kept.totals, Exposure(sums, kept.exposure.queries), None)
-        self._add(kept)
+        assert self.num_items is not None
+        stats = P.top_items(pred[:, : self.k], self.num_items, self.options.rule)
+        self._add(Accumulator.of(self.request.read(stats), self.request))
 
 
 class LinkPredCoverage(_ExposureMetric):
@@ -293,9 +289,6 @@ class LinkPredCoverage(_ExposureMetric):
 
     def _items(self) -> ItemInputs:
         return ItemInputs.create(num_items=self.num_dst_nodes)
-
-    def _items_of(self, ids: Tensor) -> ItemInputs:
-        return ItemInputs.create(num_items=ids.numel())
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(k={self.k}, num_dst_nodes={self.num_dst_nodes})"
@@ -313,9 +306,6 @@ class LinkPredDiversity(_ExposureMetric):
     def _items(self) -> ItemInputs:
         return ItemInputs.create(item_categories=self.category_ids)
 
-    def _items_of(self, ids: Tensor) -> ItemInputs:
-        return ItemInputs.create(item_categories=self.category_ids.to(ids.device)[ids])
-
 
 class LinkPredAveragePopularity(_ExposureMetric):
     """The mean ``popularity`` of the top-k items (ARP@k); lower is better."""
@@ -329,9 +319,6 @@ class LinkPredAveragePopularity(_ExposureMetric):
 
     def _items(self) -> ItemInputs:
         return ItemInputs.create(item_popularity=self.popularity)
-
-    def _items_of(self, ids: Tensor) -> ItemInputs:
-        return ItemInputs.create(item_popularity=self.popularity.to(ids.device)[ids])
 
 
 class LinkPredPersonalization(_ExposureMetric):
@@ -374,9 +361,6 @@ class LinkPredPersonalization(_ExposureMetric):
     def num_items(self) -> int | None:
         return None
 
-    def _items_of(self, ids: Tensor) -> ItemInputs:
-        return ItemInputs.create(num_items=ids.numel())
-
     def update(
         self,
         pred_index_mat: Tensor,
@@ -390,17 +374,20 @@ class LinkPredPersonalization(_ExposureMetric):
             return
         self.examples += pred.shape[0]
         if I.is_score_matrix(pred):
-            request = self._make_request(self._items_of(torch.arange(pred.shape[1])))
+            ids = torch.arange(pred.shape[1], device=pred.device)
             target = torch.zeros(pred.shape, dtype=torch.float32, device=pred.device)
-            exposure = request.evaluate(pred, target).exposure
-            assert exposure is not None
-            self._keep(exposure, torch.arange(pred.shape[1], device=pred.device))
-            return
-        super().update(pred)
+            evaluation = self._catalogue_request(ids).evaluate(pred, target)
+        else:
+            # the catalogue of this update: the items it lists, numbered in id order
+            ids, places = torch.unique(pred[:, : self.k], return_inverse=True)
+            stats = P.top_items(places, ids.numel(), self.options.rule)
+            evaluation = self._catalogue_request(ids).read(stats)
+        assert evaluation.exposure is not None
+        self._keep(evaluation.exposure, ids)
 
-    def _add_block(self, kept: Accumulator, ids: Tensor) -> None:
-        assert kept.exposure is not None
-        self._keep(kept.exposure, ids)
+    def _catalogue_request(self, ids: Tensor) -> RankingRequest:
+        """The request over the catalogue of the items ``ids`` only."""
+        return self._make_request(ItemInputs.create(num_items=ids.numel()))
 
     def _keep(self, exposure: Exposure, ids: Tensor) -> None:
         device = self.examples.device

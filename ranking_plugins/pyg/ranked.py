@@ -1,0 +1,256 @@
+"""PyG's ranked lists as the kernel's statistics, without ranking them again.
+
+A ``pred_index_mat`` row is a ranked list already: its places are distinct,
+so every place is a tie group of one item (no tie policy can change
+anything), and the kernel's description of it (:class:`RankedList`) is known
+from which places hold ground truth alone. :func:`list_stats` builds that
+description and the kernel's :class:`RankStats` over it; the metric table
+reads it as it reads any ranking (the same fields as
+:func:`~ranking_plugins.kernel.rank` gives for those scores, so the same
+numbers: ``tests/test_pyg.py`` compares both to the bit).
+
+What is left to do per update is finding which listed places hold an edge
+(:func:`listed_edges`): a lookup table of the edges, a block of examples at
+a time, instead of sorting anything of the lists' size.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from torch import Tensor
+
+from ranking_plugins.kernel import (
+    DenseGrades,
+    GainRule,
+    ItemIds,
+    RankedBatch,
+    RankedList,
+    RankStats,
+    host_reads_are_free,
+)
+
+#: the edge lookup table of :func:`listed_edges` holds at most this many entries
+#: (int32: 16 MiB, read at random: larger ones leave the cache and cost more); an
+#: update whose examples need more than :data:`MAX_TABLE_BLOCKS` tables of it (a
+#: catalogue of millions of items) is looked up by sorting instead, as PyG does
+TABLE_ELEMENTS = 1 << 22
+MAX_TABLE_BLOCKS = 64
+
+
+def listed_edges(ranked: Tensor, rows: Tensor, cols: Tensor, span: int) -> Tensor:
+    """(Q, w) int64: the edge (its index in ``rows``/``cols``) at each listed place, -1
+    where the place holds none. ``span``: above every item id of both.
+
+    An item listed twice in a row finds its edge at both places (PyG counts both)."""
+    num_examples = ranked.shape[0]
+    block = max(1, TABLE_ELEMENTS // max(span, 1))
+    blocks = -(-num_examples // block)
+    if rows.numel() == 0 or ranked.numel() == 0:
+        return torch.full(ranked.shape, -1, dtype=torch.int64, device=ranked.device)
+    if not host_reads_are_free(ranked) or blocks > MAX_TABLE_BLOCKS:
+        return _by_sorting(ranked, rows, cols, span)
+    return _by_table(ranked, rows, cols, span, block)
+
+
+def _by_table(ranked: Tensor, rows: Tensor, cols: Tensor, span: int, block: int) -> Tensor:
+    """Each block of examples: the edges written into a (block, span) table of edge
+    indices, read at the listed places, then erased (the table is reused)."""
+    num_examples, width = ranked.shape
+    device = ranked.device
+    out = torch.empty((num_examples, width), dtype=torch.int64, device=device)
+    edge_index = torch.arange(rows.numel(), dtype=torch.int32, device=device)
+    if block >= num_examples:
+        bounds, order = [0, rows.numel()], None
+    else:
+        rows, order = rows.sort(stable=True)
+        cols, edge_index = cols[order], edge_index[order]
+        starts = torch.arange(0, num_examples + block, block, device=device)
+        bounds = torch.searchsorted(rows, starts).tolist()
+    table = torch.full((min(block, num_examples) * span,), -1, dtype=torch.int32, device=device)
+    row_offsets = torch.arange(min(block, num_examples), device=device).mul_(span).unsqueeze(1)
+    for i, low in enumerate(range(0, num_examples, block)):
+        high = min(low + block, num_examples)
+        at = (rows[bounds[i] : bounds[i + 1]] - low) * span + cols[bounds[i] : bounds[i + 1]]
+        table[at] = edge_index[bounds[i] : bounds[i + 1]]
+        places = ranked[low:high] + row_offsets[: high - low]
+        out[low:high] = table[places]
+        table[at] = -1
+    return out
+
+
+def _by_sorting(ranked: Tensor, rows: Tensor, cols: Tensor, span: int) -> Tensor:
+    """The listed places' (example, item) keys searched among the edges' sorted keys."""
+    num_examples = ranked.shape[0]
+    offsets = torch.arange(num_examples, device=ranked.device).mul_(span).unsqueeze(1)
+    listed = (ranked + offsets).view(-1)
+    keys, order = (rows * span + cols).sort()
+    at = torch.searchsorted(keys, listed).clamp_(max=keys.numel() - 1)
+    found = keys[at] == listed
+    return torch.where(found, order[at], -1).view(ranked.shape)
+
+
+class ListedGrades(DenseGrades):
+    """The grades of the listed places (columns: places of the list), with R and the
+    ideal list of every edge of the example, listed or not (as PyG's label count)."""
+
+    def __init__(
+        self,
+        grades: Tensor,
+        rule: GainRule,
+        relevant: Tensor,
+        edge_grades: Callable[[], DenseGrades],
+    ) -> None:
+        super().__init__(grades, rule)
+        self._relevant = relevant
+        self._edge_grades = edge_grades
+
+    def relevant_count(self, within: Tensor | None = None) -> Tensor:
+        if within is None:
+            return self._relevant
+        return super().relevant_count(within)
+
+    def any_relevant(self) -> Tensor | None:
+        return self._relevant > 0
+
+    def ideal_gains(self, length: int, relevant_count: Callable[[], Tensor]) -> Tensor:
+        return self._edge_grades().ideal_gains(length, relevant_count)
+
+    def take(self, rows: slice) -> ListedGrades:
+        edges = self._edge_grades
+        return ListedGrades(
+            self.grades[rows], self.rule, self._relevant[rows], lambda: edges().take(rows)
+        )
+
+
+def edge_grade_rows(num_examples: int, rows: Tensor, grades: Tensor, fill: float | bool) -> Tensor:
+    """(Q, T) each example's edge grades, then ``fill`` (T: the most edges of an example)."""
+    device = grades.device
+    rows, order = rows.sort(stable=True)
+    counts = torch.bincount(rows, minlength=num_examples)
+    first = torch.cumsum(counts, 0) - counts
+    place = torch.arange(rows.numel(), device=device) - first[rows]
+    width = int(counts.max()) if num_examples > 0 and rows.numel() > 0 else 0
+    out = torch.full((num_examples, width), fill, dtype=grades.dtype, device=device)
+    out[rows, place] = grades[order]
+    return out
+
+
+def _places(
+    listed: Tensor, relevant: Tensor, gain: Tensor, items: Tensor, width: int
+) -> RankedList:
+    """The kernel's description of lists whose every place is its own tie group, the
+    first ``width`` places listed (the rest padding, one group at the end, as the
+    kernel describes masked places)."""
+    num_examples, length = relevant.shape
+    device = relevant.device
+    position = torch.arange(length, dtype=torch.float64, device=device)
+    if width < length:
+        start = position.clamp(max=width).expand(num_examples, length)
+        size = torch.where(position < width, 1.0, float(length - width))
+        size = size.expand(num_examples, length)
+    else:
+        start = position.expand(num_examples, length)
+        size = torch.ones_like(position).expand(num_examples, length)
+    relevant_before = torch.cumsum(relevant, dim=1).sub_(relevant)
+    tied_rows = (
+        torch.zeros(0, dtype=torch.int64, device=device) if host_reads_are_free(relevant) else None
+    )
+    return RankedList(
+        ranked=listed,
+        group_start=start,
+        group_size=size,
+        group_relevant=relevant,
+        group_gain=gain,
+        relevant_before=relevant_before,
+        items=items,
+        shared_ties=True,
+        tied_rows=tied_rows,
+    )
+
+
+def _listed(num_examples: int, width: int, length: int, device: torch.device) -> Tensor:
+    listed = torch.zeros(length, dtype=torch.bool, device=device)
+    listed[:width] = True
+    return listed.expand(num_examples, length)
+
+
+def list_stats(
+    ranked: Tensor,
+    rows: Tensor,
+    cols: Tensor,
+    weight: Tensor | None,
+    rule: GainRule,
+    depth: int | None,
+    span: int,
+) -> RankedBatch:
+    """The accuracy statistics of ranked lists ``(Q, w)`` (best first) against the
+    edges ``rows``/``cols`` (grade: ``weight``, or 1), read down to ``depth`` (None:
+    the whole lists)."""
+    num_examples, width = ranked.shape
+    device = ranked.device
+    length = width if depth is None else depth
+    ranked = ranked[:, :length]
+    width = ranked.shape[1]
+    rows, cols = rows.to(device), cols.to(device)
+    edge_at = listed_edges(ranked, rows, cols, span)
+    if weight is None:
+        grades = torch.zeros((num_examples, length), dtype=torch.bool, device=device)
+        grades[:, :width] = edge_at >= 0
+        edge_grades = torch.ones(rows.shape, dtype=torch.bool, device=device)
+        fill: float | bool = False
+    else:
+        edge_grades = weight.to(device, torch.float64)
+        grades = torch.zeros((num_examples, length), dtype=torch.float64, device=device)
+        found = edge_grades[edge_at.clamp(min=0)]
+        grades[:, :width] = torch.where(edge_at >= 0, found, 0.0)
+        fill = 0.0
+    relevant_edges = rule.relevant(edge_grades)
+    relevant_count = torch.bincount(rows[relevant_edges], minlength=num_examples)
+
+    def edge_rows() -> DenseGrades:
+        return DenseGrades(edge_grade_rows(num_examples, rows, edge_grades, fill), rule)
+
+    relevance = ListedGrades(grades, rule, relevant_count, edge_rows)
+    relevant, gain = relevance.rows(slice(None))
+    listed = _listed(num_examples, width, length, device)
+    relevant_f = relevant.to(torch.float64)
+    gain = relevant_f if relevance.binary else gain
+    items = torch.arange(length, device=device).expand(num_examples, length)
+    places = _places(listed, relevant_f, gain, items, width)
+    num_ranked = torch.full((num_examples,), width, dtype=torch.int64, device=device)
+    stats = RankStats(
+        places,
+        relevant_count,
+        lambda: relevance.relevant_count(listed),
+        relevance,
+        num_ranked,
+        length,
+    )
+    return RankedBatch(num_examples, device, ((slice(None), stats),))
+
+
+def top_items(ranked: Tensor, num_items: int, rule: GainRule) -> RankedBatch:
+    """The statistics of item exposure of ranked lists ``(Q, k)`` of catalogue items
+    ``[0, num_items)``: which item holds each place (no relevance is read)."""
+    num_examples, width = ranked.shape
+    device = ranked.device
+    nothing = torch.zeros((num_examples, width), dtype=torch.float64, device=device)
+    listed = _listed(num_examples, width, width, device)
+    places = _places(listed, nothing, nothing, ranked.to(torch.int64), width)
+    relevance = ItemIds(torch.full((num_examples, 1), -1, device=device), num_items, rule)
+    num_ranked = torch.full((num_examples,), width, dtype=torch.int64, device=device)
+    stats = RankStats(places, relevance.relevant_count, None, relevance, num_ranked, num_items)
+    return RankedBatch(num_examples, device, ((slice(None), stats),), identities=True)
+
+
+__all__ = [
+    "MAX_TABLE_BLOCKS",
+    "TABLE_ELEMENTS",
+    "ListedGrades",
+    "edge_grade_rows",
+    "list_stats",
+    "listed_edges",
+    "top_items",
+]
