@@ -150,24 +150,31 @@ def _brute_force_listed_edges(ranked: torch.Tensor, index: torch.Tensor) -> torc
     )
 
 
-@pytest.mark.parametrize("table_elements", [None, 40, 1 << 20])
+@pytest.mark.parametrize("table_bytes", [None, 40, 1 << 20])
 def test_the_edges_at_the_listed_places_by_table_and_by_sorting(
-    monkeypatch: pytest.MonkeyPatch, table_elements: int | None
+    monkeypatch: pytest.MonkeyPatch, table_bytes: int | None
 ) -> None:
-    """Every way of finding the edge at each listed place: one table, tables of a few
-    examples each, sorting (None); an item listed twice finds its edge twice."""
+    """Every way of finding the hits among the listed places: one table, tables of a
+    few examples each, sorting (None); an item listed twice is a hit twice; a hit's
+    weight is its edge's."""
     ranked, index, _ = problem(13, examples=30, items=20, width=8)
     ranked[4, 5] = ranked[4, 1]  # listed twice
     index = torch.cat([index, torch.tensor([[4], [int(ranked[4, 1])]])], dim=1)
     index = torch.unique(index, dim=1)  # the edge may be there already
-    if table_elements is None:
+    if table_bytes is None:
         monkeypatch.setattr(P, "MAX_TABLE_BLOCKS", 0)
     else:
-        monkeypatch.setattr(P, "TABLE_ELEMENTS", table_elements)
+        monkeypatch.setattr(P, "TABLE_BYTES", table_bytes)
         monkeypatch.setattr(P, "MAX_TABLE_BLOCKS", 1000)
-    found = P.listed_edges(ranked, index[0], index[1], 20)
-    assert torch.equal(found, _brute_force_listed_edges(ranked, index))
-    assert int((found[4] >= 0).sum()) >= 2
+    expected = _brute_force_listed_edges(ranked, index)
+    hits = P.listed_hits(ranked, index[0], index[1], 20)
+    assert torch.equal(hits, expected >= 0)
+    assert int(hits[4].sum()) >= 2
+    weight = torch.rand(index.shape[1], dtype=torch.float64) + 0.5
+    expected_weights = torch.where(expected >= 0, weight[expected.clamp(min=0)], 0.0)
+    assert torch.equal(
+        P.hit_weights(ranked, hits, index[0], index[1], weight, 20), expected_weights
+    )
 
 
 def _listed_scores(ranked: torch.Tensor, num_items: int) -> tuple[torch.Tensor, torch.Tensor]:

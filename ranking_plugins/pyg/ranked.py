@@ -31,64 +31,83 @@ from ranking_plugins.kernel import (
     host_reads_are_free,
 )
 
-#: the edge lookup table of :func:`listed_edges` holds at most this many entries
-#: (int32: 16 MiB, read at random: larger ones leave the cache and cost more); an
-#: update whose examples need more than :data:`MAX_TABLE_BLOCKS` tables of it (a
-#: catalogue of millions of items) is looked up by sorting instead, as PyG does
-TABLE_ELEMENTS = 1 << 22
+#: the lookup table of :func:`listed_hits` holds at most this many bytes (one per
+#: entry), read at random: a larger one leaves the cache and costs more; an update
+#: whose examples need more than :data:`MAX_TABLE_BLOCKS` tables of it (a catalogue
+#: of millions of items) is looked up by sorting instead, as PyG does
+TABLE_BYTES = 1 << 22
 MAX_TABLE_BLOCKS = 64
 
 
-def listed_edges(ranked: Tensor, rows: Tensor, cols: Tensor, span: int) -> Tensor:
-    """(Q, w) int64: the edge (its index in ``rows``/``cols``) at each listed place, -1
-    where the place holds none. ``span``: above every item id of both.
-
-    An item listed twice in a row finds its edge at both places (PyG counts both)."""
+def listed_hits(ranked: Tensor, rows: Tensor, cols: Tensor, span: int) -> Tensor:
+    """(Q, w) bool: whether the item listed at each place is an edge of its example.
+    ``span``: above every item id of both. An item listed twice in a row is a hit at
+    both places (PyG counts both)."""
     num_examples = ranked.shape[0]
-    block = max(1, TABLE_ELEMENTS // max(span, 1))
+    block = max(1, TABLE_BYTES // max(span, 1))
     blocks = -(-num_examples // block)
     if rows.numel() == 0 or ranked.numel() == 0:
-        return torch.full(ranked.shape, -1, dtype=torch.int64, device=ranked.device)
+        return torch.zeros(ranked.shape, dtype=torch.bool, device=ranked.device)
     if not host_reads_are_free(ranked) or blocks > MAX_TABLE_BLOCKS:
-        return _by_sorting(ranked, rows, cols, span)
+        return _edge_at(ranked, rows, cols, span) >= 0
     return _by_table(ranked, rows, cols, span, block)
 
 
 def _by_table(ranked: Tensor, rows: Tensor, cols: Tensor, span: int, block: int) -> Tensor:
-    """Each block of examples: the edges written into a (block, span) table of edge
-    indices, read at the listed places, then erased (the table is reused)."""
+    """Each block of examples: its edges marked in a (block, span) table, read at the
+    listed places, then unmarked (the table is reused block after block)."""
     num_examples, width = ranked.shape
     device = ranked.device
-    out = torch.empty((num_examples, width), dtype=torch.int64, device=device)
-    edge_index = torch.arange(rows.numel(), dtype=torch.int32, device=device)
-    if block >= num_examples:
-        bounds, order = [0, rows.numel()], None
-    else:
+    if block < num_examples:
         rows, order = rows.sort(stable=True)
-        cols, edge_index = cols[order], edge_index[order]
+        cols = cols[order]
         starts = torch.arange(0, num_examples + block, block, device=device)
         bounds = torch.searchsorted(rows, starts).tolist()
-    table = torch.full((min(block, num_examples) * span,), -1, dtype=torch.int32, device=device)
-    row_offsets = torch.arange(min(block, num_examples), device=device).mul_(span).unsqueeze(1)
+    else:
+        bounds = [0, rows.numel()]
+    keys = rows * span + cols
+    rows_per_table = min(block, num_examples)
+    table = torch.zeros(rows_per_table * span, dtype=torch.uint8, device=device)
+    offsets = torch.arange(rows_per_table, device=device).mul_(span).repeat_interleave(width)
+    listed = ranked.reshape(-1)
+    out = torch.empty(num_examples * width, dtype=torch.uint8, device=device)
     for i, low in enumerate(range(0, num_examples, block)):
-        high = min(low + block, num_examples)
-        at = (rows[bounds[i] : bounds[i + 1]] - low) * span + cols[bounds[i] : bounds[i + 1]]
-        table[at] = edge_index[bounds[i] : bounds[i + 1]]
-        places = ranked[low:high] + row_offsets[: high - low]
-        out[low:high] = table[places]
-        table[at] = -1
-    return out
+        at = keys[bounds[i] : bounds[i + 1]] - low * span
+        places = slice(low * width, min(low + block, num_examples) * width)
+        table.index_fill_(0, at, 1)
+        listed_at = listed[places] + offsets[: places.stop - places.start]
+        torch.index_select(table, 0, listed_at, out=out[places])
+        table.index_fill_(0, at, 0)
+    return out.view(num_examples, width).bool()
 
 
-def _by_sorting(ranked: Tensor, rows: Tensor, cols: Tensor, span: int) -> Tensor:
-    """The listed places' (example, item) keys searched among the edges' sorted keys."""
+def _edge_at(ranked: Tensor, rows: Tensor, cols: Tensor, span: int) -> Tensor:
+    """(Q, w) int64: the edge (its index in ``rows``/``cols``) at each listed place, -1
+    where none: the places' (example, item) keys searched among the edges' sorted keys."""
     num_examples = ranked.shape[0]
+    if rows.numel() == 0:
+        return torch.full(ranked.shape, -1, dtype=torch.int64, device=ranked.device)
     offsets = torch.arange(num_examples, device=ranked.device).mul_(span).unsqueeze(1)
     listed = (ranked + offsets).view(-1)
     keys, order = (rows * span + cols).sort()
     at = torch.searchsorted(keys, listed).clamp_(max=keys.numel() - 1)
     found = keys[at] == listed
     return torch.where(found, order[at], -1).view(ranked.shape)
+
+
+def hit_weights(
+    ranked: Tensor, hits: Tensor, rows: Tensor, cols: Tensor, weight: Tensor, span: int
+) -> Tensor:
+    """(Q, w) float64: the weight of the edge at each hit, 0 elsewhere: only the hits'
+    (example, item) keys, a few of the places, are searched among the edges' keys."""
+    out = torch.zeros(hits.shape, dtype=torch.float64, device=hits.device)
+    example, place = hits.nonzero(as_tuple=True)
+    if example.numel() == 0:
+        return out
+    keys, order = (rows * span + cols).sort()
+    at = torch.searchsorted(keys, example * span + ranked[example, place])
+    out[example, place] = weight.to(torch.float64)[order[at]]
+    return out
 
 
 class ListedGrades(DenseGrades):
@@ -194,17 +213,16 @@ def list_stats(
     ranked = ranked[:, :length]
     width = ranked.shape[1]
     rows, cols = rows.to(device), cols.to(device)
-    edge_at = listed_edges(ranked, rows, cols, span)
+    hits = listed_hits(ranked, rows, cols, span)
     if weight is None:
         grades = torch.zeros((num_examples, length), dtype=torch.bool, device=device)
-        grades[:, :width] = edge_at >= 0
+        grades[:, :width] = hits
         edge_grades = torch.ones(rows.shape, dtype=torch.bool, device=device)
         fill: float | bool = False
     else:
         edge_grades = weight.to(device, torch.float64)
         grades = torch.zeros((num_examples, length), dtype=torch.float64, device=device)
-        found = edge_grades[edge_at.clamp(min=0)]
-        grades[:, :width] = torch.where(edge_at >= 0, found, 0.0)
+        grades[:, :width] = hit_weights(ranked, hits, rows, cols, edge_grades, span)
         fill = 0.0
     relevant_edges = rule.relevant(edge_grades)
     relevant_count = torch.bincount(rows[relevant_edges], minlength=num_examples)
@@ -247,10 +265,11 @@ def top_items(ranked: Tensor, num_items: int, rule: GainRule) -> RankedBatch:
 
 __all__ = [
     "MAX_TABLE_BLOCKS",
-    "TABLE_ELEMENTS",
+    "TABLE_BYTES",
     "ListedGrades",
     "edge_grade_rows",
+    "hit_weights",
     "list_stats",
-    "listed_edges",
+    "listed_hits",
     "top_items",
 ]
