@@ -35,7 +35,7 @@ from ranking_plugins.kernel import (
 #: entry), read at random: a larger one leaves the cache and costs more; an update
 #: whose examples need more than :data:`MAX_TABLE_BLOCKS` tables of it (a catalogue
 #: of millions of items) is looked up by sorting instead, as PyG does
-TABLE_BYTES = 1 << 22
+TABLE_BYTES = 1 << 23
 MAX_TABLE_BLOCKS = 64
 
 
