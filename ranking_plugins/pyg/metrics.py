@@ -162,25 +162,23 @@ class _LinkPredMetric(Metric):
 
 
 def evaluate_links(
-    request: RankingRequest, pred: Tensor, rows: Tensor, cols: Tensor, weight: Tensor | None
+    request: RankingRequest,
+    pred: Tensor,
+    rows: Tensor,
+    cols: Tensor,
+    weight: Tensor | None,
+    links: P.Links | None = None,
 ) -> Evaluation | None:
     """The per-example values of ``request``'s accuracy metrics for one update (None: no
     example). A score matrix is ranked as it is; ranked ids are read as the lists they
-    are (:mod:`ranking_plugins.pyg.ranked`)."""
+    are (:mod:`ranking_plugins.pyg.ranked`; ``links``: theirs, when made already)."""
     if pred.shape[0] == 0:
         return None
     if I.is_score_matrix(pred):
         return request.evaluate(pred, I.dense_grades(pred, rows, cols, weight))
-    stats = P.list_stats(
-        pred, rows, cols, weight, request.options.rule, request.depth, _span(pred, cols)
-    )
-    return request.read(stats)
-
-
-def _span(pred: Tensor, cols: Tensor) -> int:
-    """Above every item id of the lists and the edges."""
-    highest = [int(t.max()) for t in (pred, cols) if t.numel() > 0]
-    return max(highest, default=0) + 1
+    if links is None:
+        links = P.Links(pred, rows, cols, request.depth)
+    return request.read(P.list_stats(links, weight, request.options.rule, request.depth))
 
 
 class LinkPredPrecision(_LinkPredMetric):
@@ -481,10 +479,12 @@ class LinkPredMetricCollection(torch.nn.ModuleDict):
         groups: dict[tuple[bool, Options], list[_LinkPredMetric]] = {}
         for metric in accuracy:
             groups.setdefault((metric.weighted, metric.options), []).append(metric)
+        links = None if I.is_score_matrix(pred) else P.Links(pred, rows, cols, self.max_k)
         for (weighted, options), members in groups.items():
             pairs = list(dict.fromkeys((m.metric, m.k) for m in members))
             request = RankingRequest.create(pairs, options=options)
-            evaluation = evaluate_links(request, pred, rows, cols, weight if weighted else None)
+            w = weight if weighted else None
+            evaluation = evaluate_links(request, pred, rows, cols, w, links)
             if evaluation is None:
                 continue
             for metric in members:

@@ -17,6 +17,7 @@ a time, instead of sorting anything of the lists' size.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import cached_property
 
 import torch
 from torch import Tensor
@@ -195,25 +196,34 @@ def _listed(num_examples: int, width: int, length: int, device: torch.device) ->
     return listed.expand(num_examples, length)
 
 
+class Links:
+    """One update's ranked lists ``(Q, w)`` (cut at the deepest place read) and its
+    edges, on the lists' device; the hits are found once, for every reader."""
+
+    def __init__(self, ranked: Tensor, rows: Tensor, cols: Tensor, depth: int | None) -> None:
+        self.ranked = ranked if depth is None else ranked[:, :depth]
+        self.rows, self.cols = rows.to(ranked.device), cols.to(ranked.device)
+        highest = [int(t.max()) for t in (self.ranked, self.cols) if t.numel() > 0]
+        #: above every item id of the lists and the edges
+        self.span = max(highest, default=0) + 1
+
+    @cached_property
+    def hits(self) -> Tensor:
+        """(Q, w) bool: :func:`listed_hits`."""
+        return listed_hits(self.ranked, self.rows, self.cols, self.span)
+
+
 def list_stats(
-    ranked: Tensor,
-    rows: Tensor,
-    cols: Tensor,
-    weight: Tensor | None,
-    rule: GainRule,
-    depth: int | None,
-    span: int,
+    links: Links, weight: Tensor | None, rule: GainRule, depth: int | None
 ) -> RankedBatch:
-    """The accuracy statistics of ranked lists ``(Q, w)`` (best first) against the
-    edges ``rows``/``cols`` (grade: ``weight``, or 1), read down to ``depth`` (None:
-    the whole lists)."""
-    num_examples, width = ranked.shape
-    device = ranked.device
+    """The accuracy statistics of the ranked lists of ``links`` against its edges
+    (grade: ``weight``, or 1), read down to ``depth`` (None: the whole lists)."""
+    num_examples, width = links.ranked.shape
+    device = links.ranked.device
+    rows = links.rows
     length = width if depth is None else depth
-    ranked = ranked[:, :length]
-    width = ranked.shape[1]
-    rows, cols = rows.to(device), cols.to(device)
-    hits = listed_hits(ranked, rows, cols, span)
+    width = min(width, length)
+    hits = links.hits[:, :width]
     if weight is None:
         grades = torch.zeros((num_examples, length), dtype=torch.bool, device=device)
         grades[:, :width] = hits
@@ -222,7 +232,8 @@ def list_stats(
     else:
         edge_grades = weight.to(device, torch.float64)
         grades = torch.zeros((num_examples, length), dtype=torch.float64, device=device)
-        grades[:, :width] = hit_weights(ranked, hits, rows, cols, edge_grades, span)
+        ranked = links.ranked[:, :width]
+        grades[:, :width] = hit_weights(ranked, hits, rows, links.cols, edge_grades, links.span)
         fill = 0.0
     relevant_edges = rule.relevant(edge_grades)
     relevant_count = torch.bincount(rows[relevant_edges], minlength=num_examples)
@@ -266,6 +277,7 @@ def top_items(ranked: Tensor, num_items: int, rule: GainRule) -> RankedBatch:
 __all__ = [
     "MAX_TABLE_BLOCKS",
     "TABLE_BYTES",
+    "Links",
     "ListedGrades",
     "edge_grade_rows",
     "hit_weights",
