@@ -235,6 +235,10 @@ def test_exposure_of_ranked_lists_equals_the_ranking_of_their_scores() -> None:
         assert mine.exposure is not None and general.exposure is not None
         assert torch.equal(mine.exposure.sums, general.exposure.sums)
         assert torch.equal(mine.exposure.queries, general.exposure.queries)
+        # the exposure alone (coverage, personalization): from the lists' items directly
+        direct = P.listed_exposure(ranked[:, :k], 30)
+        assert torch.equal(direct.sums, general.exposure.sums)
+        assert torch.equal(direct.queries, general.exposure.queries)
 
 
 def test_collection_keys_and_values_equal_pyg() -> None:

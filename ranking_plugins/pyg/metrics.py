@@ -26,6 +26,7 @@ from ranking_plugins.per_query import Evaluation
 from ranking_plugins.pyg import inputs as I
 from ranking_plugins.pyg import ranked as P
 from ranking_plugins.request import RankingRequest
+from ranking_plugins.totals import Totals
 
 try:
     from torchmetrics import Metric
@@ -271,7 +272,10 @@ class _ExposureMetric(_LinkPredMetric):
             self._add(Accumulator.of(self.request.evaluate(pred, target), self.request))
             return
         assert self.num_items is not None
-        stats = P.top_items(pred[:, : self.k], self.num_items, self.options.rule)
+        self._add_lists(pred[:, : self.k], self.num_items)
+
+    def _add_lists(self, ranked: Tensor, num_items: int) -> None:
+        stats = P.top_items(ranked, num_items, self.options.rule)
         self._add(Accumulator.of(self.request.read(stats), self.request))
 
 
@@ -287,6 +291,11 @@ class LinkPredCoverage(_ExposureMetric):
 
     def _items(self) -> ItemInputs:
         return ItemInputs.create(num_items=self.num_dst_nodes)
+
+    def _add_lists(self, ranked: Tensor, num_items: int) -> None:
+        # a catalogue-level metric alone: the lists' exposure is all it reads
+        exposure = P.listed_exposure(ranked, num_items)
+        self._add(Accumulator(Totals.zeros(self.request.query_keys), exposure, None))
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(k={self.k}, num_dst_nodes={self.num_dst_nodes})"
@@ -371,15 +380,14 @@ class LinkPredPersonalization(_ExposureMetric):
         if pred.shape[0] == 0:
             return
         self.examples += pred.shape[0]
-        if I.is_score_matrix(pred):
-            ids = torch.arange(pred.shape[1], device=pred.device)
-            target = torch.zeros(pred.shape, dtype=torch.float32, device=pred.device)
-            evaluation = self._catalogue_request(ids).evaluate(pred, target)
-        else:
+        if not I.is_score_matrix(pred):
             # the catalogue of this update: the items it lists, numbered in id order
             ids, places = torch.unique(pred[:, : self.k], return_inverse=True)
-            stats = P.top_items(places, ids.numel(), self.options.rule)
-            evaluation = self._catalogue_request(ids).read(stats)
+            self._keep(P.listed_exposure(places, ids.numel()), ids)
+            return
+        ids = torch.arange(pred.shape[1], device=pred.device)
+        target = torch.zeros(pred.shape, dtype=torch.float32, device=pred.device)
+        evaluation = self._catalogue_request(ids).evaluate(pred, target)
         assert evaluation.exposure is not None
         self._keep(evaluation.exposure, ids)
 

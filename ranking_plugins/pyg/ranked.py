@@ -16,6 +16,7 @@ a time, instead of sorting anything of the lists' size.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from functools import cached_property
 
@@ -23,7 +24,9 @@ import torch
 from torch import Tensor
 
 from ranking_plugins.kernel import (
+    LOG_ABSENT,
     DenseGrades,
+    Exposure,
     GainRule,
     ItemIds,
     RankedBatch,
@@ -158,7 +161,12 @@ def edge_grade_rows(num_examples: int, rows: Tensor, grades: Tensor, fill: float
 
 
 def _places(
-    listed: Tensor, relevant: Tensor, gain: Tensor, items: Tensor, width: int
+    listed: Tensor,
+    relevant: Tensor,
+    gain: Tensor,
+    items: Tensor,
+    width: int,
+    relevant_before: Tensor | None = None,
 ) -> RankedList:
     """The kernel's description of lists whose every place is its own tie group, the
     first ``width`` places listed (the rest padding, one group at the end, as the
@@ -173,7 +181,8 @@ def _places(
     else:
         start = position.expand(num_examples, length)
         size = torch.ones_like(position).expand(num_examples, length)
-    relevant_before = torch.cumsum(relevant, dim=1).sub_(relevant)
+    if relevant_before is None:
+        relevant_before = torch.cumsum(relevant, dim=1).sub_(relevant)
     tied_rows = (
         torch.zeros(0, dtype=torch.int64, device=device) if host_reads_are_free(relevant) else None
     )
@@ -265,13 +274,28 @@ def top_items(ranked: Tensor, num_items: int, rule: GainRule) -> RankedBatch:
     ``[0, num_items)``: which item holds each place (no relevance is read)."""
     num_examples, width = ranked.shape
     device = ranked.device
+    # nothing is relevant: no relevant item before any place either
     nothing = torch.zeros((num_examples, width), dtype=torch.float64, device=device)
     listed = _listed(num_examples, width, width, device)
-    places = _places(listed, nothing, nothing, ranked.to(torch.int64), width)
+    places = _places(listed, nothing, nothing, ranked.to(torch.int64), width, nothing)
     relevance = ItemIds(torch.full((num_examples, 1), -1, device=device), num_items, rule)
     num_ranked = torch.full((num_examples,), width, dtype=torch.int64, device=device)
     stats = RankStats(places, relevance.relevant_count, None, relevance, num_ranked, num_items)
     return RankedBatch(num_examples, device, ((slice(None), stats),), identities=True)
+
+
+def listed_exposure(ranked: Tensor, num_items: int) -> Exposure:
+    """The :class:`Exposure` of ranked lists ``(Q, k)`` of catalogue items
+    ``[0, num_items)`` at one cutoff, the lists' width: what
+    :meth:`~ranking_plugins.kernel.TopItems.exposure` sums over :func:`top_items`,
+    whose every membership is 0 or 1 there (a place is its own tie group), without
+    the per-place shares: each item's count of places, p² = p, and Σlog(1 - p) -inf
+    where an item is listed."""
+    counts = torch.bincount(ranked.reshape(-1), minlength=num_items).to(torch.float64)
+    sums = counts.expand(3, 1, num_items).clone()  # Σp, and Σp² = Σp
+    sums[LOG_ABSENT] = torch.where(counts > 0, -math.inf, 0.0)
+    queries = torch.full((), float(ranked.shape[0]), dtype=torch.float64, device=ranked.device)
+    return Exposure(sums, queries)
 
 
 __all__ = [
@@ -282,6 +306,7 @@ __all__ = [
     "edge_grade_rows",
     "hit_weights",
     "list_stats",
+    "listed_exposure",
     "listed_hits",
     "top_items",
 ]
