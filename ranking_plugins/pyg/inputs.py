@@ -51,7 +51,7 @@ def check_pred_index_mat(
             )
         return pred_index_mat
     if validate_args and pred_index_mat.numel() > 0:
-        low, high = int(pred_index_mat.min()), int(pred_index_mat.max())
+        low, high = (int(t) for t in torch.aminmax(pred_index_mat))
         if low < 0 or (num_items is not None and high >= num_items):
             bound = "" if num_items is None else f" and below the {num_items} catalogue items"
             raise validation.ArgumentError(
@@ -109,14 +109,14 @@ def check_edges(
                 f"{tuple(weight.shape)}",
             )
     if validate_args and rows.numel() > 0:
-        low, high = int(rows.min()), int(rows.max())
+        low, high = (int(t) for t in torch.aminmax(rows))
         if low < 0 or high >= num_examples:
             raise validation.ArgumentError(
                 "edge_label_index",
                 f"row 0 must hold examples of the batch, in [0, {num_examples}), "
                 f"got {low} to {high}",
             )
-        low, high = int(cols.min()), int(cols.max())
+        low, high = (int(t) for t in torch.aminmax(cols))
         if low < 0 or (num_items is not None and high >= num_items):
             bound = "" if num_items is None else f" and below the {num_items} catalogue items"
             raise validation.ArgumentError(

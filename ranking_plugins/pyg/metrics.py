@@ -26,7 +26,6 @@ from ranking_plugins.per_query import Evaluation
 from ranking_plugins.pyg import inputs as I
 from ranking_plugins.pyg import ranked as P
 from ranking_plugins.request import RankingRequest
-from ranking_plugins.totals import Totals
 
 try:
     from torchmetrics import Metric
@@ -295,7 +294,11 @@ class LinkPredCoverage(_ExposureMetric):
     def _add_lists(self, ranked: Tensor, num_items: int) -> None:
         # a catalogue-level metric alone: the lists' exposure is all it reads
         exposure = P.listed_exposure(ranked, num_items)
-        self._add(Accumulator(Totals.zeros(self.request.query_keys), exposure, None))
+        # added where it lies in the flat state (Accumulator.flat: the sums, then the
+        # number of queries): no copy of catalogue size to make
+        state = self.exposure[:-1].view(exposure.sums.shape)
+        state += exposure.sums.to(state.device)
+        self.exposure[-1] += exposure.queries.to(state.device)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(k={self.k}, num_dst_nodes={self.num_dst_nodes})"
