@@ -1,17 +1,20 @@
 """PyG's ranked lists as the kernel's statistics, without ranking them again.
 
-A ``pred_index_mat`` row is a ranked list already: its places are distinct,
-so every place is a tie group of one item (no tie policy can change
-anything), and the kernel's description of it (:class:`RankedList`) is known
-from which places hold ground truth alone. :func:`list_stats` builds that
-description and the kernel's :class:`RankStats` over it; the metric table
-reads it as it reads any ranking (the same fields as
-:func:`~ranking_plugins.kernel.rank` gives for those scores, so the same
-numbers: ``tests/test_pyg.py`` compares both to the bit).
+A ``pred_index_mat`` row is a ranked list already: each place holds one item
+at a rank of its own, so every place is a tie group of one item (no tie
+policy can change anything), and the kernel's description of the list
+(:class:`RankedList`) follows from which places hold ground truth alone.
+:func:`list_stats` builds that description and the kernel's
+:class:`RankStats` over it, :func:`top_items` the same naming each place's
+item; the metric table reads them as it reads any ranking: the same fields
+as the kernel's ranking of those lists given as scores, so the same numbers
+(``tests/test_pyg.py`` compares both to the bit).
 
-What is left to do per update is finding which listed places hold an edge
-(:func:`listed_edges`): a lookup table of the edges, a block of examples at
-a time, instead of sorting anything of the lists' size.
+What is left per update is finding which listed places hold an edge
+(:func:`listed_hits`): a byte table of the edges, a block of examples at a
+time, read at the listed places, instead of sorting anything of the lists'
+size; and, for the metrics of exposure alone, counting the listed items
+(:func:`listed_exposure`).
 """
 
 from __future__ import annotations
