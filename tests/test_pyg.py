@@ -22,7 +22,12 @@ from processes import spawn_and_wait
 
 import ranking_plugins.pyg as R
 from ranking_plugins import ArgumentError, rank_metrics
-from ranking_plugins.pyg.metrics import PYG_DEFAULTS
+from ranking_plugins.kernel import ItemInputs
+from ranking_plugins.options import Options
+from ranking_plugins.pyg import inputs as Inputs
+from ranking_plugins.pyg import ranked as P
+from ranking_plugins.pyg.metrics import PYG_DEFAULTS, evaluate_links
+from ranking_plugins.request import RankingRequest
 
 ACCURACY = ("Precision", "Recall", "F1", "MAP", "NDCG", "MRR", "HitRatio")
 TABLE_NAMES = {
@@ -137,20 +142,103 @@ def test_exposure_metrics_equal_pyg() -> None:
         assert close(mine.compute(), theirs.compute()), type(mine).__name__
 
 
-def test_personalization_in_blocks_equals_one_block(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Blocks of rows over their items' union (bounded memory) change nothing."""
-    ranked, index, _ = problem(9, examples=50, items=40, width=6)
-    whole = R.LinkPredPersonalization(6)
-    whole.update(ranked, index)
-    monkeypatch.setattr("ranking_plugins.pyg.inputs.BLOCK_ELEMENTS", 36)
-    blocks = R.LinkPredPersonalization(6)
-    blocks.update(ranked, index)
-    coverage = R.LinkPredCoverage(6, num_dst_nodes=40)
-    coverage.update(ranked, index)
-    theirs = G.LinkPredCoverage(6, num_dst_nodes=40)
-    theirs.update(ranked, index)
-    assert close(blocks.compute(), whole.compute())
-    assert close(coverage.compute(), theirs.compute())
+def _brute_force_listed_edges(ranked: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    where = {(int(r), int(c)): e for e, (r, c) in enumerate(index.T.tolist())}
+    return torch.tensor(
+        [[where.get((q, int(item)), -1) for item in row] for q, row in enumerate(ranked)],
+        dtype=torch.int64,
+    )
+
+
+@pytest.mark.parametrize("table_bytes", [None, 40, 1 << 20])
+def test_the_edges_at_the_listed_places_by_table_and_by_sorting(
+    monkeypatch: pytest.MonkeyPatch, table_bytes: int | None
+) -> None:
+    """Every way of finding the hits among the listed places: one table, tables of a
+    few examples each, sorting (None); an item listed twice is a hit twice; a hit's
+    weight is its edge's."""
+    ranked, index, _ = problem(13, examples=30, items=20, width=8)
+    ranked[4, 5] = ranked[4, 1]  # listed twice
+    index = torch.cat([index, torch.tensor([[4], [int(ranked[4, 1])]])], dim=1)
+    index = torch.unique(index, dim=1)  # the edge may be there already
+    if table_bytes is None:
+        monkeypatch.setattr(P, "MAX_TABLE_BLOCKS", 0)
+    else:
+        monkeypatch.setattr(P, "TABLE_BYTES", table_bytes)
+        monkeypatch.setattr(P, "MAX_TABLE_BLOCKS", 1000)
+    expected = _brute_force_listed_edges(ranked, index)
+    hits = P.listed_hits(ranked, index[0], index[1], 20)
+    assert torch.equal(hits, expected >= 0)
+    assert int(hits[4].sum()) >= 2
+    weight = torch.rand(index.shape[1], dtype=torch.float64) + 0.5
+    expected_weights = torch.where(expected >= 0, weight[expected.clamp(min=0)], 0.0)
+    assert torch.equal(
+        P.hit_weights(ranked, hits, index[0], index[1], weight, 20), expected_weights
+    )
+
+
+def _listed_scores(ranked: torch.Tensor, num_items: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The lists as a score matrix: strictly decreasing scores where listed, a mask."""
+    scores = torch.zeros(ranked.shape[0], num_items)
+    width = ranked.shape[1]
+    scores.scatter_(1, ranked, torch.arange(width, 0, -1, dtype=torch.float32).expand_as(ranked))
+    mask = torch.zeros(ranked.shape[0], num_items, dtype=torch.bool).scatter_(1, ranked, True)
+    return scores, mask
+
+
+def _same_bits(mine: Any, general: Any) -> None:
+    assert list(mine.results) == list(general.results)
+    for key in general.results:
+        a, b = mine.results[key], general.results[key]
+        torch.testing.assert_close(a.values, b.values, rtol=0, atol=0, equal_nan=True)
+        assert torch.equal(a.counted, b.counted), key
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("width", [3, 10])
+@pytest.mark.parametrize("options", [{}, {"ap_denominator": "relevant", "gain": "exponential"}])
+def test_ranked_lists_read_as_lists_equal_the_ranking_of_their_scores(
+    weighted: bool, width: int, options: dict[str, Any]
+) -> None:
+    """The lists read as they are give the kernel's numbers for the same lists given
+    as scores with a mask (the unlisted ground truth masked out), to the bit."""
+    ranked, index, weight = problem(17, examples=50, items=25, width=width)
+    rows, cols, w = Inputs.positive_edges(index[0], index[1], weight if weighted else None)
+    names = ["precision", "recall", "f1", "map", "ndcg", "mrr", "hit_rate"]
+    request = RankingRequest.create(
+        names, [1, 4, 10, 12], Options.create("t", **{**PYG_DEFAULTS, **options})
+    )
+    mine = evaluate_links(request, ranked, rows, cols, w)
+    scores, mask = _listed_scores(ranked, 25)
+    grades = Inputs.dense_grades(scores, rows, cols, w)
+    _same_bits(mine, request.evaluate(scores, grades, mask=mask))
+
+
+def test_exposure_of_ranked_lists_equals_the_ranking_of_their_scores() -> None:
+    ranked, _, _ = problem(19, examples=50, items=30, width=8)
+    gen = torch.Generator().manual_seed(6)
+    items = ItemInputs.create(
+        item_categories=torch.randint(0, 4, (30,), generator=gen),
+        item_popularity=torch.rand(30, generator=gen) * 10,
+    )
+    for k in (3, 8, 11):
+        request = RankingRequest.create(
+            ["coverage", "diversity", "arp", "personalisation"],
+            k,
+            Options.create("t", **PYG_DEFAULTS),
+            items=items,
+        )
+        mine = request.read(P.top_items(ranked[:, :k], 30, request.options.rule))
+        scores, mask = _listed_scores(ranked[:, :k], 30)
+        general = request.evaluate(scores, torch.zeros_like(scores), mask=mask)
+        _same_bits(mine, general)
+        assert mine.exposure is not None and general.exposure is not None
+        assert torch.equal(mine.exposure.sums, general.exposure.sums)
+        assert torch.equal(mine.exposure.queries, general.exposure.queries)
+        # the exposure alone (coverage, personalization): from the lists' items directly
+        direct = P.listed_exposure(ranked[:, :k], 30)
+        assert torch.equal(direct.sums, general.exposure.sums)
+        assert torch.equal(direct.queries, general.exposure.queries)
 
 
 def test_collection_keys_and_values_equal_pyg() -> None:

@@ -32,34 +32,6 @@ Where it differs from PyG on purpose:
 'LinkPredNDCG@3': tensor(0.4033, dtype=torch.float64)}
 """
 
-from ranking_plugins.pyg.metrics import (
-    PYG_DEFAULTS,
-    LinkPredAveragePopularity,
-    LinkPredCoverage,
-    LinkPredDiversity,
-    LinkPredF1,
-    LinkPredHitRatio,
-    LinkPredMAP,
-    LinkPredMetricCollection,
-    LinkPredMRR,
-    LinkPredNDCG,
-    LinkPredPersonalization,
-    LinkPredPrecision,
-    LinkPredRecall,
-)
-
-__all__ = [
-    "PYG_DEFAULTS",
-    "LinkPredAveragePopularity",
-    "LinkPredCoverage",
-    "LinkPredDiversity",
-    "LinkPredF1",
-    "LinkPredHitRatio",
-    "LinkPredMAP",
-    "LinkPredMRR",
-    "LinkPredMetricCollection",
-    "LinkPredNDCG",
-    "LinkPredPersonalization",
-    "LinkPredPrecision",
-    "LinkPredRecall",
-]
+# the names are metrics.py's, listed there once
+from ranking_plugins.pyg.metrics import *  # noqa: F403
+from ranking_plugins.pyg.metrics import __all__ as __all__

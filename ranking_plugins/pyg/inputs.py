@@ -1,19 +1,10 @@
-"""PyG's link-prediction inputs in the kernel's layouts: glue, no formula.
+"""PyG's link-prediction inputs checked, and score matrices' targets: glue, no formula.
 
 PyG hands a metric ``pred_index_mat``, each example's top items already
 ranked (``(Q, w)`` item ids, best first), and the ground truth as COO edges
-``edge_label_index`` (``(2, E)``: example, item) with optional weights. The
-kernel reads scores, so a ranked list becomes strictly decreasing scores
-(``w``, ``w - 1``, ..., 1: no ties, the list's own order), and:
-
-* for the accuracy metrics, dense rows (:func:`ranked_lists`): each
-  example's listed items, then its relevant items that are not listed, with
-  ``mask=False`` (never ranked, but counted in R and in the ideal DCG, as
-  PyG's label count does): Q·(w + the most unlisted of an example) entries,
-  no catalogue-wide row;
-* for the exposure metrics, blocks of rows over the union of their items
-  (:func:`union_blocks`): column j of a block is catalogue item ``ids[j]``, so
-  the item inputs are those rows of the catalogue's.
+``edge_label_index`` (``(2, E)``: example, item) with optional weights.
+:func:`check_pred_index_mat` and :func:`check_edges` check them; ranked ids
+are then read as the lists they are (:mod:`ranking_plugins.pyg.ranked`).
 
 A floating ``pred_index_mat`` is a score matrix ``(Q, N)`` over the whole
 catalogue instead (:func:`dense_grades` gives its targets): ties are then the
@@ -22,19 +13,10 @@ package's ``ties`` policy's.
 
 from __future__ import annotations
 
-import math
-from collections.abc import Iterator
-from dataclasses import dataclass
-
 import torch
 from torch import Tensor
 
 from ranking_plugins import _validation as validation
-
-#: a block of the exposure path holds at most this many (row, column) entries: the
-#: blocks' entries sum to about Q·w·(rows per block), so smaller blocks do less work
-#: until the per-block overhead dominates
-BLOCK_ELEMENTS = 1 << 18
 
 
 def is_score_matrix(pred_index_mat: Tensor) -> bool:
@@ -69,7 +51,7 @@ def check_pred_index_mat(
             )
         return pred_index_mat
     if validate_args and pred_index_mat.numel() > 0:
-        low, high = int(pred_index_mat.min()), int(pred_index_mat.max())
+        low, high = (int(t) for t in torch.aminmax(pred_index_mat))
         if low < 0 or (num_items is not None and high >= num_items):
             bound = "" if num_items is None else f" and below the {num_items} catalogue items"
             raise validation.ArgumentError(
@@ -127,14 +109,14 @@ def check_edges(
                 f"{tuple(weight.shape)}",
             )
     if validate_args and rows.numel() > 0:
-        low, high = int(rows.min()), int(rows.max())
+        low, high = (int(t) for t in torch.aminmax(rows))
         if low < 0 or high >= num_examples:
             raise validation.ArgumentError(
                 "edge_label_index",
                 f"row 0 must hold examples of the batch, in [0, {num_examples}), "
                 f"got {low} to {high}",
             )
-        low, high = int(cols.min()), int(cols.max())
+        low, high = (int(t) for t in torch.aminmax(cols))
         if low < 0 or (num_items is not None and high >= num_items):
             bound = "" if num_items is None else f" and below the {num_items} catalogue items"
             raise validation.ArgumentError(
@@ -161,69 +143,6 @@ def positive_edges(
     return rows[keep], cols[keep], weight[keep]
 
 
-@dataclass(frozen=True)
-class ListedRows:
-    """One update as dense rows with a mask (``rank_metrics``' ``mask``): the listed
-    items first, then the example's relevant items that are not listed (masked out),
-    then padding (masked, grade 0)."""
-
-    preds: Tensor
-    target: Tensor
-    mask: Tensor
-
-
-def _list_scores(num_examples: int, width: int, device: torch.device) -> Tensor:
-    """(Q, w) strictly decreasing scores: the ranked lists' own order, no ties."""
-    scores = torch.arange(width, 0, -1, dtype=torch.float32, device=device)
-    return scores.expand(num_examples, width)
-
-
-def ranked_lists(ranked: Tensor, rows: Tensor, cols: Tensor, weight: Tensor | None) -> ListedRows:
-    """Each example's listed items (grade: its edge's weight, or 1; 0 without an
-    edge), then its relevant items that are not listed (masked out), so that they
-    count in R and in the ideal DCG as PyG's label count does."""
-    device = ranked.device
-    num_examples, width = ranked.shape
-    ranked = ranked.to(torch.int64)
-    rows, cols = rows.to(device), cols.to(device)
-    grade_dtype = torch.float64 if weight is not None else torch.float32
-    span = max(int(ranked.max()) if ranked.numel() else 0, int(cols.max()) if cols.numel() else 0)
-    span += 1
-    listed_keys = (torch.arange(num_examples, device=device).unsqueeze(1) * span + ranked).view(-1)
-    edge_keys = rows * span + cols
-    edge_grades = (
-        torch.ones(edge_keys.shape, dtype=grade_dtype, device=device)
-        if weight is None
-        else weight.to(device, grade_dtype)
-    )
-    grades = torch.zeros(listed_keys.shape, dtype=grade_dtype, device=device)
-    unlisted = torch.ones(edge_keys.shape, dtype=torch.bool, device=device)
-    if edge_keys.numel() > 0 and listed_keys.numel() > 0:
-        sorted_edges, order = edge_keys.sort()
-        at = torch.searchsorted(sorted_edges, listed_keys).clamp(max=sorted_edges.numel() - 1)
-        found = sorted_edges[at] == listed_keys
-        grades = torch.where(found, edge_grades[order[at]], grades)
-        sorted_listed = listed_keys.sort().values
-        at = torch.searchsorted(sorted_listed, edge_keys).clamp(max=sorted_listed.numel() - 1)
-        unlisted = sorted_listed[at] != edge_keys
-    # the unlisted edges, by example, each at its place after the example's list
-    extra_rows, order = rows[unlisted].sort(stable=True)
-    extra_grades = edge_grades[unlisted][order]
-    counts = torch.bincount(extra_rows, minlength=num_examples)
-    first = torch.cumsum(counts, 0) - counts
-    place = torch.arange(extra_rows.numel(), device=device) - first[extra_rows]
-    extra = int(counts.max()) if num_examples > 0 else 0
-    shape = (num_examples, width + extra)
-    preds = torch.zeros(shape, dtype=torch.float32, device=device)
-    preds[:, :width] = _list_scores(num_examples, width, device)
-    mask = torch.zeros(shape, dtype=torch.bool, device=device)
-    mask[:, :width] = True
-    target = torch.zeros(shape, dtype=grade_dtype, device=device)
-    target[:, :width] = grades.view(num_examples, width)
-    target[extra_rows, width + place] = extra_grades
-    return ListedRows(preds, target, mask)
-
-
 def dense_grades(scores: Tensor, rows: Tensor, cols: Tensor, weight: Tensor | None) -> Tensor:
     """The (Q, N) grades of a score matrix: the edges' weights (or 1), 0 elsewhere."""
     dtype = torch.float64 if weight is not None else torch.float32
@@ -233,41 +152,10 @@ def dense_grades(scores: Tensor, rows: Tensor, cols: Tensor, weight: Tensor | No
     return grades
 
 
-@dataclass(frozen=True)
-class UnionBlock:
-    """Rows of ranked lists over the union of their items: column j is item ``ids[j]``."""
-
-    scores: Tensor  # (q, U): the lists' scores where listed
-    listed: Tensor  # (q, U) bool: the mask, False where a row does not list the item
-    ids: Tensor  # (U,) catalogue ids, ascending (so that index order is the catalogue's)
-
-
-def union_blocks(ranked: Tensor) -> Iterator[UnionBlock]:
-    """``ranked`` (Q, w) item ids in blocks of rows, each over its items' union,
-    each block at most :data:`BLOCK_ELEMENTS` entries (bounded memory)."""
-    num_examples, width = ranked.shape
-    rows_per_block = max(1, math.isqrt(BLOCK_ELEMENTS // max(width, 1)))
-    scores = _list_scores(1, width, ranked.device)
-    for start in range(0, num_examples, rows_per_block):
-        block = ranked[start : start + rows_per_block].to(torch.int64)
-        ids, columns = torch.unique(block, return_inverse=True)
-        shape = (block.shape[0], ids.numel())
-        block_scores = torch.zeros(shape, dtype=torch.float32, device=ranked.device)
-        block_scores.scatter_(1, columns, scores.expand_as(block))
-        listed = torch.zeros(shape, dtype=torch.bool, device=ranked.device)
-        listed.scatter_(1, columns, True)
-        yield UnionBlock(block_scores, listed, ids)
-
-
 __all__ = [
-    "BLOCK_ELEMENTS",
-    "ListedRows",
-    "UnionBlock",
     "check_edges",
     "check_pred_index_mat",
     "dense_grades",
     "is_score_matrix",
     "positive_edges",
-    "ranked_lists",
-    "union_blocks",
 ]

@@ -24,6 +24,7 @@ from ranking_plugins.kernel import Exposure, ItemInputs
 from ranking_plugins.options import Options
 from ranking_plugins.per_query import Evaluation
 from ranking_plugins.pyg import inputs as I
+from ranking_plugins.pyg import ranked as P
 from ranking_plugins.request import RankingRequest
 
 try:
@@ -161,16 +162,23 @@ class _LinkPredMetric(Metric):
 
 
 def evaluate_links(
-    request: RankingRequest, pred: Tensor, rows: Tensor, cols: Tensor, weight: Tensor | None
+    request: RankingRequest,
+    pred: Tensor,
+    rows: Tensor,
+    cols: Tensor,
+    weight: Tensor | None,
+    links: P.Links | None = None,
 ) -> Evaluation | None:
     """The per-example values of ``request``'s accuracy metrics for one update (None: no
-    example). A score matrix is ranked as it is; ranked ids as rows of their lists."""
+    example). A score matrix is ranked as it is; ranked ids are read as the lists they
+    are (:mod:`ranking_plugins.pyg.ranked`; ``links``: theirs, when made already)."""
     if pred.shape[0] == 0:
         return None
     if I.is_score_matrix(pred):
         return request.evaluate(pred, I.dense_grades(pred, rows, cols, weight))
-    lists = I.ranked_lists(pred[:, : max(request.ks or (1,))], rows, cols, weight)
-    return request.evaluate(lists.preds, lists.target, mask=lists.mask)
+    if links is None:
+        links = P.Links(pred, rows, cols, request.depth)
+    return request.read(P.list_stats(links, weight, request.options.rule, request.depth))
 
 
 class LinkPredPrecision(_LinkPredMetric):
@@ -244,13 +252,8 @@ class LinkPredHitRatio(_LinkPredMetric):
 
 
 class _ExposureMetric(_LinkPredMetric):
-    """A metric of which items each top k holds (no relevance): ranked ids are
-    evaluated in blocks of rows over their items' union, whose item inputs are
-    the catalogue's rows of those items."""
-
-    def _items_of(self, ids: Tensor) -> ItemInputs:
-        """The item inputs of the catalogue items ``ids`` (the columns of a block)."""
-        raise NotImplementedError
+    """A metric of which items each top k holds (no relevance): ranked ids are read
+    as the lists they are (:func:`ranking_plugins.pyg.ranked.top_items`)."""
 
     def update(
         self,
@@ -261,24 +264,18 @@ class _ExposureMetric(_LinkPredMetric):
         """One batch of top item ids ``(batch_size, w)`` or a float score matrix
         ``(batch_size, num_items)``; the ground truth is not read."""
         pred = I.check_pred_index_mat(pred_index_mat, self.num_items, self.options.validate_args)
+        if pred.shape[0] == 0:
+            return
         if I.is_score_matrix(pred):
             target = torch.zeros(pred.shape, dtype=torch.float32, device=pred.device)
             self._add(Accumulator.of(self.request.evaluate(pred, target), self.request))
             return
-        for block in I.union_blocks(pred[:, : self.k]):
-            request = self._make_request(self._items_of(block.ids))
-            # no relevance is read: an empty item-id target, not a (q, U) grade scan
-            target = torch.full((block.scores.shape[0], 1), -1, device=pred.device)
-            evaluation = request.evaluate(block.scores, target, mask=block.listed)
-            self._add_block(Accumulator.of(evaluation, request), block.ids)
+        assert self.num_items is not None
+        self._add_lists(pred[:, : self.k], self.num_items)
 
-    def _add_block(self, kept: Accumulator, ids: Tensor) -> None:
-        """A block's sums; a catalogue-level metric's exposure scattered to its items."""
-        if kept.exposure is not None:
-            sums = torch.zeros((*kept.exposure.sums.shape[:2], self.num_items or 0))
-            sums = sums.to(kept.exposure.sums).index_add_(2, ids, kept.exposure.sums)
-            kept = Accumulator(kept.totals, Exposure(sums, kept.exposure.queries), None)
-        self._add(kept)
+    def _add_lists(self, ranked: Tensor, num_items: int) -> None:
+        stats = P.top_items(ranked, num_items, self.options.rule)
+        self._add(Accumulator.of(self.request.read(stats), self.request))
 
 
 class LinkPredCoverage(_ExposureMetric):
@@ -294,8 +291,14 @@ class LinkPredCoverage(_ExposureMetric):
     def _items(self) -> ItemInputs:
         return ItemInputs.create(num_items=self.num_dst_nodes)
 
-    def _items_of(self, ids: Tensor) -> ItemInputs:
-        return ItemInputs.create(num_items=ids.numel())
+    def _add_lists(self, ranked: Tensor, num_items: int) -> None:
+        # a catalogue-level metric alone: the lists' exposure is all it reads
+        exposure = P.listed_exposure(ranked, num_items)
+        # added where it lies in the flat state (Accumulator.flat: the sums, then the
+        # number of queries): no copy of catalogue size to make
+        state = self.exposure[:-1].view(exposure.sums.shape)
+        state += exposure.sums.to(state.device)
+        self.exposure[-1] += exposure.queries.to(state.device)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(k={self.k}, num_dst_nodes={self.num_dst_nodes})"
@@ -313,9 +316,6 @@ class LinkPredDiversity(_ExposureMetric):
     def _items(self) -> ItemInputs:
         return ItemInputs.create(item_categories=self.category_ids)
 
-    def _items_of(self, ids: Tensor) -> ItemInputs:
-        return ItemInputs.create(item_categories=self.category_ids.to(ids.device)[ids])
-
 
 class LinkPredAveragePopularity(_ExposureMetric):
     """The mean ``popularity`` of the top-k items (ARP@k); lower is better."""
@@ -329,9 +329,6 @@ class LinkPredAveragePopularity(_ExposureMetric):
 
     def _items(self) -> ItemInputs:
         return ItemInputs.create(item_popularity=self.popularity)
-
-    def _items_of(self, ids: Tensor) -> ItemInputs:
-        return ItemInputs.create(item_popularity=self.popularity.to(ids.device)[ids])
 
 
 class LinkPredPersonalization(_ExposureMetric):
@@ -374,9 +371,6 @@ class LinkPredPersonalization(_ExposureMetric):
     def num_items(self) -> int | None:
         return None
 
-    def _items_of(self, ids: Tensor) -> ItemInputs:
-        return ItemInputs.create(num_items=ids.numel())
-
     def update(
         self,
         pred_index_mat: Tensor,
@@ -389,18 +383,20 @@ class LinkPredPersonalization(_ExposureMetric):
         if pred.shape[0] == 0:
             return
         self.examples += pred.shape[0]
-        if I.is_score_matrix(pred):
-            request = self._make_request(self._items_of(torch.arange(pred.shape[1])))
-            target = torch.zeros(pred.shape, dtype=torch.float32, device=pred.device)
-            exposure = request.evaluate(pred, target).exposure
-            assert exposure is not None
-            self._keep(exposure, torch.arange(pred.shape[1], device=pred.device))
+        if not I.is_score_matrix(pred):
+            # the catalogue of this update: the items it lists, numbered in id order
+            ids, places = torch.unique(pred[:, : self.k], return_inverse=True)
+            self._keep(P.listed_exposure(places, ids.numel()), ids)
             return
-        super().update(pred)
+        ids = torch.arange(pred.shape[1], device=pred.device)
+        target = torch.zeros(pred.shape, dtype=torch.float32, device=pred.device)
+        evaluation = self._catalogue_request(ids).evaluate(pred, target)
+        assert evaluation.exposure is not None
+        self._keep(evaluation.exposure, ids)
 
-    def _add_block(self, kept: Accumulator, ids: Tensor) -> None:
-        assert kept.exposure is not None
-        self._keep(kept.exposure, ids)
+    def _catalogue_request(self, ids: Tensor) -> RankingRequest:
+        """The request over the catalogue of the items ``ids`` only."""
+        return self._make_request(ItemInputs.create(num_items=ids.numel()))
 
     def _keep(self, exposure: Exposure, ids: Tensor) -> None:
         device = self.examples.device
@@ -494,10 +490,12 @@ class LinkPredMetricCollection(torch.nn.ModuleDict):
         groups: dict[tuple[bool, Options], list[_LinkPredMetric]] = {}
         for metric in accuracy:
             groups.setdefault((metric.weighted, metric.options), []).append(metric)
+        links = None if I.is_score_matrix(pred) else P.Links(pred, rows, cols, self.max_k)
         for (weighted, options), members in groups.items():
             pairs = list(dict.fromkeys((m.metric, m.k) for m in members))
             request = RankingRequest.create(pairs, options=options)
-            evaluation = evaluate_links(request, pred, rows, cols, weight if weighted else None)
+            w = weight if weighted else None
+            evaluation = evaluate_links(request, pred, rows, cols, w, links)
             if evaluation is None:
                 continue
             for metric in members:
