@@ -694,6 +694,11 @@ class RankStats(ListStats):
                     if index >= 0:
                         values = row_keep[at_row][cut.members[at_row] & row_relevant[at_row]]
                         keeps[index, : values.numel()] = values
+            # F is built one member at a time, so its rounding follows the members'
+            # order: the listed places' order, or the row's where a group is cut (the
+            # accelerator's lists always have one). Ascending values give every path
+            # the same bits; the padding of 1 stays last, past each group's count.
+            keeps = keeps.sort(dim=1).values
             places = torch.minimum(size, self.length - starts.to(torch.float64))
             means = subset_product_means(keeps, size, count, int(places.max()))
             before = survive[rows, starts].unsqueeze(1)
