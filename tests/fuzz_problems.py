@@ -768,9 +768,7 @@ def exposure_oracle(
             [math.nan if v is None else v for v in per_query], dtype=torch.float64
         )
         counted = [(w, v) for w, v in zip(weights, per_query, strict=True) if v is not None]
-        total = math.fsum(w for w, _ in counted)
-        average = math.fsum(w * v for w, v in counted) / total if total > 0 else math.nan
-        mean[key] = torch.tensor(average, dtype=torch.float64)
+        mean[key] = torch.tensor(reference.weighted_mean(counted), dtype=torch.float64)
     order = [key for key, _, _ in reference.result_keys(metrics, opts["top_k"])]
     out.none = {key: (out.none | none)[key] for key in order if key in (out.none | none)}
     out.mean = {key: (out.mean | mean)[key] for key in order}

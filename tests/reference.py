@@ -31,6 +31,18 @@ TIES = ("average", "first", "pessimistic", "optimistic")
 EMPTY_ACTIONS = ("neg", "pos", "skip", "error")
 
 
+def weighted_mean(pairs: Sequence[tuple[float, float]]) -> float:
+    """Σw·v / Σw exactly rounded, NaN without weight; values near the float64
+    limit are summed scaled by 2^-64, so that a finite mean of them stays finite."""
+    den = math.fsum(w for w, _ in pairs)
+    if not den > 0:
+        return math.nan
+    try:
+        return math.fsum(w * v for w, v in pairs) / den
+    except OverflowError:  # the exact sum passes the float64 limit on its way
+        return math.fsum(w * v * 2.0**-64 for w, v in pairs) / den * 2.0**64
+
+
 # --------------------------------------------------------------------------- #
 # relevance and gain
 # --------------------------------------------------------------------------- #
@@ -303,7 +315,7 @@ def reference_query(
             assert all(v is None for v in vals), (metric, k, vals)
             out[(metric, k)] = None
         else:
-            out[(metric, k)] = math.fsum(vals) / len(vals)
+            out[(metric, k)] = weighted_mean([(1.0, v) for v in vals])
     return out
 
 
@@ -497,9 +509,8 @@ def reference_rank_metrics(
             result[key] = torch.tensor(values, dtype=torch.float64)
         elif reduction == "mean":
             w = [(float(R) if weighted else 1.0) for R in Rs]
-            num = math.fsum(wi * v for wi, v, c in zip(w, values, counted) if c)
-            den = math.fsum(wi for wi, c in zip(w, counted) if c)
-            result[key] = torch.tensor(num / den if den > 0 else math.nan, dtype=torch.float64)
+            mean = weighted_mean([(wi, v) for wi, v, c in zip(w, values, counted) if c])
+            result[key] = torch.tensor(mean, dtype=torch.float64)
         else:
             raise ValueError(reduction)
     return result
