@@ -251,7 +251,17 @@ class RankCounter:
         self._add_to_plane("tied", tied)
 
     def _count_flags(self, scores: Tensor, ranked: Tensor | None, column: Tensor | None) -> None:
-        """Above, tied (and, under "first", tied before) counts from bool flags, masks applied."""
+        """Above, tied (and, under "first", tied before) counts, masks applied: from
+        fused float flags where every item is ranked (:func:`_fused_counts`), else
+        from bool flags, a listed item at a time."""
+        fused = None if ranked is not None else _fused_counts(scores, self.score, self.ids, column)
+        if fused is not None:
+            above, tied, tied_before = fused
+            self.above += above
+            self.tied += tied
+            if tied_before is not None:
+                self.tied_before += tied_before
+            return
         # row blocks small enough for their comparison flags to stay in cache
         rows = compare_rows(scores.shape[1], scores, _BLOCK_ELEMENTS)
         for low in range(0, scores.shape[0], rows):
@@ -535,3 +545,87 @@ def counted_judged_stats(
         relevance.judged_nonrelevant_count(),
         every_judged=relevance.judged_ids is None,
     )
+
+
+def _fused_counts(
+    scores: Tensor, score: Tensor, ids: Tensor, column: Tensor | None
+) -> tuple[Tensor, Tensor, Tensor | None] | None:
+    """Above, tied and (with ``column``) tied-before counts (Q, T) of a block whose
+    items are all ranked, or None where this path does not apply.
+
+    It applies on the CPU (it reads on the host where a listed item's own block
+    holds ties) to rows whose counts are exact as float sums. One fused
+    comparison per kind for all the listed items replaces three bool
+    comparisons per listed item (:func:`_above_and_tied`); "tied before"
+    follows from the tied counts but in the block that holds the listed item
+    (:func:`_ids_tied_before`).
+    """
+    from ranking_plugins.kernel.host_reads import host_reads_are_free
+
+    if not (counts_fit_in_float(scores.shape[1]) and host_reads_are_free(scores)):
+        return None
+    above, tied = _above_and_tied(scores, score)
+    if column is None or scores.shape[1] == 0:
+        return above, tied, None
+    return above, tied, _ids_tied_before(scores, score, ids, column, tied)
+
+
+def _above_and_tied(scores: Tensor, score: Tensor) -> tuple[Tensor, Tensor]:
+    """(Q, T) int64: the items of each row of ``scores`` (Q, C) above and tied with each
+    of the row's ``score`` (Q, T), every item ranked.
+
+    One comparison per kind for all T scores at once ((rows, T, C) flags, a row
+    block at a time so that they stay in cache), written as float 0/1 and
+    summed: exact for rows shorter than 2^24 (:func:`counts_fit_in_float`),
+    and the flags of ``>`` and ``==`` of the bool comparisons (NaN neither).
+    """
+    num_rows, width = scores.shape
+    targets = score.shape[1]
+    if targets == 0 or num_rows == 0:
+        zero = torch.zeros((num_rows, targets), dtype=torch.int64, device=scores.device)
+        return zero, zero.clone()
+    above = torch.empty((num_rows, targets), dtype=torch.float32, device=scores.device)
+    tied = torch.empty_like(above)
+    rows = compare_rows(width * targets, scores)
+    buffer = torch.empty(
+        (min(rows, num_rows), targets, width), dtype=torch.float32, device=scores.device
+    )
+    for low in range(0, num_rows, rows):
+        block = scores[low : low + rows].unsqueeze(1)  # (rows, 1, C)
+        s = score[low : low + rows].unsqueeze(2)  # (rows, T, 1)
+        flags = buffer[: block.shape[0]]
+        torch.gt(block, s, out=flags)
+        torch.sum(flags, dim=2, out=above[low : low + rows])
+        torch.eq(block, s, out=flags)
+        torch.sum(flags, dim=2, out=tied[low : low + rows])
+    return above.to(torch.int64), tied.to(torch.int64)
+
+
+def _ids_tied_before(
+    scores: Tensor, score: Tensor, ids: Tensor, column: Tensor, tied: Tensor
+) -> Tensor:
+    """(Q, T) int64: the items of the block tied with each listed item and before it.
+
+    ``column`` (C,): the consecutive item indices of the block's columns;
+    ``tied``: the block's items tied with each ``score``. A listed item after the
+    block has every tied item before it, one before the block (or padding)
+    none; in the block that holds it, the tied items are its own column (when
+    it ties with its ``score``) and others, and only where there are others
+    are the columns before it counted (reads on the host: the CPU's path).
+    """
+    width = scores.shape[1]
+    first, last = column[0], column[-1]
+    inside = (ids >= first) & (ids <= last)
+    before = torch.where(ids > last, tied, torch.zeros_like(tied))
+    own = scores.gather(1, (ids - first).clamp(0, width - 1)) == score
+    others = inside & (tied > own.to(torch.int64))
+    pairs = others.nonzero()
+    if pairs.numel() == 0:
+        return before
+    rows = max(1, _BLOCK_ELEMENTS // max(width, 1))
+    for low in range(0, pairs.shape[0], rows):
+        row, t = pairs[low : low + rows].unbind(1)
+        block = scores[row]  # (pairs, C)
+        flags = (block == score[row, t].unsqueeze(1)) & (column < ids[row, t].unsqueeze(1))
+        before[row, t] = count_true(flags)
+    return before
