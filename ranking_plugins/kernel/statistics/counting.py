@@ -586,7 +586,8 @@ def _above_and_tied(scores: Tensor, score: Tensor) -> tuple[Tensor, Tensor]:
         return zero, zero.clone()
     above = torch.empty((num_rows, targets), dtype=torch.float32, device=scores.device)
     tied = torch.empty_like(above)
-    rows = compare_rows(width * targets, scores)
+    # float flags take four bytes where bools take one: half the bool blocks' elements
+    rows = compare_rows(width * targets, scores, _BLOCK_ELEMENTS // 2)
     buffer = torch.empty(
         (min(rows, num_rows), targets, width), dtype=torch.float32, device=scores.device
     )
