@@ -572,34 +572,68 @@ def _fused_counts(
 
 def _above_and_tied(scores: Tensor, score: Tensor) -> tuple[Tensor, Tensor]:
     """(Q, T) int64: the items of each row of ``scores`` (Q, C) above and tied with each
-    of the row's ``score`` (Q, T), every item ranked.
+    of the row's ``score`` (Q, T), every item ranked; NaN neither.
 
-    One comparison per kind for all T scores at once ((rows, T, C) flags, a row
-    block at a time so that they stay in cache), written as float 0/1 and
-    summed: exact for rows shorter than 2^24 (:func:`counts_fit_in_float`),
-    and the flags of ``>`` and ``==`` of the bool comparisons (NaN neither).
+    Floating point scores that are normal numbers (not -inf, 0 or subnormal) are
+    compared once, with ``>``, against each score and the next value below it
+    (:func:`_next_below`): an item is at or above a score exactly when it is
+    above that next value, so the tied ones are the difference of the two
+    counts. Other scores are compared twice, ``>`` and ``==``.
     """
-    num_rows, width = scores.shape
-    targets = score.shape[1]
+    num_rows, targets = score.shape
     if targets == 0 or num_rows == 0:
         zero = torch.zeros((num_rows, targets), dtype=torch.int64, device=scores.device)
         return zero, zero.clone()
-    above = torch.empty((num_rows, targets), dtype=torch.float32, device=scores.device)
-    tied = torch.empty_like(above)
-    # float flags take four bytes where bools take one: half the bool blocks' elements
-    rows = compare_rows(width * targets, scores, _BLOCK_ELEMENTS // 2)
+    score = score.to(torch.promote_types(scores.dtype, score.dtype))
+    below = _next_below(score)
+    if below is None:
+        return _count_compared(scores, score), _count_compared(scores, score, equal=True)
+    counts = _count_compared(scores, torch.cat([score, below], dim=1))
+    above = counts[:, :targets]
+    return above, counts[:, targets:] - above
+
+
+def _next_below(score: Tensor) -> Tensor | None:
+    """The next value below each score, or None where ``x > next`` is not ``x >= score``.
+
+    For normal floating point numbers (and +inf, and NaN, which nothing ties),
+    no value lies between the two, and a CPU that treats subnormal numbers as
+    zero compares both alike; -inf has no value below it, and 0 and the
+    subnormal numbers are left to the two comparisons.
+    """
+    if not score.dtype.is_floating_point:
+        return None
+    below = torch.nextafter(score, torch.full_like(score, -torch.inf))
+    tiny = torch.finfo(score.dtype).tiny
+    normal = (below < score) & (score.abs() >= tiny) & (below.abs() >= tiny)
+    if not bool((normal | score.isnan()).all()):
+        return None
+    return below
+
+
+def _count_compared(scores: Tensor, thresholds: Tensor, equal: bool = False) -> Tensor:
+    """(Q, K) int64: the items of each row of ``scores`` (Q, C) above (``equal``: equal
+    to) each of the row's ``thresholds`` (Q, K).
+
+    One comparison for all K thresholds at once ((rows, K, C) flags, a row block
+    at a time so that they stay in cache; fewer, larger operations also wait
+    less on threads a busy machine has descheduled), written as float 0/1 and
+    summed: exact for rows shorter than 2^24 (:func:`counts_fit_in_float`).
+    """
+    num_rows, width = scores.shape
+    kinds = thresholds.shape[1]
+    op = torch.eq if equal else torch.gt
+    counts = torch.empty((num_rows, kinds), dtype=torch.float32, device=scores.device)
+    rows = compare_rows(width * kinds, scores, _BLOCK_ELEMENTS)
     buffer = torch.empty(
-        (min(rows, num_rows), targets, width), dtype=torch.float32, device=scores.device
+        (min(rows, num_rows), kinds, width), dtype=torch.float32, device=scores.device
     )
     for low in range(0, num_rows, rows):
         block = scores[low : low + rows].unsqueeze(1)  # (rows, 1, C)
-        s = score[low : low + rows].unsqueeze(2)  # (rows, T, 1)
         flags = buffer[: block.shape[0]]
-        torch.gt(block, s, out=flags)
-        torch.sum(flags, dim=2, out=above[low : low + rows])
-        torch.eq(block, s, out=flags)
-        torch.sum(flags, dim=2, out=tied[low : low + rows])
-    return above.to(torch.int64), tied.to(torch.int64)
+        op(block, thresholds[low : low + rows].unsqueeze(2), out=flags)
+        torch.sum(flags, dim=2, out=counts[low : low + rows])
+    return counts.to(torch.int64)
 
 
 def _ids_tied_before(
