@@ -574,8 +574,8 @@ def _above_and_tied(scores: Tensor, score: Tensor) -> tuple[Tensor, Tensor]:
     """(Q, T) int64: the items of each row of ``scores`` (Q, C) above and tied with each
     of the row's ``score`` (Q, T), every item ranked; NaN neither.
 
-    Floating point scores that are normal numbers (not -inf, 0 or subnormal) are
-    compared once, with ``>``, against each score and the next value below it
+    Floating point scores (but -inf, and 0 or subnormal ones where subnormal
+    numbers read as zero) are compared once, with ``>``, against each score and the next value below it
     (:func:`_next_below`): an item is at or above a score exactly when it is
     above that next value, so the tied ones are the difference of the two
     counts. Other scores are compared twice, ``>`` and ``==``.
@@ -596,17 +596,16 @@ def _above_and_tied(scores: Tensor, score: Tensor) -> tuple[Tensor, Tensor]:
 def _next_below(score: Tensor) -> Tensor | None:
     """The next value below each score, or None where ``x > next`` is not ``x >= score``.
 
-    For normal floating point numbers (and +inf, and NaN, which nothing ties),
-    no value lies between the two, and a CPU that treats subnormal numbers as
-    zero compares both alike; -inf has no value below it, and 0 and the
-    subnormal numbers are left to the two comparisons.
+    No value lies between a floating point number and the next one below it;
+    -inf has none below it, and where the CPU reads subnormal numbers as zero
+    (``torch.set_flush_denormal``), the next value below 0 or a subnormal
+    score reads as the score itself: those are not below their score, and are
+    left to the two comparisons. NaN ties with nothing either way.
     """
     if not score.dtype.is_floating_point:
         return None
     below = torch.nextafter(score, torch.full_like(score, -torch.inf))
-    tiny = torch.finfo(score.dtype).tiny
-    normal = (below < score) & (score.abs() >= tiny) & (below.abs() >= tiny)
-    if not bool((normal | score.isnan()).all()):
+    if not bool(((below < score) | score.isnan()).all()):
         return None
     return below
 
