@@ -575,10 +575,11 @@ def _above_and_tied(scores: Tensor, score: Tensor) -> tuple[Tensor, Tensor]:
     of the row's ``score`` (Q, T), every item ranked; NaN neither.
 
     Floating point scores (but -inf, and 0 or subnormal ones where subnormal
-    numbers read as zero) are compared once, with ``>``, against each score and the next value below it
-    (:func:`_next_below`): an item is at or above a score exactly when it is
-    above that next value, so the tied ones are the difference of the two
-    counts. Other scores are compared twice, ``>`` and ``==``.
+    numbers read as zero) are compared once, with ``>``, against each score
+    and the next value below it (:func:`_next_below`): an item is at or above
+    a score exactly when it is above that next value, so the tied ones are the
+    difference of the two counts. Other scores are compared twice, ``>`` and
+    ``==``.
     """
     num_rows, targets = score.shape
     if targets == 0 or num_rows == 0:
