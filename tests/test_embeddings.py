@@ -692,3 +692,27 @@ def test_without_validation_item_index_targets_outside_the_list_are_padding(top_
             rank_metrics(scores, bad_target, NAMES, top_k, judged=judged, **options)
     with pytest.raises(ValueError, match=r"`judged` item indices must lie in \[0, 10\)"):
         rank_metrics(scores, target, NAMES, top_k, judged=bad_judged, **options)
+
+
+def test_listed_scores_from_a_score_function_that_reads_the_items_called_are_counted_again() -> (
+    None
+):
+    """A ``score_fn`` whose scores depend on the items called together gives the listed
+    items other scores in the call on their own rows: counted again against the scores
+    the counting walk's calls gave (one more walk), the chunk calls' matrix's numbers."""
+    users, items, target = _duplicated_rows(5)
+    widths: list[int] = []
+
+    def item_dependent(query: torch.Tensor, chunk: torch.Tensor) -> torch.Tensor:
+        widths.append(chunk.shape[0])
+        return query @ chunk.T + chunk.mean()
+
+    chunk_size = 16
+    scores = EmbeddingScores(users, items, score_fn=item_dependent, chunk_size=chunk_size)
+    got = rank_metrics(scores, target, NAMES, [1, 10], reduction="none")
+    walk = [len(items[i : i + chunk_size]) for i in range(0, items.shape[0], chunk_size)]
+    listed = target[target >= 0].unique().numel()
+    # the listed items' rows, then the counting walk, twice
+    assert widths == [chunk_size] * -(-listed // chunk_size) + walk + walk
+    matrix = _chunk_matrix(item_dependent, users, items, chunk_size)
+    _assert_same_metrics(got, rank_metrics(matrix, target, NAMES, [1, 10], reduction="none"))
