@@ -335,7 +335,7 @@ def _cheapest_listed_scores(scores: EmbeddingScores, listed: list[Tensor]) -> li
     """The score of each listed id (one (Q, T) per list), from whichever calls score
     fewer (query, item) pairs (reads on the host: the CPU's path).
 
-    Calls of every query on the listed items' rows (:func:`called_scores`) score
+    Calls of every query on the listed items' rows (:func:`_called_scores`) score
     Q x (distinct listed ids) pairs; the walk over the chunks that hold a listed
     id (:func:`listed_scores`), on only the queries that list one of the chunk's
     (at least :data:`QUERY_ROWS_AT_LEAST`) when there are many queries, scores
@@ -366,11 +366,11 @@ def _cheapest_listed_scores(scores: EmbeddingScores, listed: list[Tensor]) -> li
     walk_pairs = int((torch.where(per_chunk > 0, walked_rows, 0) * widths).sum())
     called = max(distinct.numel(), min(ITEM_ROWS_AT_LEAST, size, scores.num_items))
     if num_queries * called <= walk_pairs:
-        return called_scores(scores, listed, distinct)
+        return _called_scores(scores, listed, distinct)
     return [listed_scores(scores, each, skip_unlisted=True, query_rows=by_rows) for each in listed]
 
 
-def called_scores(scores: EmbeddingScores, listed: list[Tensor], distinct: Tensor) -> list[Tensor]:
+def _called_scores(scores: EmbeddingScores, listed: list[Tensor], distinct: Tensor) -> list[Tensor]:
     """The score of each listed id (one (Q, T) per list, -1: any value) from calls of
     every query on the rows of the ``distinct`` listed ids (sorted), at most a chunk's
     width at a time.
@@ -400,7 +400,9 @@ def called_scores(scores: EmbeddingScores, listed: list[Tensor], distinct: Tenso
             dtype = torch.promote_types(previous.dtype, value.dtype)
             found[i] = torch.where(inside, value.to(dtype), previous.to(dtype))
         del block  # one call's scores alive at a time
-    return [each for each in found if each is not None]
+    scored = [each for each in found if each is not None]
+    assert len(scored) == len(listed)  # every list met the first call
+    return scored
 
 
 def listed_scores(
