@@ -257,10 +257,10 @@ class RankCounter:
         fused = None if ranked is not None else _fused_counts(scores, self.score, self.ids, column)
         if fused is not None:
             above, tied, tied_before = fused
-            self.above += above
-            self.tied += tied
+            self._add_to_plane("above", above)
+            self._add_to_plane("tied", tied)
             if tied_before is not None:
-                self.tied_before += tied_before
+                self._add_to_plane("tied_before", tied_before)
             return
         # row blocks small enough for their comparison flags to stay in cache
         rows = compare_rows(scores.shape[1], scores, _BLOCK_ELEMENTS)
@@ -560,8 +560,6 @@ def _fused_counts(
     follows from the tied counts but in the block that holds the listed item
     (:func:`_ids_tied_before`).
     """
-    from ranking_plugins.kernel.host_reads import host_reads_are_free
-
     if not (counts_fit_in_float(scores.shape[1]) and host_reads_are_free(scores)):
         return None
     above, tied = _above_and_tied(scores, score)
