@@ -614,15 +614,18 @@ def _count_compared(scores: Tensor, thresholds: Tensor, equal: bool = False) -> 
     to) each of the row's ``thresholds`` (Q, K).
 
     One comparison for all K thresholds at once ((rows, K, C) flags, a row block
-    at a time so that they stay in cache; fewer, larger operations also wait
-    less on threads a busy machine has descheduled), written as float 0/1 and
-    summed: exact for rows shorter than 2^24 (:func:`counts_fit_in_float`).
+    at a time, 32 MiB of flags: within the last level cache, and few operations
+    per block of scores, each of which waits for every thread; on a machine
+    whose cores other processes share, blocks of 8 MiB took 2-5 times longer
+    per call, 32 MiB as long as 16 MiB when the cores were free), written as
+    float 0/1 and summed: exact for rows shorter than 2^24
+    (:func:`counts_fit_in_float`).
     """
     num_rows, width = scores.shape
     kinds = thresholds.shape[1]
     op = torch.eq if equal else torch.gt
     counts = torch.empty((num_rows, kinds), dtype=torch.float32, device=scores.device)
-    rows = compare_rows(width * kinds, scores, _BLOCK_ELEMENTS)
+    rows = compare_rows(width * kinds, scores, 4 * _BLOCK_ELEMENTS)
     buffer = torch.empty(
         (min(rows, num_rows), kinds, width), dtype=torch.float32, device=scores.device
     )
