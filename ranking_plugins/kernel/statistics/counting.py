@@ -616,7 +616,7 @@ def _count_compared(scores: Tensor, thresholds: Tensor, equal: bool = False) -> 
     One comparison for all K thresholds at once ((rows, K, C) flags, a row block
     at a time, 32 MiB of flags: within the last level cache, and few operations
     per block of scores, each of which waits for every thread; on a machine
-    whose cores other processes share, blocks of 8 MiB took 2-5 times longer
+    whose cores other processes share, blocks of 8 MiB took up to 3 times longer
     per call, 32 MiB as long as 16 MiB when the cores were free), written as
     float 0/1 and summed: exact for rows shorter than 2^24
     (:func:`counts_fit_in_float`).
