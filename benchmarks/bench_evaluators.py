@@ -16,6 +16,10 @@ in a fresh subprocess per case; printed per case:
 * whether the two evaluators' values agree (every key, to 1e-9; random
   float32 embeddings, no ties).
 
+A third worker times the floor both evaluators share: the model's
+``similarity`` (cosine) of every query with each ``corpus_chunk_size`` chunk
+of documents, nothing else; each evaluator's time is printed as a multiple of it.
+
     .venv/bin/python benchmarks/bench_evaluators.py           # Q=1000, N=200,000, d=384
     .venv/bin/python benchmarks/bench_evaluators.py --items 1000000
     .venv/bin/python benchmarks/bench_evaluators.py --quick   # a few seconds (CI)
@@ -42,6 +46,12 @@ EVALUATORS = {
     ),
     "ranking_plugins": "ranking_plugins.sentence_transformers.InformationRetrievalEvaluator",
 }
+
+#: the worker of the floor: the scores alone, chunk by chunk
+FLOOR = "product_floor"
+
+#: both evaluators' default corpus_chunk_size
+CHUNK_SIZE = 50000
 
 
 def _status(key: str) -> int:
@@ -112,12 +122,31 @@ def _embeddings(args: argparse.Namespace, repeat: int) -> tuple[torch.Tensor, to
     )
 
 
+class _Floor:
+    """The scores both evaluators compute: one ``similarity`` call per corpus chunk."""
+
+    def __call__(self, model: PrecomputedModel) -> dict[str, float]:
+        table = model.corpus_emb
+        for start in range(0, table.shape[0], CHUNK_SIZE):
+            scores = model.similarity(model.query_emb, table[start : start + CHUNK_SIZE])
+            del scores
+        return {}
+
+
 def worker(args: argparse.Namespace) -> None:
     """One evaluator, ``--repeats`` timed calls after a warm-up, a JSON line out."""
-    module, _, name = EVALUATORS[args.worker].rpartition(".")
-    cls = getattr(__import__(module, fromlist=[name]), name)
-    queries, corpus, relevant = _problem(args)
-    evaluator = cls(queries, corpus, relevant, show_progress_bar=False)
+    evaluator: Any
+    if args.worker == FLOOR:
+        import sentence_transformers.util.similarity  # noqa: F401  # not timed: imported first
+
+        evaluator = _Floor()
+    else:
+        module, _, name = EVALUATORS[args.worker].rpartition(".")
+        cls = getattr(__import__(module, fromlist=[name]), name)
+        queries, corpus, relevant = _problem(args)
+        evaluator = cls(
+            queries, corpus, relevant, show_progress_bar=False, corpus_chunk_size=CHUNK_SIZE
+        )
     times, cpu, values = [], [], {}
     peak = 0
     for repeat in range(args.repeats + 1):
@@ -155,7 +184,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--quick", action="store_true", help="Q=100, N=5,000, d=64, 1 repeat")
-    parser.add_argument("--worker", choices=list(EVALUATORS), help=argparse.SUPPRESS)
+    parser.add_argument("--worker", choices=[*EVALUATORS, FLOOR], help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.quick:
         args.queries, args.items, args.dim, args.repeats = 100, 5000, 64, 1
@@ -183,7 +212,7 @@ def main() -> None:
         **os.environ,
         "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")]),
     }
-    for name in EVALUATORS:
+    for name in [*EVALUATORS, FLOOR]:
         done = subprocess.run(
             [sys.executable, __file__, f"--worker={name}", *flags],
             capture_output=True,
@@ -194,13 +223,17 @@ def main() -> None:
         if done.returncode != 0:
             raise SystemExit(f"{name} failed:\n{done.stderr[-3000:]}")
         results[name] = json.loads(done.stdout.strip().splitlines()[-1])
-    peer, ours = results["sentence_transformers"], results["ranking_plugins"]
-    print("| evaluator | median s per call | CPU s per call | peak extra MB |")
-    print("| --- | ---: | ---: | ---: |")
+    peer, ours, floor = results["sentence_transformers"], results["ranking_plugins"], results[FLOOR]
+    print(
+        "| evaluator | median s per call | CPU s per call | peak extra MB "
+        "| x floor (median) | x floor (CPU) |"
+    )
+    print("| --- | ---: | ---: | ---: | ---: | ---: |")
     for name, result in results.items():
         print(
             f"| {name} | {result['median_s']:.3f} | {result['cpu_s']:.3f} | "
-            f"{result['peak_mb']:,.0f} |"
+            f"{result['peak_mb']:,.0f} | {result['median_s'] / floor['median_s']:.2f} | "
+            f"{result['cpu_s'] / floor['cpu_s']:.2f} |"
         )
     ratio = peer["median_s"] / ours["median_s"]
     same = list(peer["values"]) == list(ours["values"]) and all(

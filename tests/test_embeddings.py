@@ -67,8 +67,11 @@ def test_a_custom_score_function_is_used_chunk_by_chunk() -> None:
     want = rank_metrics(-torch.cdist(users, items), target, ["ndcg", "mrr"], [5, 20])
     for key in want:
         torch.testing.assert_close(got[key], want[key], rtol=0, atol=1e-12)
-    # the catalogue in chunks of 16, twice: the listed items' own scores, then the counts
-    assert chunks == [16, 16, 8, 16, 16, 8]
+    # the listed items' own rows first (every query on at most a chunk's width of them,
+    # a call as wide as a chunk), then the catalogue in chunks of 16, once, for the counts
+    listed = target[target >= 0].unique().numel()
+    assert 16 < listed < items.shape[0]
+    assert chunks == [16] * -(-listed // 16) + [16, 16, 8]
 
 
 def test_relevance_threshold_above_one_leaves_nothing_relevant() -> None:
@@ -487,7 +490,10 @@ def test_chunks_without_a_listed_item_are_scored_once() -> None:
     calls: list[int] = []
 
     def counted(query: torch.Tensor, chunk: torch.Tensor) -> torch.Tensor:
-        # the first item of the chunk: its offset in the item table
+        # a chunk of the table: the offset of its first item; else rows gathered from it
+        if chunk.untyped_storage().data_ptr() != items.untyped_storage().data_ptr():
+            calls.append(-chunk.shape[0])
+            return query @ chunk.T
         offset = chunk.data_ptr() - items.data_ptr()
         calls.append(offset // (items.stride(0) * items.element_size()))
         return query @ chunk.T
@@ -495,9 +501,11 @@ def test_chunks_without_a_listed_item_are_scored_once() -> None:
     target = torch.full_like(target, -1)
     target[0, 0] = 25  # in the third chunk of 10
     scores = EmbeddingScores(users, items, score_fn=counted, chunk_size=10)
-    rank_metrics(scores, target, "mrr", 5)
-    # the first chunk (which sets the scores' dtype) and the third, then the counting walk
-    assert calls == [0, 20, 0, 10, 20, 30]
+    got = rank_metrics(scores, target, "mrr", 5, reduction="none")
+    matrix = _chunk_matrix(lambda q, c: q @ c.T, users, items, 10)
+    _assert_same_metrics(got, rank_metrics(matrix, target, "mrr", 5, reduction="none"))
+    # the listed item's row (with others: a call as wide as a chunk), then the counting walk
+    assert calls == [-10, 0, 10, 20, 30]
 
 
 def _host_reads_of_a_validating_call_on_an_accelerator(
@@ -612,7 +620,8 @@ def test_listed_scores_from_a_score_function_that_reads_the_batch_are_counted_ag
     want = rank_metrics(whole, target, NAMES, [1, 10], reduction="none")
     _assert_same_metrics(got, want)
     q = users.shape[0]
-    # the calls by rows, their walk, then the whole calls' scores and their walk
+    # the calls by rows, their walk, the walk against the scores the whole calls gave
+    # (recorded by the first), then this test's own whole calls
     assert rows_per_call[-3 * len(calls) :] == [q] * (3 * len(calls))
     assert min(rows_per_call) < q
 
@@ -683,3 +692,27 @@ def test_without_validation_item_index_targets_outside_the_list_are_padding(top_
             rank_metrics(scores, bad_target, NAMES, top_k, judged=judged, **options)
     with pytest.raises(ValueError, match=r"`judged` item indices must lie in \[0, 10\)"):
         rank_metrics(scores, target, NAMES, top_k, judged=bad_judged, **options)
+
+
+def test_listed_scores_from_a_score_function_that_reads_the_items_called_are_counted_again() -> (
+    None
+):
+    """A ``score_fn`` whose scores depend on the items called together gives the listed
+    items other scores in the call on their own rows: counted again against the scores
+    the counting walk's calls gave (one more walk), the chunk calls' matrix's numbers."""
+    users, items, target = _duplicated_rows(5)
+    widths: list[int] = []
+
+    def item_dependent(query: torch.Tensor, chunk: torch.Tensor) -> torch.Tensor:
+        widths.append(chunk.shape[0])
+        return query @ chunk.T + chunk.mean()
+
+    chunk_size = 16
+    scores = EmbeddingScores(users, items, score_fn=item_dependent, chunk_size=chunk_size)
+    got = rank_metrics(scores, target, NAMES, [1, 10], reduction="none")
+    walk = [len(items[i : i + chunk_size]) for i in range(0, items.shape[0], chunk_size)]
+    listed = target[target >= 0].unique().numel()
+    # the listed items' rows, then the counting walk, twice
+    assert widths == [chunk_size] * -(-listed // chunk_size) + walk + walk
+    matrix = _chunk_matrix(item_dependent, users, items, chunk_size)
+    _assert_same_metrics(got, rank_metrics(matrix, target, NAMES, [1, 10], reduction="none"))

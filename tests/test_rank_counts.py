@@ -304,3 +304,72 @@ def test_one_id_counted_in_row_blocks_on_the_accelerator_paths_as_in_one(
     assert torch.equal(one.above[listed], (preds > score).sum(dim=1, keepdim=True)[listed])
     tied = (preds == score).sum(dim=1, keepdim=True) - 1
     assert torch.equal(one.tied[listed], tied[listed])
+
+
+def _block_values(kind: int, shape: tuple[int, int], generator: torch.Generator) -> torch.Tensor:
+    """Blocks that tie often: normal floats, zeros and subnormals, infinities and NaN, ints."""
+    small = torch.randint(1, 4, shape, generator=generator)
+    if kind == 0:
+        return small.float() / 3  # normal numbers only: one comparison per listed item
+    if kind == 1:
+        return (small - 2).float()  # zeros: two comparisons
+    if kind == 2:
+        values = small.double()
+        values[torch.rand(shape, generator=generator) < 0.2] = torch.inf
+        values[torch.rand(shape, generator=generator) < 0.1] = -torch.inf
+        values[torch.rand(shape, generator=generator) < 0.1] = torch.nan
+        return values
+    if kind == 3:  # zero and subnormal numbers
+        return (small - 1).float() * (torch.finfo(torch.float32).tiny / 8)
+    return small  # int64
+
+
+@pytest.mark.parametrize("flush_denormal", [False, True])
+@pytest.mark.parametrize("ties", TIES)
+def test_each_block_is_counted_as_the_comparisons_of_its_items_define(
+    ties: str, flush_denormal: bool
+) -> None:
+    """Above, tied and (under "first") tied-before counts of one column block, for
+    listed items before, inside and after it, as their definitions over the block's
+    items count them; the given scores are the block's own, or others (a score that
+    is not the block's, a NaN); with subnormal numbers read as zero too."""
+    if flush_denormal and not torch.set_flush_denormal(False):
+        pytest.skip("this CPU cannot flush subnormal numbers")
+    try:
+        _count_blocks_as_defined(ties, flush_denormal)
+    finally:
+        torch.set_flush_denormal(False)
+
+
+def _count_blocks_as_defined(ties: str, flush_denormal: bool) -> None:
+    generator = torch.Generator().manual_seed(11)
+    for trial in range(150):
+        q = int(torch.randint(1, 12, (), generator=generator))
+        width = int(torch.randint(1, 40, (), generator=generator))
+        t = int(torch.randint(1, 5, (), generator=generator))
+        start = int(torch.randint(0, 30, (), generator=generator))
+        block = _block_values(trial % 5, (q, width), generator)
+        ids = torch.randint(start - 15, start + width + 15, (q, t), generator=generator)
+        ids = torch.where(ids < 0, -1, distinct_ids(ids))
+        inside = (ids >= start) & (ids < start + width)
+        own = block.gather(1, (ids - start).clamp(0, width - 1))
+        given = torch.where(inside, own, block[:, :1])
+        if trial % 3 == 0:  # others than the block's: one more, or NaN
+            other = torch.rand(given.shape, generator=generator) < 0.3
+            given = torch.where(other, given + 1, given)
+        if trial % 7 == 0:
+            given = given.double()
+            given[0, 0] = torch.nan
+        # the values made first, then compared as the CPU reads them (subnormals as zero)
+        torch.set_flush_denormal(flush_denormal)
+        counter = RankCounter(ids, given, start + width + 15, ties)
+        column = torch.arange(start, start + width) if ties == "first" else None
+        counter._count_flags(block, None, column)
+        x, s = block.unsqueeze(1), given.unsqueeze(2)  # (Q, 1, C) against (Q, T, 1)
+        tied = x == s
+        assert torch.equal(counter.above, (x > s).sum(dim=2)), trial
+        assert torch.equal(counter.tied, tied.sum(dim=2)), trial
+        before = tied & (torch.arange(start, start + width) < ids.unsqueeze(2))
+        want_before = before.sum(dim=2) if ties == "first" else torch.zeros_like(ids)
+        assert torch.equal(counter.tied_before, want_before), trial
+        torch.set_flush_denormal(False)

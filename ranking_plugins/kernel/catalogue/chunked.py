@@ -75,11 +75,15 @@ class EmbeddingScores:
     embeddings is not always such a function: BLAS libraries (MKL, cuBLAS) may
     round a pair's score differently in calls of different shapes, even two
     identical item rows within one call, so scores that tie or differ only in
-    the last bit may order differently than in a one-matrix call. A chunk that
-    holds a relevant item is scored twice (the relevant items' scores first,
-    then the counts); a ``score_fn`` whose scores change between the two calls
-    is an error (a ValueError) wherever values may be read on the host (the
-    CPU, or ``validate_args=True``).
+    the last bit may order differently than in a one-matrix call. The relevant
+    items' scores are found first, then every chunk is counted against them:
+    on the CPU by a call of every query on the relevant items' own rows (or on
+    the chunks that hold them), and where that call scored one otherwise than
+    its chunk's call, the chunks are counted again against the chunk calls'
+    scores; on an accelerator by a walk of whole chunk calls. A ``score_fn``
+    whose scores change between two calls over the same items is an error (a
+    ValueError) wherever values may be read on the host (the CPU, or
+    ``validate_args=True``).
     """
 
     query_emb: Tensor
@@ -150,6 +154,12 @@ class EmbeddingScores:
 #: 30-86% of their scores; 33 and more in none), and a difference costs a walk
 QUERY_ROWS_AT_LEAST = 64
 
+#: a call on the listed items' own rows scores at least this many items (or a
+#: chunk's width): a product of fewer than 16 item rows took another path on
+#: one CPU (1 to 8 rows differed from a 50,000-row call's sums in 90% of their
+#: scores; 16 to 256 in none), and a difference costs a walk
+ITEM_ROWS_AT_LEAST = 64
+
 
 def _check_embedding_scores(scores: EmbeddingScores) -> None:
     """What :class:`~ranking_plugins.EmbeddingScores` checks when it is made (no value read)."""
@@ -204,14 +214,17 @@ def embedding_stats(
     (:class:`~ranking_plugins.kernel.statistics.judged.CountedJudgedStats`), in
     the same walk.
 
-    Two walks over the catalogue: the first reads each relevant item's score
-    from its own chunk's call (on the CPU, scoring only the chunks that hold
-    one, and only the queries that list one; on an accelerator, every chunk),
-    the second counts every chunk against those scores and records the scores
-    the whole calls gave them. Where a call on fewer queries gave another
-    score, the two walks are made again with whole calls. So the counts
-    describe one score matrix, the chunk calls' (see :class:`EmbeddingScores`),
-    with no score computed apart.
+    On the CPU, each relevant item's score from the cheaper of a call of every
+    query on the relevant items' own rows, or calls on the chunks that hold
+    one for only the queries that list one (:func:`_cheapest_listed_scores`);
+    then one walk counts every chunk against those scores and records the
+    scores the whole chunk calls gave them. Where a call gave another score
+    than the chunk's (a matrix product that sums otherwise, a ``score_fn``
+    that reads the batch), the walk is made again against the recorded
+    scores. On an accelerator, a walk of whole chunk calls reads the relevant
+    items' scores and a second counts. So the counts describe one score
+    matrix, the chunk calls' (see :class:`EmbeddingScores`), with no score
+    taken from another call.
     """
     num_items = scores.num_items
     if validate_args:
@@ -247,16 +260,18 @@ def embedding_stats(
             if validate_args:
                 _check_same_scores(counters)
             return _stats(counters, ids, relevance, ties)
-        # on the CPU, the listed items' scores from calls on only the queries that list
-        # an item of the chunk (a fraction of a whole walk's work); where a call on fewer
-        # queries scored them differently than the whole chunk's call (a `score_fn` that
-        # reads the batch, a matmul that sums otherwise), counted again against the
-        # whole calls' scores. On a GPU the whole call costs less than picking the rows
-        # (benchmarks/profile_gpu.py)
-        by_rows = scores.num_queries >= 4 * QUERY_ROWS_AT_LEAST
-        counters = _count(scores, listed, ties, validate_args, query_rows=by_rows)
-        if by_rows and bool(_changed(counters).any()):
-            counters = _count(scores, listed, ties, validate_args, query_rows=False)
+        # on the CPU, the listed items' scores from the cheaper of: calls of every query on
+        # the listed items' own rows (a fraction of a walk when they are few), or calls on
+        # only the queries that list an item of each chunk. Where such a call scored one
+        # otherwise than its chunk's call (a `score_fn` that reads the batch, a matmul that
+        # sums otherwise), counted again against the scores the counting walk's own calls
+        # gave (recorded by the counters). On a GPU the whole call costs less than picking
+        # the rows (benchmarks/profile_gpu.py)
+        given = _cheapest_listed_scores(scores, listed)
+        counters = _count(scores, listed, ties, validate_args, given=given)
+        if bool(_changed(counters).any()):
+            recorded = [each.block_score for each in counters]
+            counters = _count(scores, listed, ties, validate_args, given=recorded)
         _check_same_scores(counters)
         return _stats(counters, ids, relevance, ties)
 
@@ -266,25 +281,18 @@ def _count(
     listed: list[Tensor],
     ties: str,
     validate_args: bool,
-    query_rows: bool | None = None,
+    given: list[Tensor] | None = None,
 ) -> list[RankCounter]:
     """One counter per list of ids, every chunk counted against the listed items' scores.
 
-    ``query_rows`` (:func:`listed_scores`): None, every chunk scored whole to find
-    them (no host read); else the chunks that hold none are skipped, and with
-    True only the queries that list an item of the chunk are scored.
+    ``given``: those scores, one (Q, T) per list; None: found by a walk that scores
+    every chunk whole (:func:`listed_scores`, no host read).
     """
+    if given is None:
+        given = [listed_scores(scores, each, skip_unlisted=False) for each in listed]
     counters = [
-        RankCounter(
-            each,
-            listed_scores(
-                scores, each, skip_unlisted=query_rows is not None, query_rows=bool(query_rows)
-            ),
-            scores.num_items,
-            ties,
-            exclude=scores.exclude,
-        )
-        for each in listed
+        RankCounter(each, score, scores.num_items, ties, exclude=scores.exclude)
+        for each, score in zip(listed, given, strict=True)
     ]
     nan_seen: Tensor | None = None  # every chunk's flag, read once after the walk
     for start in scores.chunks():
@@ -321,6 +329,80 @@ def _stats(counters: list[RankCounter], ids: Tensor, relevance: ItemIds, ties: s
     if len(counters) > 1:
         stats.judged_stats = counted_judged_stats(counters[1], ids, relevance, ties, stats)
     return stats
+
+
+def _cheapest_listed_scores(scores: EmbeddingScores, listed: list[Tensor]) -> list[Tensor]:
+    """The score of each listed id (one (Q, T) per list), from whichever calls score
+    fewer (query, item) pairs (reads on the host: the CPU's path).
+
+    Calls of every query on the listed items' rows (:func:`_called_scores`) score
+    Q x (distinct listed ids) pairs; the walk over the chunks that hold a listed
+    id (:func:`listed_scores`), on only the queries that list one of the chunk's
+    (at least :data:`QUERY_ROWS_AT_LEAST`) when there are many queries, scores
+    those rows times the chunk's width. Either may round a score otherwise than
+    the chunk's own call: the caller checks (:meth:`RankCounter.changed_rows`).
+    """
+    flat = torch.cat([each.flatten() for each in listed])
+    flat = flat[flat >= 0]
+    distinct = flat.unique()
+    if distinct.numel() == 0:  # no listed id at all: any values (of the scores' dtype)
+        return [listed_scores(scores, each, skip_unlisted=True) for each in listed]
+    num_queries, size = scores.num_queries, scores.chunk_size
+    by_rows = num_queries >= 4 * QUERY_ROWS_AT_LEAST
+    # the walk's pairs: per chunk holding a listed id, the queries that list one (or all)
+    rows = torch.arange(num_queries, device=flat.device)
+    chunk_count = len(scores.chunks())
+    query_of = torch.cat([rows.unsqueeze(1).expand_as(each)[each >= 0] for each in listed])
+    pairs = (query_of * chunk_count + flat // size).unique()
+    per_chunk = torch.bincount(pairs % chunk_count, minlength=chunk_count)
+    widths = (scores.num_items - torch.arange(chunk_count, device=flat.device) * size).clamp(
+        max=size
+    )
+    walked_rows = (
+        per_chunk.clamp(min=QUERY_ROWS_AT_LEAST, max=num_queries)
+        if by_rows
+        else torch.full_like(per_chunk, num_queries)
+    )
+    walk_pairs = int((torch.where(per_chunk > 0, walked_rows, 0) * widths).sum())
+    called = max(distinct.numel(), min(ITEM_ROWS_AT_LEAST, size, scores.num_items))
+    if num_queries * called <= walk_pairs:
+        return _called_scores(scores, listed, distinct)
+    return [listed_scores(scores, each, skip_unlisted=True, query_rows=by_rows) for each in listed]
+
+
+def _called_scores(scores: EmbeddingScores, listed: list[Tensor], distinct: Tensor) -> list[Tensor]:
+    """The score of each listed id (one (Q, T) per list, -1: any value) from calls of
+    every query on the rows of the ``distinct`` listed ids (sorted), at most a chunk's
+    width at a time.
+
+    A call of every query on a few item rows is a fraction of a walk's work;
+    its scores are those of the chunks' calls where ``score_fn`` scores each pair
+    alone and the matrix product sums each pair's terms in the same order for
+    any number of items, which the caller checks.
+    """
+    at = [torch.searchsorted(distinct, each.clamp(min=0)) for each in listed]
+    found: list[Tensor | None] = [None] * len(listed)
+    for low in range(0, distinct.numel(), scores.chunk_size):
+        piece = distinct[low : low + scores.chunk_size]
+        # a few items called with more (any: each pair is scored alone), so that the
+        # product takes the path of a chunk's call
+        fewer = min(ITEM_ROWS_AT_LEAST, scores.chunk_size, scores.num_items) - piece.numel()
+        rows = piece
+        if fewer > 0:
+            rows = torch.cat([piece, torch.arange(fewer, device=piece.device)])
+        block = scores.score(scores.item_emb[rows])
+        for i, each in enumerate(listed):
+            inside = (each >= 0) & (at[i] >= low) & (at[i] < low + piece.numel())
+            value = block.gather(1, (at[i] - low).clamp(0, piece.numel() - 1))
+            previous = found[i]
+            if previous is None:
+                previous = torch.zeros(each.shape, dtype=value.dtype, device=value.device)
+            dtype = torch.promote_types(previous.dtype, value.dtype)
+            found[i] = torch.where(inside, value.to(dtype), previous.to(dtype))
+        del block  # one call's scores alive at a time
+    scored = [each for each in found if each is not None]
+    assert len(scored) == len(listed)  # every list met the first call
+    return scored
 
 
 def listed_scores(
