@@ -260,13 +260,61 @@ def _read_part(
         for metric in metrics:
             if metric.intents:
                 cutoff(metric.cutoff).intents = found
-    values: dict[str, MetricValue] = {}
     stats.expect([metric.name for metric in metrics if metric.value is not None])
+    values = read_values(metrics, cutoff, options)
+    return values, stats.relevant_count_later() if later else stats.relevant_count
+
+
+#: the stacked ratios' shape, numerator and denominator dtypes and devices
+_GroupKey = tuple[torch.Size, torch.dtype, torch.dtype, torch.device, torch.device]
+
+
+def read_values(
+    metrics: Sequence[Metric], cutoff: Callable[[str], Cutoff], options: Options
+) -> dict[str, MetricValue]:
+    """(value, defined) of every per-query metric by name, at its cutoff.
+
+    The metrics given as ratios (``Metric.ratio``) of one shape and dtypes are divided
+    together: one comparison, division and ``where`` over their stacked parts instead of
+    one each (on an accelerator each is a kernel launch); each quotient is the same
+    division of the same two numbers, so the same bits.
+    """
+    values: dict[str, MetricValue] = {}
+    groups: dict[_GroupKey, list[tuple[str, Tensor, Tensor, Tensor | None]]] = {}
     for metric in metrics:
         if metric.value is None:
             continue
-        values[metric.name] = metric.value(cutoff(metric.cutoff), options)
-    return values, stats.relevant_count_later() if later else stats.relevant_count
+        if metric.ratio is None:
+            values[metric.name] = metric.value(cutoff(metric.cutoff), options)
+            continue
+        numerator, denominator, defined = metric.ratio(cutoff(metric.cutoff), options)
+        shape = torch.broadcast_shapes(numerator.shape, denominator.shape)
+        key = (shape, numerator.dtype, denominator.dtype, numerator.device, denominator.device)
+        groups.setdefault(key, []).append((metric.name, numerator, denominator, defined))
+    for (shape, *_), group in groups.items():
+        if len(group) == 1:
+            name, numerator, denominator, defined = group[0]
+            positive = denominator > 0
+            value = torch.where(positive, numerator / denominator, 0.0)
+            values[name] = (value, positive if defined is None else defined)
+            continue
+        numerators = torch.stack([_expanded(part[1], shape) for part in group])
+        denominators = torch.stack([_expanded(part[2], shape) for part in group])
+        positives = denominators > 0
+        quotients = torch.where(positives, numerators / denominators, 0.0)
+        # ``denominator > 0`` is read only by a metric defined where it holds (ndcg)
+        read = any(part[3] is None for part in group)
+        rows: list[Tensor | None] = list(positives.unbind()) if read else [None] * len(group)
+        for (name, _, _, defined), value, row in zip(group, quotients.unbind(), rows, strict=True):
+            shown = defined if defined is not None else row
+            assert shown is not None
+            values[name] = (value, shown)
+    return values
+
+
+def _expanded(tensor: Tensor, shape: torch.Size) -> Tensor:
+    """``tensor`` broadcast to ``shape`` (no operation where it has that shape)."""
+    return tensor if tensor.shape == shape else tensor.expand(shape)
 
 
 class EmptyQueryError(ValueError):
