@@ -48,18 +48,18 @@ def _ratio(numerator: Tensor, denominator: Tensor) -> Tensor:
 RatioParts = tuple[Tensor, Tensor, Tensor | None]
 
 
-def _ratio_value(
-    parts: Callable[[Cutoff, Options], RatioParts],
-) -> Callable[[Cutoff, Options], MetricValue]:
-    """The value of a metric given as a ratio, read alone."""
+@dataclass(frozen=True)
+class _RatioValue:
+    """The value of a metric given as a ratio, read alone (a class, not a closure: the
+    metrics are pickled with the modules that hold them)."""
 
-    def value(c: Cutoff, options: Options) -> MetricValue:
-        numerator, denominator, defined = parts(c, options)
+    parts: Callable[[Cutoff, Options], RatioParts]
+
+    def __call__(self, c: Cutoff, options: Options) -> MetricValue:
+        numerator, denominator, defined = self.parts(c, options)
         positive = denominator > 0
         value = torch.where(positive, numerator / denominator, 0.0)
         return value, positive if defined is None else defined
-
-    return value
 
 
 def _has_relevant(c: Cutoff) -> Tensor:
@@ -553,16 +553,16 @@ METRICS: dict[str, Metric] = {
         Metric(
             name="precision",
             higher_is_better=True,
-            value=_ratio_value(_precision),
+            value=_RatioValue(_precision),
             ratio=_precision,
         ),
-        Metric(name="recall", higher_is_better=True, value=_ratio_value(_recall), ratio=_recall),
-        Metric(name="f1", higher_is_better=True, value=_ratio_value(_f1), ratio=_f1),
-        Metric(name="map", higher_is_better=True, value=_ratio_value(_map), ratio=_map),
+        Metric(name="recall", higher_is_better=True, value=_RatioValue(_recall), ratio=_recall),
+        Metric(name="f1", higher_is_better=True, value=_RatioValue(_f1), ratio=_f1),
+        Metric(name="map", higher_is_better=True, value=_RatioValue(_map), ratio=_map),
         Metric(
             name="ndcg",
             higher_is_better=True,
-            value=_ratio_value(_ndcg),
+            value=_RatioValue(_ndcg),
             ratio=_ndcg,
             trec_eval_graded=True,
         ),
@@ -576,7 +576,7 @@ METRICS: dict[str, Metric] = {
         Metric(
             name="r_precision",
             higher_is_better=True,
-            value=_ratio_value(_r_precision),
+            value=_RatioValue(_r_precision),
             ratio=_r_precision,
             cutoff="relevant_count",
         ),
