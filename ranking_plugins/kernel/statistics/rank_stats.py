@@ -737,9 +737,11 @@ def _first_hit(g: RankedList, position: Tensor) -> Tensor:
     first_group = (g.relevant_before == 0) & (r > 0)
     if not g.every_ranked:
         first_group &= g.ranked
-    i = position - g.group_start  # 1-based position inside the group
-    left = t - i
-    step = torch.where(first_group & (left > 0), first_hit_step_inside(left, r), 1.0)
+    left = t - (position - g.group_start)  # places after this one in the group
+    # At the group's last place (left = 0) the step is 0 / 0 or x / 0: it only scales
+    # the places after the first group, which the last ``where`` sets to 0, so it
+    # needs no guard. Places outside the first group step by exactly 1.
+    step = torch.where(first_group, first_hit_step_inside(left, r), 1.0)
     # positions before the first group contribute factor 1, so the product restarts there
     p = first_hit_probabilities(first_hit_at_first_place(t, r), step)
     return torch.where(first_group, p, 0.0)
