@@ -260,7 +260,10 @@ def _read_part(
         for metric in metrics:
             if metric.intents:
                 cutoff(metric.cutoff).intents = found
-    stats.expect([metric.name for metric in metrics if metric.value is not None])
+    stats.expect(
+        [metric.name for metric in metrics if metric.value is not None],
+        deepest=max(ks) if ks else None,
+    )
     values = read_values(metrics, cutoff, options)
     return values, stats.relevant_count_later() if later else stats.relevant_count
 

@@ -359,7 +359,7 @@ class RankStats(ListStats):
             over=over,
         )
 
-    def expect(self, metric_names: Collection[str]) -> None:
+    def expect(self, metric_names: Collection[str], deepest: int | None = None) -> None:
         """Make the prefix sums that the metrics will read as one stacked tensor: one
         pad and one cumsum for all, instead of one of each per sum.
 
@@ -368,18 +368,43 @@ class RankStats(ListStats):
         :class:`PlacedSums`). Each value is the one :meth:`_cumulative` sums (the
         factor or divisor applied first, as there) and the sums run along the
         same rows in the same order: the same bits.
+
+        ``deepest``: the largest k read (None: the whole list). ndcg reads the ideal
+        list's sums of this length (``cum_idcg``) when it is read that deep, and they
+        join the stack when the ideal list is as long (graded targets: a binary ideal
+        list takes the discounts' sums).
         """
         if self.list.tied_rows is not None or host_reads_are_free(self.list.ranked):
             return
         names = sorted(
             {SUMS_OF_METRICS[n] for n in metric_names if n in SUMS_OF_METRICS} - set(self.__dict__)
         )
+        ideal: Tensor | None = None
+        if (
+            "ndcg" in metric_names
+            and not self._relevance.binary
+            and (deepest is None or deepest >= self.length)
+            and "cum_idcg" not in self.__dict__
+        ):
+            ideal = self._ideal_gains(self.length)
+            if ideal.shape[1] == self.length:
+                names.append("cum_idcg")
+            else:  # a shorter ideal list: its own sums, as cum_idcg makes them
+                discount = self.discount[: ideal.shape[1]]
+                self.__dict__["cum_idcg"] = self._cumulative(ideal, times=discount)
         if len(names) < 2:
+            if names == ["cum_idcg"]:
+                assert ideal is not None
+                self.__dict__["cum_idcg"] = self._cumulative(ideal, times=self.discount)
             return
 
         def ap_terms() -> Tensor:
             relevance, *fields = self._ap_term_fields()
             return _ap_term_at(relevance, self.position, *fields)
+
+        def ideal_terms() -> Tensor:
+            assert ideal is not None
+            return ideal * self.discount
 
         made = {
             "cum_hits": lambda: self.relevance,
@@ -387,6 +412,7 @@ class RankStats(ListStats):
             "cum_ap": ap_terms,
             "cum_first_hit": lambda: self._first_hit_at,
             "cum_rr": lambda: self._first_hit_at / self.position,
+            "cum_idcg": ideal_terms,
         }
         values = torch.stack([made[name]() for name in names])
         sums = torch.nn.functional.pad(values, (1, 0)).cumsum_(dim=2)
