@@ -130,6 +130,10 @@ class RankStats(ListStats):
         #: the cutoffs last read (every statistic of a Cutoff reads at its one k tensor)
         #: and the places to read them at: int64, and as float64 (:class:`PlacedSums`)
         self._read_at: tuple[Tensor, Tensor, Tensor | None] | None = None
+        #: the prefix sums :meth:`expect` stacked, (S, Q, L + 1), and each one's row
+        self._stacked: tuple[Tensor, tuple[Tensor, ...]] | None = None
+        #: the stacked sums read at a cutoff: that cutoff tensor and each sum's (Q, K)
+        self._stacked_at: tuple[Tensor, tuple[Tensor, ...]] | None = None
 
     @cached_property
     def _relevant_count_int(self) -> Tensor:
@@ -416,8 +420,11 @@ class RankStats(ListStats):
         }
         values = torch.stack([made[name]() for name in names])
         sums = torch.nn.functional.pad(values, (1, 0)).cumsum_(dim=2)
-        for name, summed in zip(names, sums.unbind(0), strict=True):
+        rows = sums.unbind(0)
+        for name, summed in zip(names, rows, strict=True):
             self.__dict__[name] = summed  # what the cached property would have made
+        if len(names) > 3:  # one gather for all (expand, gather, unbind): fewer than one each
+            self._stacked = (sums, rows)
 
     # -- sums over the top k, for a cutoff k (Q, K) ------------------------
 
@@ -439,9 +446,22 @@ class RankStats(ListStats):
 
     def _read(self, cumulative: Tensor, k: Tensor) -> Tensor:
         if cumulative.shape[1] > self.length:  # a sum for every place of the list
+            stacked = self._stacked
+            if stacked is not None:
+                for row, summed in enumerate(stacked[1]):
+                    if summed is cumulative:
+                        return self._read_stacked(stacked[0], k)[row]
             return cumulative.gather(1, self._top(k))
         index = k.clamp(max=cumulative.shape[1] - 1).to(torch.int64)
         return cumulative.gather(1, index)
+
+    def _read_stacked(self, sums: Tensor, k: Tensor) -> tuple[Tensor, ...]:
+        """Every stacked sum (:meth:`expect`) read at ``k``: one gather, made once per cutoff."""
+        if self._stacked_at is None or self._stacked_at[0] is not k:
+            top = self._top(k)
+            read = sums.gather(2, top.expand(sums.shape[0], *top.shape)).unbind(0)
+            self._stacked_at = (k, read)
+        return self._stacked_at[1]
 
     def hits_at(self, k: Tensor) -> Tensor:
         return self._read(self.cum_hits, k)
