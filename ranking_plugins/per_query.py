@@ -219,7 +219,6 @@ def _read_part(
     num_queries = stats.num_ranked.shape[0]
     device = stats.num_ranked.device
     adaptive_k = options.adaptive_k
-    list_end = stats.num_ranked.unsqueeze(1)
 
     def at_k() -> Cutoff:
         # built on the host and copied without waiting on the device
@@ -230,7 +229,8 @@ def _read_part(
     builders: dict[str, Callable[[], Cutoff]] = {
         "k": at_k,
         "relevant_count": lambda: stats.at(stats.relevant_count.unsqueeze(1), adaptive_k),
-        "whole_list": lambda: stats.at(list_end, adaptive_k, whole_list=True),
+        # the list's end made only when read (an operation the calls at k do not need)
+        "whole_list": lambda: stats.at(stats.num_ranked.unsqueeze(1), adaptive_k, whole_list=True),
     }
     # each cutoff built once, when a metric reads it: a Cutoff caches what it computes,
     # so two equal ones (the k of top_k=None is the whole list) would compute it twice
