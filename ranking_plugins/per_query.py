@@ -51,14 +51,28 @@ class ResultTable(Mapping[str, PerQuery]):
     totals take the matrices whole (:func:`result_matrices`)."""
 
     def __init__(
-        self, keys: tuple[str, ...], values: Tensor, counted: Tensor, every_counted: bool = False
+        self,
+        keys: tuple[str, ...],
+        values: Tensor,
+        counted: Tensor | None,
+        every_counted: bool = False,
     ) -> None:
         self.keys_in_order = keys
         self.per_query = values  # (Q, K) float64, NaN where not counted
-        self.counted = counted  # (Q, K) bool
         #: ``counted`` is True everywhere (known without reading it): a mean needs no mask
         self.every_counted = every_counted
+        assert counted is not None or every_counted, "a table counts its queries"
+        self._counted = counted
         self._column = {key: column for column, key in enumerate(keys)}
+
+    @property
+    def counted(self) -> Tensor:
+        """(Q, K) bool; where every query counts, made when first read (a mean does not)."""
+        if self._counted is None:
+            self._counted = torch.ones(
+                self.per_query.shape, dtype=torch.bool, device=self.per_query.device
+            )
+        return self._counted
 
     def __getitem__(self, key: str) -> PerQuery:
         column = self._column[key]
@@ -384,7 +398,7 @@ def _empty_action_table(
         fill_row = torch.tensor(fills, dtype=value.dtype).to(value.device, non_blocking=True)
         value = torch.where(defined, value, fill_row)
     if all(counts):
-        return ResultTable(keys, value, torch.ones_like(defined), every_counted=True)
+        return ResultTable(keys, value, None, every_counted=True)
     if any(counts):
         counting = torch.tensor(counts).to(defined.device, non_blocking=True)
         return ResultTable(keys, value, defined | counting)
