@@ -42,6 +42,26 @@ def _ratio(numerator: Tensor, denominator: Tensor) -> Tensor:
     return torch.where(denominator > 0, numerator / denominator, 0.0)
 
 
+#: (numerator, denominator, defined) of a metric whose value is numerator / denominator,
+#: 0 where the denominator is 0; defined None: where the denominator is positive. The
+#: reader divides the call's ratios of one shape together (per_query.read_values).
+RatioParts = tuple[Tensor, Tensor, Tensor | None]
+
+
+@dataclass(frozen=True)
+class _RatioValue:
+    """The value of a metric given as a ratio, read alone (a class, not a closure: the
+    metrics are pickled with the modules that hold them)."""
+
+    parts: Callable[[Cutoff, Options], RatioParts]
+
+    def __call__(self, c: Cutoff, options: Options) -> MetricValue:
+        numerator, denominator, defined = self.parts(c, options)
+        positive = denominator > 0
+        value = torch.where(positive, numerator / denominator, 0.0)
+        return value, positive if defined is None else defined
+
+
 def _has_relevant(c: Cutoff) -> Tensor:
     return c.has_relevant
 
@@ -62,28 +82,28 @@ def _mrr(c: Cutoff, options: Options) -> MetricValue:
     return c.reciprocal_rank, _has_relevant(c)
 
 
-def _precision(c: Cutoff, options: Options) -> MetricValue:
-    return _ratio(c.hits, c.list_size), _has_relevant(c)
+def _precision(c: Cutoff, options: Options) -> RatioParts:
+    return c.hits, c.list_size, _has_relevant(c)
 
 
-def _recall(c: Cutoff, options: Options) -> MetricValue:
-    return _ratio(c.hits, c.relevant_count), _has_relevant(c)
+def _recall(c: Cutoff, options: Options) -> RatioParts:
+    return c.hits, c.relevant_count, _has_relevant(c)
 
 
-def _f1(c: Cutoff, options: Options) -> MetricValue:
-    return _ratio(2 * c.hits, c.list_size + c.relevant_count), _has_relevant(c)
+def _f1(c: Cutoff, options: Options) -> RatioParts:
+    return 2 * c.hits, c.list_size + c.relevant_count, _has_relevant(c)
 
 
-def _map(c: Cutoff, options: Options) -> MetricValue:
+def _map(c: Cutoff, options: Options) -> RatioParts:
     denominator = c.relevant_count.expand_as(c.k)
     if options.ap_denominator == "min_k_relevant":
         denominator = torch.minimum(denominator, c.k)
-    return _ratio(c.ap_sum, denominator), _has_relevant(c)
+    return c.ap_sum, denominator, _has_relevant(c)
 
 
-def _ndcg(c: Cutoff, options: Options) -> MetricValue:
+def _ndcg(c: Cutoff, options: Options) -> RatioParts:
     # a positive IDCG holds a relevant item's gain: R > 0 follows (and R is not counted)
-    return _ratio(c.dcg, c.idcg), c.idcg > 0
+    return c.dcg, c.idcg, None
 
 
 def _fall_out(c: Cutoff, options: Options) -> MetricValue:
@@ -100,8 +120,8 @@ def _fall_out_empty_lacks(options: Options) -> str:
     return "non-relevant item" if options.fall_out_empty == "no_nonrelevant" else "relevant item"
 
 
-def _r_precision(c: Cutoff, options: Options) -> MetricValue:
-    return _ratio(c.hits, c.relevant_count), _has_relevant(c)
+def _r_precision(c: Cutoff, options: Options) -> RatioParts:
+    return c.hits, c.relevant_count, _has_relevant(c)
 
 
 def _mean_rank(c: Cutoff, options: Options) -> MetricValue:
@@ -471,6 +491,9 @@ class Metric:
     higher_is_better: bool
     #: the per-query value and whether it is defined (None for a catalogue-level metric)
     value: Callable[[Cutoff, Options], MetricValue] | None
+    #: the parts of a value that is a ratio (``value`` divides them): the reader divides
+    #: a call's ratios together
+    ratio: Callable[[Cutoff, Options], RatioParts] | None = None
     #: a catalogue-level metric's value at each k (K,), from the accumulated exposure
     catalogue: Callable[[Exposure, Tensor], Tensor] | None = None
     #: the item inputs it reads (exactly one of them; see ``ItemInputs``)
@@ -527,11 +550,22 @@ METRICS: dict[str, Metric] = {
     for m in (
         Metric(name="hit_rate", higher_is_better=True, value=_hit_rate),
         Metric(name="mrr", higher_is_better=True, value=_mrr),
-        Metric(name="precision", higher_is_better=True, value=_precision),
-        Metric(name="recall", higher_is_better=True, value=_recall),
-        Metric(name="f1", higher_is_better=True, value=_f1),
-        Metric(name="map", higher_is_better=True, value=_map),
-        Metric(name="ndcg", higher_is_better=True, value=_ndcg, trec_eval_graded=True),
+        Metric(
+            name="precision",
+            higher_is_better=True,
+            value=_RatioValue(_precision),
+            ratio=_precision,
+        ),
+        Metric(name="recall", higher_is_better=True, value=_RatioValue(_recall), ratio=_recall),
+        Metric(name="f1", higher_is_better=True, value=_RatioValue(_f1), ratio=_f1),
+        Metric(name="map", higher_is_better=True, value=_RatioValue(_map), ratio=_map),
+        Metric(
+            name="ndcg",
+            higher_is_better=True,
+            value=_RatioValue(_ndcg),
+            ratio=_ndcg,
+            trec_eval_graded=True,
+        ),
         Metric(
             name="fall_out",
             higher_is_better=False,
@@ -542,7 +576,8 @@ METRICS: dict[str, Metric] = {
         Metric(
             name="r_precision",
             higher_is_better=True,
-            value=_r_precision,
+            value=_RatioValue(_r_precision),
+            ratio=_r_precision,
             cutoff="relevant_count",
         ),
         Metric(

@@ -51,14 +51,28 @@ class ResultTable(Mapping[str, PerQuery]):
     totals take the matrices whole (:func:`result_matrices`)."""
 
     def __init__(
-        self, keys: tuple[str, ...], values: Tensor, counted: Tensor, every_counted: bool = False
+        self,
+        keys: tuple[str, ...],
+        values: Tensor,
+        counted: Tensor | None,
+        every_counted: bool = False,
     ) -> None:
         self.keys_in_order = keys
         self.per_query = values  # (Q, K) float64, NaN where not counted
-        self.counted = counted  # (Q, K) bool
         #: ``counted`` is True everywhere (known without reading it): a mean needs no mask
         self.every_counted = every_counted
+        assert counted is not None or every_counted, "a table counts its queries"
+        self._counted = counted
         self._column = {key: column for column, key in enumerate(keys)}
+
+    @property
+    def counted(self) -> Tensor:
+        """(Q, K) bool; where every query counts, made when first read (a mean does not)."""
+        if self._counted is None:
+            self._counted = torch.ones(
+                self.per_query.shape, dtype=torch.bool, device=self.per_query.device
+            )
+        return self._counted
 
     def __getitem__(self, key: str) -> PerQuery:
         column = self._column[key]
@@ -219,7 +233,6 @@ def _read_part(
     num_queries = stats.num_ranked.shape[0]
     device = stats.num_ranked.device
     adaptive_k = options.adaptive_k
-    list_end = stats.num_ranked.unsqueeze(1)
 
     def at_k() -> Cutoff:
         # built on the host and copied without waiting on the device
@@ -230,7 +243,8 @@ def _read_part(
     builders: dict[str, Callable[[], Cutoff]] = {
         "k": at_k,
         "relevant_count": lambda: stats.at(stats.relevant_count.unsqueeze(1), adaptive_k),
-        "whole_list": lambda: stats.at(list_end, adaptive_k, whole_list=True),
+        # the list's end made only when read (an operation the calls at k do not need)
+        "whole_list": lambda: stats.at(stats.num_ranked.unsqueeze(1), adaptive_k, whole_list=True),
     }
     # each cutoff built once, when a metric reads it: a Cutoff caches what it computes,
     # so two equal ones (the k of top_k=None is the whole list) would compute it twice
@@ -260,13 +274,64 @@ def _read_part(
         for metric in metrics:
             if metric.intents:
                 cutoff(metric.cutoff).intents = found
+    stats.expect(
+        [metric.name for metric in metrics if metric.value is not None],
+        deepest=max(ks) if ks else None,
+    )
+    values = read_values(metrics, cutoff, options)
+    return values, stats.relevant_count_later() if later else stats.relevant_count
+
+
+#: the stacked ratios' shape, numerator and denominator dtypes and devices
+_GroupKey = tuple[torch.Size, torch.dtype, torch.dtype, torch.device, torch.device]
+
+
+def read_values(
+    metrics: Sequence[Metric], cutoff: Callable[[str], Cutoff], options: Options
+) -> dict[str, MetricValue]:
+    """(value, defined) of every per-query metric by name, at its cutoff.
+
+    The metrics given as ratios (``Metric.ratio``) of one shape and dtypes are divided
+    together: one comparison, division and ``where`` over their stacked parts instead of
+    one each (on an accelerator each is a kernel launch); each quotient is the same
+    division of the same two numbers, so the same bits.
+    """
     values: dict[str, MetricValue] = {}
-    stats.expect([metric.name for metric in metrics if metric.value is not None])
+    groups: dict[_GroupKey, list[tuple[str, Tensor, Tensor, Tensor | None]]] = {}
     for metric in metrics:
         if metric.value is None:
             continue
-        values[metric.name] = metric.value(cutoff(metric.cutoff), options)
-    return values, stats.relevant_count_later() if later else stats.relevant_count
+        if metric.ratio is None:
+            values[metric.name] = metric.value(cutoff(metric.cutoff), options)
+            continue
+        numerator, denominator, defined = metric.ratio(cutoff(metric.cutoff), options)
+        shape = torch.broadcast_shapes(numerator.shape, denominator.shape)
+        key = (shape, numerator.dtype, denominator.dtype, numerator.device, denominator.device)
+        groups.setdefault(key, []).append((metric.name, numerator, denominator, defined))
+    for (shape, *_), group in groups.items():
+        if len(group) == 1:
+            name, numerator, denominator, defined = group[0]
+            positive = denominator > 0
+            value = torch.where(positive, numerator / denominator, 0.0)
+            values[name] = (value, positive if defined is None else defined)
+            continue
+        numerators = torch.stack([_expanded(part[1], shape) for part in group])
+        denominators = torch.stack([_expanded(part[2], shape) for part in group])
+        positives = denominators > 0
+        quotients = torch.where(positives, numerators / denominators, 0.0)
+        # ``denominator > 0`` is read only by a metric defined where it holds (ndcg)
+        read = any(part[3] is None for part in group)
+        rows: list[Tensor | None] = list(positives.unbind()) if read else [None] * len(group)
+        for (name, _, _, defined), value, row in zip(group, quotients.unbind(), rows, strict=True):
+            shown = defined if defined is not None else row
+            assert shown is not None
+            values[name] = (value, shown)
+    return values
+
+
+def _expanded(tensor: Tensor, shape: torch.Size) -> Tensor:
+    """``tensor`` broadcast to ``shape`` (no operation where it has that shape)."""
+    return tensor if tensor.shape == shape else tensor.expand(shape)
 
 
 class EmptyQueryError(ValueError):
@@ -333,7 +398,7 @@ def _empty_action_table(
         fill_row = torch.tensor(fills, dtype=value.dtype).to(value.device, non_blocking=True)
         value = torch.where(defined, value, fill_row)
     if all(counts):
-        return ResultTable(keys, value, torch.ones_like(defined), every_counted=True)
+        return ResultTable(keys, value, None, every_counted=True)
     if any(counts):
         counting = torch.tensor(counts).to(defined.device, non_blocking=True)
         return ResultTable(keys, value, defined | counting)

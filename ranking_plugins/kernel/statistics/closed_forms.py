@@ -45,8 +45,9 @@ def first_hit_step(group_size: Tensor, group_relevant: Tensor, place: Tensor) ->
 
 
 def first_hit_step_inside(places_left: Tensor, group_relevant: Tensor) -> Tensor:
-    """:func:`first_hit_step` where ``places_left`` = t_c - i is known positive (the
-    clamp of its divisor is then the identity): the same bits, two operations fewer."""
+    """:func:`first_hit_step` where ``places_left`` = t_c - i is positive (the clamp of
+    its divisor is then the identity): the same bits, two operations fewer. At a
+    group's last place (0 left) it is 0 / 0 or x / 0, for a caller that drops it."""
     return (places_left - group_relevant + 1).clamp(min=0) / places_left
 
 

@@ -47,11 +47,11 @@ class ListStats(ABC):
         no metric has read it yet."""
         return self.relevant_count
 
-    def expect(self, metric_names: Collection[str]) -> None:
+    def expect(self, metric_names: Collection[str], deepest: int | None = None) -> None:
         """Told which metrics will be read, before any is: statistics that make their
         sums apart may make those several metrics need together (fewer operations).
         Here nothing is made ahead."""
-        del metric_names
+        del metric_names, deepest
 
     def any_relevant(self) -> Tensor:
         """(Q,) bool: whether each query has a relevant item (R > 0)."""

@@ -130,6 +130,10 @@ class RankStats(ListStats):
         #: the cutoffs last read (every statistic of a Cutoff reads at its one k tensor)
         #: and the places to read them at: int64, and as float64 (:class:`PlacedSums`)
         self._read_at: tuple[Tensor, Tensor, Tensor | None] | None = None
+        #: the prefix sums :meth:`expect` stacked, (S, Q, L + 1), and each one's row
+        self._stacked: tuple[Tensor, tuple[Tensor, ...]] | None = None
+        #: the stacked sums read at a cutoff: that cutoff tensor and each sum's (Q, K)
+        self._stacked_at: tuple[Tensor, tuple[Tensor, ...]] | None = None
 
     @cached_property
     def _relevant_count_int(self) -> Tensor:
@@ -359,7 +363,7 @@ class RankStats(ListStats):
             over=over,
         )
 
-    def expect(self, metric_names: Collection[str]) -> None:
+    def expect(self, metric_names: Collection[str], deepest: int | None = None) -> None:
         """Make the prefix sums that the metrics will read as one stacked tensor: one
         pad and one cumsum for all, instead of one of each per sum.
 
@@ -368,18 +372,43 @@ class RankStats(ListStats):
         :class:`PlacedSums`). Each value is the one :meth:`_cumulative` sums (the
         factor or divisor applied first, as there) and the sums run along the
         same rows in the same order: the same bits.
+
+        ``deepest``: the largest k read (None: the whole list). ndcg reads the ideal
+        list's sums of this length (``cum_idcg``) when it is read that deep, and they
+        join the stack when the ideal list is as long (graded targets: a binary ideal
+        list takes the discounts' sums).
         """
         if self.list.tied_rows is not None or host_reads_are_free(self.list.ranked):
             return
         names = sorted(
             {SUMS_OF_METRICS[n] for n in metric_names if n in SUMS_OF_METRICS} - set(self.__dict__)
         )
+        ideal: Tensor | None = None
+        if (
+            "ndcg" in metric_names
+            and not self._relevance.binary
+            and (deepest is None or deepest >= self.length)
+            and "cum_idcg" not in self.__dict__
+        ):
+            ideal = self._ideal_gains(self.length)
+            if ideal.shape[1] == self.length:
+                names.append("cum_idcg")
+            else:  # a shorter ideal list: its own sums, as cum_idcg makes them
+                discount = self.discount[: ideal.shape[1]]
+                self.__dict__["cum_idcg"] = self._cumulative(ideal, times=discount)
         if len(names) < 2:
+            if names == ["cum_idcg"]:
+                assert ideal is not None
+                self.__dict__["cum_idcg"] = self._cumulative(ideal, times=self.discount)
             return
 
         def ap_terms() -> Tensor:
             relevance, *fields = self._ap_term_fields()
             return _ap_term_at(relevance, self.position, *fields)
+
+        def ideal_terms() -> Tensor:
+            assert ideal is not None
+            return ideal * self.discount
 
         made = {
             "cum_hits": lambda: self.relevance,
@@ -387,11 +416,15 @@ class RankStats(ListStats):
             "cum_ap": ap_terms,
             "cum_first_hit": lambda: self._first_hit_at,
             "cum_rr": lambda: self._first_hit_at / self.position,
+            "cum_idcg": ideal_terms,
         }
         values = torch.stack([made[name]() for name in names])
         sums = torch.nn.functional.pad(values, (1, 0)).cumsum_(dim=2)
-        for name, summed in zip(names, sums.unbind(0), strict=True):
+        rows = sums.unbind(0)
+        for name, summed in zip(names, rows, strict=True):
             self.__dict__[name] = summed  # what the cached property would have made
+        if len(names) > 3:  # one gather for all (expand, gather, unbind): fewer than one each
+            self._stacked = (sums, rows)
 
     # -- sums over the top k, for a cutoff k (Q, K) ------------------------
 
@@ -413,9 +446,22 @@ class RankStats(ListStats):
 
     def _read(self, cumulative: Tensor, k: Tensor) -> Tensor:
         if cumulative.shape[1] > self.length:  # a sum for every place of the list
+            stacked = self._stacked
+            if stacked is not None:
+                for row, summed in enumerate(stacked[1]):
+                    if summed is cumulative:
+                        return self._read_stacked(stacked[0], k)[row]
             return cumulative.gather(1, self._top(k))
         index = k.clamp(max=cumulative.shape[1] - 1).to(torch.int64)
         return cumulative.gather(1, index)
+
+    def _read_stacked(self, sums: Tensor, k: Tensor) -> tuple[Tensor, ...]:
+        """Every stacked sum (:meth:`expect`) read at ``k``: one gather, made once per cutoff."""
+        if self._stacked_at is None or self._stacked_at[0] is not k:
+            top = self._top(k)
+            read = sums.gather(2, top.expand(sums.shape[0], *top.shape)).unbind(0)
+            self._stacked_at = (k, read)
+        return self._stacked_at[1]
 
     def hits_at(self, k: Tensor) -> Tensor:
         return self._read(self.cum_hits, k)
@@ -742,9 +788,11 @@ def _first_hit(g: RankedList, position: Tensor) -> Tensor:
     first_group = (g.relevant_before == 0) & (r > 0)
     if not g.every_ranked:
         first_group &= g.ranked
-    i = position - g.group_start  # 1-based position inside the group
-    left = t - i
-    step = torch.where(first_group & (left > 0), first_hit_step_inside(left, r), 1.0)
+    left = t - (position - g.group_start)  # places after this one in the group
+    # At the group's last place (left = 0) the step is 0 / 0 or x / 0: it only scales
+    # the places after the first group, which the last ``where`` sets to 0, so it
+    # needs no guard. Places outside the first group step by exactly 1.
+    step = torch.where(first_group, first_hit_step_inside(left, r), 1.0)
     # positions before the first group contribute factor 1, so the product restarts there
     p = first_hit_probabilities(first_hit_at_first_place(t, r), step)
     return torch.where(first_group, p, 0.0)
