@@ -154,10 +154,10 @@ def _average_whole_groups(data: RankingInput) -> RankedList:
     """Whole rows as "average" tie groups, in few operations (:func:`_average_top_groups`
     without a cut group: the list is the whole row).
 
-    The order is the stable descending sort :func:`sort_within_ties` takes on
-    the CPU's path (there after the same items' scores), so that the
-    members of each group come in the same order (by column) and their gains sum
-    to the same bits.
+    The order is the CPU's path's: without a mask or a tie key,
+    :func:`sort_within_ties` there sorts the scores alone by the same stable
+    :func:`lexsort_desc`, so the members of each group come in the same order
+    (by column) and their gains sum to the same bits.
     """
     scores = data.scores
     items, values = lexsort_desc([scores])
