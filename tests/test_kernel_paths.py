@@ -18,7 +18,7 @@ from ranking_plugins.batch_cache import last_batch
 from ranking_plugins.kernel import host_reads, ranked_batch
 from ranking_plugins.kernel.ranked_batch import Unranked
 from ranking_plugins.kernel.ranking import selection
-from ranking_plugins.kernel.ranking.tie_groups import sort_within_ties
+from ranking_plugins.kernel.ranking.tie_groups import lexsort_desc, sort_within_ties
 from ranking_plugins.kernel.statistics import rank_stats
 from ranking_plugins.options import Options
 from ranking_plugins.request import RankingRequest
@@ -330,7 +330,13 @@ def _count_sorts(monkeypatch: pytest.MonkeyPatch) -> list[int]:
         sorts.append(1)
         sort_within_ties(*args, **kwargs)  # type: ignore[arg-type]
 
+    def counted_lexsort(keys: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+        sorts.append(1)
+        return lexsort_desc(keys)
+
     monkeypatch.setattr(selection, "sort_within_ties", counted)
+    # "average" without a mask on the accelerator's paths sorts the scores alone
+    monkeypatch.setattr(selection, "lexsort_desc", counted_lexsort)
     return sorts
 
 

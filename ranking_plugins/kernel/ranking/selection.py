@@ -21,6 +21,7 @@ from ranking_plugins.kernel.ranking.tie_groups import (
     RankedList,
     describe_tie_groups,
     in_tie_order,
+    lexsort_desc,
     sort_within_ties,
     tie_key,
 )
@@ -48,6 +49,8 @@ def rank(data: RankingInput, ties: str, depth: int | None, item_order: bool = Fa
     num_queries, num_items = scores.shape
     cut_group = None
     if depth is None or depth >= num_items:
+        if _lean_average_path(data, ties, item_order):
+            return _average_whole_groups(data)
         items = torch.arange(num_items, device=scores.device).expand(num_queries, num_items)
         candidates = _candidates(data, ties, selectable, items, whole_rows=True)
         if not in_tie_order(candidates, by_ranked=mask is not None):
@@ -98,14 +101,10 @@ def _average_top_groups(data: RankingInput, depth: int) -> RankedList:
     of the group cut by the list's end hold its last places matters to no
     statistic, only the group's whole-row totals do.
 
-    In a descending list a position's group starts at the number of listed
-    scores strictly above it: one search of the negated (ascending) scores
-    gives every group's start, which also serves as the group's id. The sizes,
-    relevant counts and gains of the groups are one scatter and one gather of
-    a stacked (C, Q, L) tensor, summed in list order as :func:`_tie_groups`
-    does; the last group's totals are then replaced by its whole row's in
-    every row (the group may run past the list; where it does not, they are
-    the same members' totals, the gains summed in row order).
+    The groups are found and totalled by :func:`_group_starts_and_totals`;
+    the last group's totals are then replaced by its whole row's in every row
+    (the group may run past the list; where it does not, they are the same
+    members' totals, the gains summed in row order).
     The selection is the one the CPU's path takes (depth + 1), so that the
     members of each group come in the same order and their gains sum to the
     same bits.
@@ -121,15 +120,7 @@ def _average_top_groups(data: RankingInput, depth: int) -> RankedList:
     relevant, gain = row_relevant.gather(1, items), row_gain.gather(1, items)
     binary = relevance.binary  # the gain is the relevance itself: one total for both
     relevant_f = gain if binary else relevant.to(torch.float64)
-    ascending = values.neg()
-    start = torch.searchsorted(ascending, ascending)  # (Q, L) listed scores above
-
-    per_position = torch.stack(
-        [torch.ones_like(gain), gain] if binary else [torch.ones_like(gain), relevant_f, gain]
-    )
-    by_group = start.expand_as(per_position)
-    totals = torch.zeros_like(per_position).scatter_add_(2, by_group, per_position)
-    totals = totals.gather(2, by_group)
+    start, totals = _group_starts_and_totals(values, relevant_f, gain, binary)
 
     # the last listed group, over its whole row
     score = values.narrow(1, depth - 1, 1)
@@ -146,28 +137,78 @@ def _average_top_groups(data: RankingInput, depth: int) -> RankedList:
     )
     in_cut = values == score
     totals = torch.where(in_cut, torch.stack(whole).unsqueeze(2), totals)
-    group_size, *group_totals = totals.unbind(0)
-    group_relevant = group_totals[0]
-    group_gain = group_totals[-1]
-
-    relevant_so_far = torch.nn.functional.pad(relevant_f, (1, 0)).cumsum_(dim=1)
-    cut_start = start.select(1, depth - 1)
     cut_group = CutGroup(
         torch.arange(scores.shape[0], device=scores.device),
         score.squeeze(1),
         size,
         whole[1],
         whole[-1],
-        cut_start,
+        start.select(1, depth - 1),
         members,
         every_row=True,
     )
+    return _average_groups_list(start, totals, relevant, relevant_f, items, cut_group)
+
+
+def _average_whole_groups(data: RankingInput) -> RankedList:
+    """Whole rows as "average" tie groups, in few operations (:func:`_average_top_groups`
+    without a cut group: the list is the whole row).
+
+    The order is the CPU's path's: without a mask or a tie key,
+    :func:`sort_within_ties` there sorts the scores alone by the same stable
+    :func:`lexsort_desc`, so the members of each group come in the same order
+    (by column) and their gains sum to the same bits.
+    """
+    scores = data.scores
+    items, values = lexsort_desc([scores])
+    if data.nan_unchecked:
+        validation.check_no_nan_scores(values[:, 0])
+    relevant, gain = data.relevance.at(items)
+    binary = data.relevance.binary  # the gain is the relevance itself: one total for both
+    relevant_f = gain if binary else relevant.to(torch.float64)
+    start, totals = _group_starts_and_totals(values, relevant_f, gain, binary)
+    return _average_groups_list(start, totals, relevant, relevant_f, items, None)
+
+
+def _group_starts_and_totals(
+    values: Tensor, relevant_f: Tensor, gain: Tensor, binary: bool
+) -> tuple[Tensor, Tensor]:
+    """Each position's group start (Q, L) and its group's (size, [relevant,] gain)
+    totals (C, Q, L), for descending ``values``.
+
+    In a descending list a position's group starts at the number of listed
+    scores strictly above it: one search of the negated (ascending) scores
+    gives every group's start, which also serves as the group's id. The totals
+    are one scatter and one gather of a stacked tensor, summed in list order as
+    :func:`_tie_groups` does.
+    """
+    ascending = values.neg()
+    start = torch.searchsorted(ascending, ascending)  # (Q, L) listed scores above
+    per_position = torch.stack(
+        [torch.ones_like(gain), gain] if binary else [torch.ones_like(gain), relevant_f, gain]
+    )
+    by_group = start.expand_as(per_position)
+    totals = torch.zeros_like(per_position).scatter_add_(2, by_group, per_position)
+    return start, totals.gather(2, by_group)
+
+
+def _average_groups_list(
+    start: Tensor,
+    totals: Tensor,
+    relevant: Tensor,
+    relevant_f: Tensor,
+    items: Tensor,
+    cut_group: CutGroup | None,
+) -> RankedList:
+    """The :class:`RankedList` of :func:`_group_starts_and_totals`' groups."""
+    group_size, *group_totals = totals.unbind(0)
+    relevant_so_far = torch.nn.functional.pad(relevant_f, (1, 0)).cumsum_(dim=1)
     return RankedList(
         ranked=torch.ones_like(relevant),
         group_start=start.to(torch.float64),
         group_size=group_size,
-        group_relevant=group_relevant,
-        group_gain=group_gain,
+        group_relevant=group_totals[0],
+        group_gain=group_totals[-1],
         relevant_before=relevant_so_far.gather(1, start),
         items=items,
         shared_ties=True,
