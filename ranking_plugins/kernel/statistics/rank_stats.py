@@ -335,9 +335,9 @@ class RankStats(ListStats):
         """Σ E[rel_j * hits@j] / j: the AP term of SPEC section 3; at t_c = 1, r (ρ + 1) / j."""
         g, position = self.list, self.position
         if g.tied_rows is None:
-            relevance, *fields = self._ap_term_fields()
-            offset = self._offset
-            return self._cumulative(_ap_term_at(relevance, position, *fields, offset=offset))
+            relevance, start, size, relevant, before = self._ap_term_fields()
+            terms = _ap_term_at(relevance, position, start, size, relevant, before, self._offset)
+            return self._cumulative(terms)
         return self._sums(
             g.relevant_before,
             lambda body: body.add_(1).mul_(g.group_relevant).div_(position),
@@ -420,8 +420,9 @@ class RankStats(ListStats):
             return
 
         def ap_terms() -> Tensor:
-            relevance, *fields = self._ap_term_fields()
-            return _ap_term_at(relevance, self.position, *fields, offset=self._offset)
+            relevance, start, size, relevant, before = self._ap_term_fields()
+            position, offset = self.position, self._offset
+            return _ap_term_at(relevance, position, start, size, relevant, before, offset)
 
         def ideal_terms() -> Tensor:
             assert ideal is not None
