@@ -91,7 +91,8 @@ def _f1(c: Cutoff, options: Options) -> RatioParts:
 
 
 def _map(c: Cutoff, options: Options) -> RatioParts:
-    denominator = c.relevant_count.expand_as(c.k)
+    # (Q, 1): the reader broadcasts it, as recall's (the same tensor, expanded once)
+    denominator = c.relevant_count
     if options.ap_denominator == "min_k_relevant":
         denominator = torch.minimum(denominator, c.k)
     return c.ap_sum, denominator, _has_relevant(c)

@@ -807,20 +807,22 @@ def _first_hit(
     """P(the first relevant item is at each place). ``share``: r_c / t_c at the ranked
     places (:func:`_relevance`), ``offset``: position - group start, where made already."""
     r, t = g.group_relevant, g.group_size
-    first_group = (g.relevant_before == 0) & (r > 0)
+    # the places outside the first relevant group, filled in place (``masked_fill_``
+    # takes its value as is: no 0-d tensor to make for it, as ``where`` makes)
+    outside = (g.relevant_before != 0) | (r <= 0)
     if not g.every_ranked:
-        first_group &= g.ranked
+        outside |= ~g.ranked
     if offset is None:
         offset = position - g.group_start
     left = t - offset  # places after this one in the group
     # At the group's last place (left = 0) the step is 0 / 0 or x / 0: it only scales
     # the places after the first group, which the last ``where`` sets to 0, so it
     # needs no guard. Places outside the first group step by exactly 1.
-    step = torch.where(first_group, first_hit_step_inside(left, r), 1.0)
+    step = first_hit_step_inside(left, r).masked_fill_(outside, 1.0)
     # positions before the first group contribute factor 1, so the product restarts there
     first = first_hit_at_first_place(t, r) if share is None else share
     p = first_hit_probabilities(first, step)
-    return torch.where(first_group, p, 0.0)
+    return p.masked_fill_(outside, 0.0)
 
 
 def _ratio0(numerator: Tensor, denominator: Tensor) -> Tensor:
