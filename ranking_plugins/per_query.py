@@ -315,8 +315,10 @@ def read_values(
             value = torch.where(positive, numerator / denominator, 0.0)
             values[name] = (value, positive if defined is None else defined)
             continue
-        numerators = torch.stack([_expanded(part[1], shape) for part in group])
-        denominators = torch.stack([_expanded(part[2], shape) for part in group])
+        # a part that two metrics share (recall's and map's R) is expanded once
+        expanded: dict[int, Tensor] = {}
+        numerators = torch.stack([_expanded(part[1], shape, expanded) for part in group])
+        denominators = torch.stack([_expanded(part[2], shape, expanded) for part in group])
         positives = denominators > 0
         quotients = torch.where(positives, numerators / denominators, 0.0)
         # ``denominator > 0`` is read only by a metric defined where it holds (ndcg)
@@ -329,9 +331,14 @@ def read_values(
     return values
 
 
-def _expanded(tensor: Tensor, shape: torch.Size) -> Tensor:
-    """``tensor`` broadcast to ``shape`` (no operation where it has that shape)."""
-    return tensor if tensor.shape == shape else tensor.expand(shape)
+def _expanded(tensor: Tensor, shape: torch.Size, made: dict[int, Tensor]) -> Tensor:
+    """``tensor`` broadcast to ``shape`` (no operation where it has that shape), once for
+    each tensor (``made``: those expanded already, by ``id``, while the tensors live)."""
+    if tensor.shape == shape:
+        return tensor
+    if id(tensor) not in made:
+        made[id(tensor)] = tensor.expand(shape)
+    return made[id(tensor)]
 
 
 class EmptyQueryError(ValueError):

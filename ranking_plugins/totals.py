@@ -11,12 +11,14 @@ batches and processes cannot change the result beyond float64 rounding.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
+from ranking_plugins.metrics import key_metric
 from ranking_plugins.per_query import Evaluation, ResultTable, result_matrices
 
 #: rows of :attr:`Totals.sums`
@@ -29,6 +31,18 @@ ROWS = 5
 #: Σw·x / Σw itself (a scaled row alone would lose the bits of values below 2^-958)
 VALUE_SCALE = 64
 _DOWN, _UP = 2.0**-VALUE_SCALE, 2.0**VALUE_SCALE
+
+
+def _sum_stays_finite(keys: tuple[str, ...], num_queries: int) -> bool:
+    """Whether ``num_queries`` values of each key's metric, within its bounds, sum to a
+    finite float64: every key's metric bounded both ways (ratios, counts of a top k)."""
+    largest = 0.0
+    for key in keys:
+        metric = key_metric(key)
+        if metric is None or metric.upper_bound is None:
+            return False
+        largest = max(largest, abs(metric.lower_bound), abs(metric.upper_bound))
+    return math.isfinite(largest * max(num_queries, 1))
 
 
 @dataclass(frozen=True)
@@ -84,6 +98,9 @@ class Totals:
             x = torch.where(counted, values, 0.0)
             count = counted.sum(0, dtype=torch.float64)
         wx = x.sum(0)
+        if _sum_stays_finite(keys, x.shape[0]):
+            # the rescue differs from wx / count only where finite values overflow the sum
+            return wx / count
         rescued = (x * _DOWN).sum(0) / count * _UP
         return torch.where(torch.isinf(wx), rescued, wx / count)
 

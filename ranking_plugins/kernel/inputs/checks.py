@@ -102,9 +102,9 @@ def check_grades(
         grades.dtype, rule, list_length
     ):
         return
-    top = (grades.amax() if largest is None else largest().amax()).reshape(1)
+    top = grades.amax() if largest is None else largest().amax()
     # one read for both checks: the gain of a NaN grade is NaN, and only its
-    top_gain = float(rule.gain_of(top))
+    top_gain = _largest_gain(top, rule)
     if math.isnan(top_gain):
         raise ValueError(validation.NAN_GRADES)
     if math.isfinite(top_gain * max(list_length, 1)):
@@ -122,6 +122,16 @@ def check_grades(
             "gains, overflows float64; use smaller grades"
             + (" or gain='linear'" if rule.gain == "exponential" else "")
         )
+
+
+def _largest_gain(top: Tensor, rule: GainRule) -> float:
+    """The gain of the largest grade ``top`` (0-d), read on the host: NaN for a NaN grade."""
+    if rule.gain == "linear":
+        # the linear gain is the grade clamped at 0, which the host takes without the
+        # device's two operations: float() of a grade is its float64 value exactly
+        value = float(top)
+        return value if math.isnan(value) else max(value, 0.0)
+    return float(rule.gain_of(top.reshape(1)))
 
 
 def _gains_bounded(dtype: torch.dtype, rule: GainRule, list_length: int) -> bool:

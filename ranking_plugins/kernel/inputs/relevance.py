@@ -209,6 +209,9 @@ class DenseGrades:
         #: is selected to that depth at most, so :meth:`largest` may select it instead
         self.select_depth = select_depth
         self._top_grades: Tensor | None = None  # that selection's grades (:meth:`largest`)
+        #: the whole rows' (relevant, gain), kept on an accelerator where the ranking made
+        #: them: R and the ideal list then cost one reduction each (:meth:`_whole_rows`)
+        self._whole: tuple[Tensor, Tensor] | None = None
 
     def summary(self) -> GradeSummary | None:
         """Each row's relevant count, largest grade and how many items hold it.
@@ -311,7 +314,12 @@ class DenseGrades:
 
     def rows(self, rows: Tensor | slice) -> tuple[Tensor, Tensor]:
         if isinstance(rows, slice) and rows == slice(None):
-            return self._relevant_and_gain(self.grades, self.judged)  # no view to make
+            if self._whole is not None:
+                return self._whole
+            whole = self._relevant_and_gain(self.grades, self.judged)  # no view to make
+            if not host_reads_are_free(self.grades):
+                self._whole = whole
+            return whole
         judged = None if self.judged is None else self.judged[rows]
         return self._relevant_and_gain(self.grades[rows], judged)
 
@@ -321,6 +329,8 @@ class DenseGrades:
         return DenseGrades(self.grades[rows], self.rule, judged, summary)
 
     def relevant_count(self, within: Tensor | None = None) -> Tensor:
+        if within is None and self._summary is None and self._whole is not None:
+            return count_true(self._whole[0])  # judged positions applied already
         summary = self.summary() if within is None else None
         if summary is not None:
             return summary.relevant
@@ -367,7 +377,10 @@ class DenseGrades:
             # Kept at its deepest: ndcg@k's IDCG, then its largest gain, select once.
             if self._top is None or self._top.shape[1] < length:
                 chosen = self._top_grades
-                if chosen is not None and chosen.shape[1] >= length:
+                if self._whole is not None and self._gain_grows_exactly():
+                    # the top gains are the gains of the top grades, bit for bit
+                    self._top = torch.topk(self._whole[1], length, dim=1).values
+                elif chosen is not None and chosen.shape[1] >= length:
                     self._top = self._relevant_and_gain(chosen)[1]  # selected by largest()
                 else:
                     self._top = self._top_gains(self.grades, length)
@@ -388,6 +401,11 @@ class DenseGrades:
             if rows.numel() <= one_grade.numel() // 4:
                 return gains
         return torch.where(one_grade.unsqueeze(1), gains, self._top_gains(self.grades, length))
+
+    def _gain_grows_exactly(self) -> bool:
+        """Whether the gain of a grade never falls as the grade grows, as computed: the
+        linear gain (a clamp), integer grades' 2^g - 1 (exact); not ``expm1`` below 1."""
+        return self.rule.gain == "linear" or not self.grades.is_floating_point()
 
     def _top_gains(self, grades: Tensor, length: int) -> Tensor:
         # gains grow with grades, so the top grades give the top gains

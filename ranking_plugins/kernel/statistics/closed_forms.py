@@ -25,8 +25,8 @@ def ap_slope(group_size: Tensor, group_relevant: Tensor) -> Tensor:
     the AP term of a place is that over its position (SPEC section 3).
     """
     t, r = group_size, group_relevant
-    # where t > 1 the divisor is at least 1; the other quotients are dropped
-    return torch.where(t > 1, (r - 1) / (t - 1), 0.0)
+    # where t > 1 the divisor is at least 1; the other quotients are replaced in place
+    return ((r - 1) / (t - 1)).masked_fill_(t <= 1, 0.0)
 
 
 def first_hit_at_first_place(group_size: Tensor, group_relevant: Tensor) -> Tensor:

@@ -47,10 +47,17 @@ def _ap_term_at(
     size: Tensor,
     group_relevant: Tensor,
     relevant_before: Tensor,
+    offset: Tensor | None = None,
 ) -> Tensor:
-    """E[rel_j * hits@j] / j at each place: the closed form of SPEC section 3."""
+    """E[rel_j * hits@j] / j at each place: the closed form of SPEC section 3.
+
+    ``offset``: ``position - start`` where the caller made it already (the first hits
+    read it too); the same subtraction, so the same bits.
+    """
     slope = ap_slope(size, group_relevant)
-    expected_hits = relevant_before + 1 + (position - start - 1) * slope
+    if offset is None:
+        offset = position - start
+    expected_hits = relevant_before + 1 + (offset - 1) * slope
     return relevance * expected_hits / position
 
 
@@ -328,8 +335,9 @@ class RankStats(ListStats):
         """Σ E[rel_j * hits@j] / j: the AP term of SPEC section 3; at t_c = 1, r (ρ + 1) / j."""
         g, position = self.list, self.position
         if g.tied_rows is None:
-            relevance, *fields = self._ap_term_fields()
-            return self._cumulative(_ap_term_at(relevance, position, *fields))
+            relevance, start, size, relevant, before = self._ap_term_fields()
+            terms = _ap_term_at(relevance, position, start, size, relevant, before, self._offset)
+            return self._cumulative(terms)
         return self._sums(
             g.relevant_before,
             lambda body: body.add_(1).mul_(g.group_relevant).div_(position),
@@ -349,8 +357,17 @@ class RankStats(ListStats):
     @cached_property
     def _first_hit_at(self) -> Tensor:
         """(Q, L) P(the first relevant item is at each place), by the general forms:
-        made once for both the reciprocal rank and the hit rate."""
-        return _first_hit(self.list, self.position)
+        made once for both the reciprocal rank and the hit rate. Its first places' share
+        r_c / t_c is :attr:`relevance` (the two are one division; where an unranked
+        place's relevance is 0, its probability is dropped by ``_first_hit``'s last
+        ``where``), its places in the group :attr:`_offset`, shared with AP."""
+        return _first_hit(self.list, self.position, self.relevance, self._offset)
+
+    @cached_property
+    def _offset(self) -> Tensor:
+        """(Q, L) position - group start, as the general forms of AP and the first hit
+        read it (made once for both)."""
+        return self.position - self.list.group_start
 
     def _first_hit_sums(self, over: Tensor | None = None) -> Tensor:
         g, position = self.list, self.position
@@ -403,8 +420,9 @@ class RankStats(ListStats):
             return
 
         def ap_terms() -> Tensor:
-            relevance, *fields = self._ap_term_fields()
-            return _ap_term_at(relevance, self.position, *fields)
+            relevance, start, size, relevant, before = self._ap_term_fields()
+            position, offset = self.position, self._offset
+            return _ap_term_at(relevance, position, start, size, relevant, before, offset)
 
         def ideal_terms() -> Tensor:
             assert ideal is not None
@@ -783,19 +801,28 @@ def _ap_term(g: RankedList, position: Tensor) -> Tensor:
     return _ap_term_at(_relevance(g), position, *fields)
 
 
-def _first_hit(g: RankedList, position: Tensor) -> Tensor:
+def _first_hit(
+    g: RankedList, position: Tensor, share: Tensor | None = None, offset: Tensor | None = None
+) -> Tensor:
+    """P(the first relevant item is at each place). ``share``: r_c / t_c at the ranked
+    places (:func:`_relevance`), ``offset``: position - group start, where made already."""
     r, t = g.group_relevant, g.group_size
-    first_group = (g.relevant_before == 0) & (r > 0)
+    # the places outside the first relevant group, filled in place (``masked_fill_``
+    # takes its value as is: no 0-d tensor to make for it, as ``where`` makes)
+    outside = (g.relevant_before != 0) | (r <= 0)
     if not g.every_ranked:
-        first_group &= g.ranked
-    left = t - (position - g.group_start)  # places after this one in the group
+        outside |= ~g.ranked
+    if offset is None:
+        offset = position - g.group_start
+    left = t - offset  # places after this one in the group
     # At the group's last place (left = 0) the step is 0 / 0 or x / 0: it only scales
     # the places after the first group, which the last ``where`` sets to 0, so it
     # needs no guard. Places outside the first group step by exactly 1.
-    step = torch.where(first_group, first_hit_step_inside(left, r), 1.0)
+    step = first_hit_step_inside(left, r).masked_fill_(outside, 1.0)
     # positions before the first group contribute factor 1, so the product restarts there
-    p = first_hit_probabilities(first_hit_at_first_place(t, r), step)
-    return torch.where(first_group, p, 0.0)
+    first = first_hit_at_first_place(t, r) if share is None else share
+    p = first_hit_probabilities(first, step)
+    return p.masked_fill_(outside, 0.0)
 
 
 def _ratio0(numerator: Tensor, denominator: Tensor) -> Tensor:
