@@ -163,7 +163,7 @@ def edge_grade_rows(num_examples: int, rows: Tensor, grades: Tensor, fill: float
     return out
 
 
-def _places(
+def _untied_list(
     listed: Tensor,
     relevant: Tensor,
     gain: Tensor,
@@ -202,7 +202,7 @@ def _places(
     )
 
 
-def _listed(num_examples: int, width: int, length: int, device: torch.device) -> Tensor:
+def _listed_places(num_examples: int, width: int, length: int, device: torch.device) -> Tensor:
     listed = torch.zeros(length, dtype=torch.bool, device=device)
     listed[:width] = True
     return listed.expand(num_examples, length)
@@ -255,11 +255,11 @@ def list_stats(
 
     relevance = ListedGrades(grades, rule, relevant_count, edge_rows)
     relevant, gain = relevance.rows(slice(None))
-    listed = _listed(num_examples, width, length, device)
+    listed = _listed_places(num_examples, width, length, device)
     relevant_f = relevant.to(torch.float64)
     gain = relevant_f if relevance.binary else gain
     items = torch.arange(length, device=device).expand(num_examples, length)
-    places = _places(listed, relevant_f, gain, items, width)
+    places = _untied_list(listed, relevant_f, gain, items, width)
     num_ranked = torch.full((num_examples,), width, dtype=torch.int64, device=device)
     stats = RankStats(
         places,
@@ -279,8 +279,8 @@ def top_items(ranked: Tensor, num_items: int, rule: GainRule) -> RankedBatch:
     device = ranked.device
     # nothing is relevant: no relevant item before any place either
     nothing = torch.zeros((num_examples, width), dtype=torch.float64, device=device)
-    listed = _listed(num_examples, width, width, device)
-    places = _places(listed, nothing, nothing, ranked.to(torch.int64), width, nothing)
+    listed = _listed_places(num_examples, width, width, device)
+    places = _untied_list(listed, nothing, nothing, ranked.to(torch.int64), width, nothing)
     relevance = ItemIds(torch.full((num_examples, 1), -1, device=device), num_items, rule)
     num_ranked = torch.full((num_examples,), width, dtype=torch.int64, device=device)
     stats = RankStats(places, relevance.relevant_count, None, relevance, num_ranked, num_items)
