@@ -45,6 +45,12 @@ def _sum_stays_finite(keys: tuple[str, ...], num_queries: int) -> bool:
     return math.isfinite(largest * max(num_queries, 1))
 
 
+def _mean(wx: Tensor, scaled_wx: Tensor, weight: Tensor | float) -> Tensor:
+    """Σw·x / Σw, read from Σw·x·2^-64 where the sum Σw·x overflowed (finite values
+    near the float64 limit)."""
+    return torch.where(torch.isinf(wx), scaled_wx / weight * _UP, wx / weight)
+
+
 @dataclass(frozen=True)
 class Totals:
     """Σw, Σw·x, Σw·x², Σw², Σw·x·2^-64 per result key, as one (5, K) float64 tensor."""
@@ -101,8 +107,7 @@ class Totals:
         if _sum_stays_finite(keys, x.shape[0]):
             # the rescue differs from wx / count only where finite values overflow the sum
             return wx / count
-        rescued = (x * _DOWN).sum(0) / count * _UP
-        return torch.where(torch.isinf(wx), rescued, wx / count)
+        return _mean(wx, (x * _DOWN).sum(0), count)
 
     def merge(self, other: Totals) -> Totals:
         if other.keys != self.keys:
@@ -116,9 +121,7 @@ class Totals:
 
     def mean(self) -> Tensor:
         """The (weighted) mean per key; NaN where no query counted."""
-        w, wx = self.sums[WEIGHT], self.sums[WEIGHTED_VALUE]
-        rescued = self.sums[SCALED_VALUE] / w * _UP
-        return torch.where(torch.isinf(wx), rescued, wx / w)
+        return _mean(self.sums[WEIGHTED_VALUE], self.sums[SCALED_VALUE], self.sums[WEIGHT])
 
     def standard_error(self) -> Tensor:
         """Standard error of the mean per key: sample standard deviation / √n.

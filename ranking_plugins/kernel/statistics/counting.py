@@ -586,8 +586,9 @@ def _above_and_tied(scores: Tensor, score: Tensor) -> tuple[Tensor, Tensor]:
     score = score.to(torch.promote_types(scores.dtype, score.dtype))
     below = _next_below(score)
     if below is None:
-        return _count_compared(scores, score), _count_compared(scores, score, equal=True)
-    counts = _count_compared(scores, torch.cat([score, below], dim=1))
+        above = _count_against_thresholds(scores, score)
+        return above, _count_against_thresholds(scores, score, equal=True)
+    counts = _count_against_thresholds(scores, torch.cat([score, below], dim=1))
     above = counts[:, :targets]
     return above, counts[:, targets:] - above
 
@@ -609,7 +610,7 @@ def _next_below(score: Tensor) -> Tensor | None:
     return below
 
 
-def _count_compared(scores: Tensor, thresholds: Tensor, equal: bool = False) -> Tensor:
+def _count_against_thresholds(scores: Tensor, thresholds: Tensor, equal: bool = False) -> Tensor:
     """(Q, K) int64: the items of each row of ``scores`` (Q, C) above (``equal``: equal
     to) each of the row's ``thresholds`` (Q, K).
 
