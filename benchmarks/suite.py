@@ -40,6 +40,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import gc
+import itertools
 import json
 import os
 import platform
@@ -228,6 +229,8 @@ class Turns:
 
 #: the column of rows timed with ``validate_args=False``; rows without it run the defaults
 UNCHECKED = ", validate_args=False"
+#: the rows of workload 4 given float grades, as Ignite and TorchMetrics users pass them
+FLOAT_GRADES = ", float grades"
 
 
 #: rows of workload 3 whose batches are ranked at ``update`` (each holds whole queries)
@@ -669,6 +672,7 @@ def workload_4(args: argparse.Namespace) -> Workload:
     graded = torch.rand(q, n, generator=gen).topk(s["graded"], dim=1).indices
     levels = torch.randint(1, 5, graded.shape, generator=gen)
     grades = torch.zeros(q, n, dtype=torch.long).scatter_(1, graded, levels)
+    float_grades = grades.float()
     tq = min(args.tm_queries, q)
     small = (preds[:tq].contiguous(), grades[:tq].contiguous())
     turn = Turns(preds, gen)
@@ -692,11 +696,19 @@ def workload_4(args: argparse.Namespace) -> Workload:
         def hand(gain: str = gain) -> Fn:
             return lambda: handwritten_graded(preds, grades, 10, gain)
 
+        def ours_float(gain: str = gain) -> Fn:
+            return lambda: rank_metrics(turn(), float_grades, "ndcg", 10, gain=gain)
+
+        def hand_float(gain: str = gain) -> Fn:
+            return lambda: handwritten_graded(preds, float_grades, 10, gain)
+
         entries += [
             Entry(f"rank_metrics, {gain} gain", "ours", ours),
             Entry(f"rank_metrics, {gain} gain" + UNCHECKED, "ours", ours_unchecked),
             Entry(f"ignite rec_sys NDCG, {ignite_gain}", "peer", ignite_ndcg),
             Entry(f"hand-written topk + gather, {gain}", "peer", hand),
+            Entry(f"rank_metrics, {gain} gain" + FLOAT_GRADES, "ours", ours_float),
+            Entry(f"hand-written topk + gather, {gain}" + FLOAT_GRADES, "peer", hand_float),
         ]
 
     def ours_small() -> Fn:
@@ -1079,7 +1091,7 @@ def fmt_ms(ms: float) -> str:
 def speedups(workload: Workload, rows: list[Row]) -> list[tuple[Row, Row, float]]:
     """(ours, peer, peer's x floor / ours' x floor) for every pair at the same size.
 
-    In workload 4 only rows of the same gain are paired.
+    In workload 4 only rows of the same gain and grades' dtype are paired.
     """
     out = []
     for ours in (r for r in rows if r.entry.kind == "ours" and UNCHECKED not in r.entry.name):
@@ -1095,8 +1107,8 @@ def speedups(workload: Workload, rows: list[Row]) -> list[tuple[Row, Row, float]
 
 
 def _same_gain(a: str, b: str) -> bool:
-    def gain(name: str) -> str:
-        return "exp" if "exp" in name else "linear"
+    def gain(name: str) -> tuple[str, bool]:
+        return ("exp" if "exp" in name else "linear"), FLOAT_GRADES in name
 
     return gain(a) == gain(b)
 
@@ -1261,14 +1273,16 @@ def targets(results: dict[int, tuple[Workload, list[Row]]]) -> list[Target]:
             out.append(Target(text, whole.ratio / default.ratio, 1.05, True))
     if 4 in results:
         workload, rows = results[4]
-        for gain in ("exponential", "linear"):
-            # issue 27: NDCG@10 <= 1.8x topk(10), and faster than the hand-written code
-            row = find(rows, f"rank_metrics, {gain} gain")
-            hand = find(rows, f"hand-written topk + gather, {gain}")
+        for gain, grades in itertools.product(("exponential", "linear"), ("", FLOAT_GRADES)):
+            # issue 27: NDCG@10 <= 1.8x topk(10), and faster than the hand-written code;
+            # issue 36: with float grades too
+            row = find(rows, f"rank_metrics, {gain} gain{grades}")
+            hand = find(rows, f"hand-written topk + gather, {gain}{grades}")
             if row:
-                out.append(Target(f"W4 rank_metrics, {gain} gain / floor", row.ratio, 1.8, True))
+                text = f"W4 rank_metrics, {gain} gain{grades} / floor"
+                out.append(Target(text, row.ratio, 1.8, True))
             if row and hand:
-                text = f"W4 hand-written topk + gather, {gain} / rank_metrics"
+                text = f"W4 hand-written topk + gather, {gain}{grades} / rank_metrics{grades}"
                 out.append(Target(text, hand.ratio / row.ratio, 1.0, False))
     if 5 in results:
         workload, rows = results[5]
