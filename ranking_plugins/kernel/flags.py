@@ -87,14 +87,17 @@ def counts_fit_in_float(width: int) -> bool:
 def count_compared(
     op: Comparison, block: Tensor, other: object, buffer: Tensor, out: Tensor
 ) -> None:
-    """Write in ``out`` (float32 (rows,)) the items of each row with ``op(item, other)``.
+    """Write in ``out`` (float32, the comparison's shape less its last dimension)
+    the items along the last dimension with ``op(item, other)``.
 
-    The flags are written as float 0/1 into ``buffer`` (float32, at least the
-    block's shape) and summed: a comparison that writes floats runs several
-    times faster than one that writes bools, and the sums are exact for rows
-    shorter than 2^24 (:func:`counts_fit_in_float`).
+    ``block`` (rows, C) against ``other`` (a value, or one per row), or
+    (rows, 1, C) against (rows, K, 1) for K values per row at once. The flags
+    are written as float 0/1 into ``buffer`` (float32, at least the
+    comparison's shape) and summed: a comparison that writes floats runs
+    several times faster than one that writes bools, and the sums are exact
+    for rows shorter than 2^24 (:func:`counts_fit_in_float`).
     """
-    rows, width = block.shape
-    flags = buffer[:rows, :width]
+    shape = torch.broadcast_shapes(block.shape, getattr(other, "shape", ()))
+    flags = buffer[tuple(slice(0, size) for size in shape)]
     op(block, other, out=flags)
-    torch.sum(flags, dim=1, out=out)
+    torch.sum(flags, dim=-1, out=out)

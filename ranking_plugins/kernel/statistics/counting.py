@@ -614,13 +614,12 @@ def _count_against_thresholds(scores: Tensor, thresholds: Tensor, equal: bool = 
     """(Q, K) int64: the items of each row of ``scores`` (Q, C) above (``equal``: equal
     to) each of the row's ``thresholds`` (Q, K).
 
-    One comparison for all K thresholds at once ((rows, K, C) flags, a row block
-    at a time, 32 MiB of flags: within the last level cache, and few operations
-    per block of scores, each of which waits for every thread; on a machine
-    whose cores other processes share, blocks of 8 MiB took up to 3 times longer
-    per call, 32 MiB as long as 16 MiB when the cores were free), written as
-    float 0/1 and summed: exact for rows shorter than 2^24
-    (:func:`counts_fit_in_float`).
+    One comparison for all K thresholds at once (:func:`count_compared` on
+    (rows, K, C) flags, a row block at a time, 32 MiB of flags: within the last
+    level cache, and few operations per block of scores, each of which waits
+    for every thread; on a machine whose cores other processes share, blocks of
+    8 MiB took up to 3 times longer per call, 32 MiB as long as 16 MiB when the
+    cores were free).
     """
     num_rows, width = scores.shape
     kinds = thresholds.shape[1]
@@ -632,9 +631,8 @@ def _count_against_thresholds(scores: Tensor, thresholds: Tensor, equal: bool = 
     )
     for low in range(0, num_rows, rows):
         block = scores[low : low + rows].unsqueeze(1)  # (rows, 1, C)
-        flags = buffer[: block.shape[0]]
-        op(block, thresholds[low : low + rows].unsqueeze(2), out=flags)
-        torch.sum(flags, dim=2, out=counts[low : low + rows])
+        at = thresholds[low : low + rows].unsqueeze(2)  # (rows, K, 1)
+        count_compared(op, block, at, buffer, counts[low : low + rows])
     return counts.to(torch.int64)
 
 
