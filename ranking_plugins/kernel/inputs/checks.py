@@ -34,12 +34,12 @@ def check_inputs(
     target_format: str | None,
 ) -> tuple[Tensor, Tensor, Tensor | None, Tensor | None]:
     """The checks of every layout that read no tensor value; returns the detached inputs."""
-    preds = validation.check_tensor("preds", preds).detach()
-    target = validation.check_tensor("target", target).detach()
+    preds = detached("preds", preds)
+    target = detached("target", target)
     if indexes is not None:
-        indexes = validation.check_tensor("indexes", indexes).detach()
+        indexes = detached("indexes", indexes)
     if mask is not None:
-        mask = validation.check_tensor("mask", mask).detach()
+        mask = detached("mask", mask)
         if mask.dtype != torch.bool:
             raise TypeError(f"`mask` must be a bool tensor, got dtype {mask.dtype}")
         if mask.shape != preds.shape:
@@ -52,6 +52,14 @@ def check_inputs(
         raise TypeError(f"`target` must hold real grades or integer item ids, got {target.dtype}")
     validation.check_same_device(preds=preds, target=target, indexes=indexes, mask=mask)
     return preds, target, indexes, mask
+
+
+def detached(name: str, value: object) -> Tensor:
+    """``value`` checked as a tensor (:func:`~ranking_plugins._validation.check_tensor`),
+    without autograd history: the metrics take no gradient. A tensor that has none is
+    taken as it is (a detach is one more operation for the host to dispatch)."""
+    tensor = validation.check_tensor(name, value)
+    return tensor.detach() if tensor.requires_grad else tensor
 
 
 def check_grouped(
@@ -151,7 +159,7 @@ def check_judged(
     """
     if judged is None:
         return None
-    judged = validation.check_tensor("judged", judged).detach()
+    judged = detached("judged", judged)
     validation.check_same_device(preds=preds, judged=judged)
     if layout == "indices":
         return check_judged_ids(judged, preds.shape[0], preds.shape[1], validate_args)

@@ -61,8 +61,8 @@ def rank(data: RankingInput, ties: str, depth: int | None, item_order: bool = Fa
         return _average_top_groups(data, depth)
     else:
         values, items = torch.topk(selectable, depth + 1, dim=1)
-        if data.nan_unchecked:
-            validation.check_no_nan_scores(values[:, 0])
+        if data.nan_unchecked:  # a row's NaN comes first: the selection holds it (no view)
+            validation.check_no_nan_scores(values)
         is_cut = values[:, depth] == values[:, depth - 1]
         by_item = item_order and ties in ("pessimistic", "optimistic")
         if host_reads_are_free(is_cut):
@@ -111,8 +111,8 @@ def _average_top_groups(data: RankingInput, depth: int) -> RankedList:
     """
     scores = data.scores
     values, items = torch.topk(scores, depth + 1, dim=1)
-    if data.nan_unchecked:
-        validation.check_no_nan_scores(values[:, 0])
+    if data.nan_unchecked:  # a row's NaN comes first: the selection holds it (no view)
+        validation.check_no_nan_scores(values)
     values, items = values.narrow(1, 0, depth), items.narrow(1, 0, depth)
     relevance = data.relevance
     # the whole rows' relevance, which the cut group reads, gathered at the list
