@@ -102,6 +102,9 @@ class Metric:
     #: why the given item inputs cannot give its value (None: they can), beyond their
     #: own checks (novelty's -log2 p(i) needs every popularity > 0)
     inputs_problem: Callable[[ItemInputs], str | None] | None = None
+    #: it reads where the first relevant item lies, nothing else (a request of such
+    #: metrics alone needs no ranked list under "average": ``kernel/statistics/first_hits.py``)
+    first_hit: bool = False
     #: it reads which items the top k holds (the exposure metrics)
     exposure: bool = False
     #: where the metric is read: at each k (``"k"``), at R (``"relevant_count"``,
@@ -149,8 +152,8 @@ class Metric:
 METRICS: dict[str, Metric] = {
     m.name: m
     for m in (
-        Metric(name="hit_rate", higher_is_better=True, value=_hit_rate),
-        Metric(name="mrr", higher_is_better=True, value=_mrr),
+        Metric(name="hit_rate", higher_is_better=True, value=_hit_rate, first_hit=True),
+        Metric(name="mrr", higher_is_better=True, value=_mrr, first_hit=True),
         Metric(
             name="precision",
             higher_is_better=True,

@@ -357,6 +357,7 @@ class RankingRequest:
             identities=self.identities or self.intents,
             judgments=self.judgments,
             check_catalogue=self.items.check_catalogue if self.identities else None,
+            first_hits=all(metric.first_hit for metric in self.metrics),
         )
         return rank_inputs(
             preds,

@@ -116,7 +116,9 @@ class RankingPlan:
     ``rule``: which grades are relevant and what they earn; ``ties``: the tie
     policy; ``depth``: how deep lists are ranked (None: whole lists);
     ``validate_args``: whether checks may read values. ``identities``,
-    ``judgments`` and ``check_catalogue``: see :func:`rank_inputs`.
+    ``judgments`` and ``check_catalogue``: see :func:`rank_inputs`. ``first_hits``:
+    the metrics read where the first relevant item lies, nothing else (hit_rate,
+    mrr): the lists may then be described by their first relevant group alone.
     """
 
     target_format: str | None
@@ -127,6 +129,7 @@ class RankingPlan:
     identities: bool = False
     judgments: bool = False
     check_catalogue: Callable[[int], None] | None = None
+    first_hits: bool = False
 
 
 def rank_inputs(
@@ -220,8 +223,11 @@ def rank_inputs(
         judged=judged,
         depth=depth,
         scores_checked=scores_checked,
+        first_hits=plan.first_hits,
     )
-    return rank_batch(batch, ties, depth, identities=identities, judgments=judgments)
+    return rank_batch(
+        batch, ties, depth, identities=identities, judgments=judgments, first_hits=plan.first_hits
+    )
 
 
 __all__ = [

@@ -19,6 +19,7 @@ from ranking_plugins.kernel.inputs.parts import Batch, RankingInput
 from ranking_plugins.kernel.inputs.relevance import ItemIds
 from ranking_plugins.kernel.ranking.selection import rank
 from ranking_plugins.kernel.statistics.counting import count_ranks
+from ranking_plugins.kernel.statistics.first_hits import FirstHitStats, first_hits_apply
 from ranking_plugins.kernel.statistics.list_stats import ListStats
 from ranking_plugins.kernel.statistics.rank_stats import RankStats
 
@@ -27,8 +28,13 @@ from ranking_plugins.kernel.statistics.rank_stats import RankStats
 COUNT_TARGETS_MAX = 1
 
 
-def ranking_method(data: RankingInput, depth: int | None) -> str:
-    """``"count"`` or ``"rank"``: the cheaper way to the statistics (see :func:`rank_stats`)."""
+def ranking_method(
+    data: RankingInput, depth: int | None, ties: str = "average", first_hits: bool = False
+) -> str:
+    """``"count"``, ``"rank"`` or ``"first_hits"``: the cheaper way to the statistics
+    (see :func:`rank_stats`); ``first_hits``: the metrics read the first hits alone."""
+    if first_hits and first_hits_apply(data, ties, depth):
+        return "first_hits"
     relevance = data.relevance
     if not isinstance(relevance, ItemIds):
         return "rank"
@@ -47,8 +53,10 @@ def rank_stats(
     """Rank once (down to ``depth``, all when None) and describe the list.
 
     ``method``: ``"count"`` (item-index targets only: count the items above and
-    tied with each relevant item, :mod:`~ranking_plugins.kernel.statistics.counting`) or
-    ``"rank"`` (select and order the top of every list); by default counting
+    tied with each relevant item, :mod:`~ranking_plugins.kernel.statistics.counting`),
+    ``"first_hits"`` (the first relevant group of each list alone, from counts,
+    :mod:`~ranking_plugins.kernel.statistics.first_hits`: any other statistic ranks
+    when read) or ``"rank"`` (select and order the top of every list); by default counting
     is used for item-index targets when the whole list is needed or each query
     lists one id (next-item recommendation), where it is the cheaper of the two.
     ``identities``: the statistics must say which item holds each place (the
@@ -62,6 +70,9 @@ def rank_stats(
         if not isinstance(relevance, ItemIds):
             raise ValueError("ranking by counting needs item-index targets")
         return count_ranks(data.scores, relevance, ties, data.ranked, data.nan_unchecked, judgments)
+    if method == "first_hits":
+        assert depth is not None, "first hits are read to a cutoff"
+        return FirstHitStats(data, ties, depth)
     ranked_list = rank(data, ties, depth, item_order=identities)
     num_ranked = (
         # float64, as the statistics keep it: no conversion to make
@@ -135,8 +146,13 @@ def rank_batch(
     method: str | None = None,
     identities: bool = False,
     judgments: bool = False,
+    first_hits: bool = False,
 ) -> RankedBatch:
     """:func:`rank_stats` of every part of ``batch``.
+
+    ``first_hits``: the metrics read where the first relevant item lies, nothing
+    else (hit_rate, mrr), which a part may then take from counts
+    (:func:`ranking_method`).
 
     ``identities``: rank (never count) so that the statistics say which item
     holds each place. Under "average" and "first" a ranked list says so anyway;
@@ -153,7 +169,7 @@ def rank_batch(
     every_part_ranked = True
     for part in batch.parts:
         data = part.data
-        part_method = method or ranking_method(data, depth)
+        part_method = method or ranking_method(data, depth, ties, first_hits)
         every_part_ranked &= part_method == "rank"
         whole_lists &= depth is None or part_method == "count"
         rows = data.num_queries

@@ -46,6 +46,7 @@ def normalize_input(
     judged: Tensor | None = None,
     depth: int | None = None,
     scores_checked: bool = False,
+    first_hits: bool = False,
 ) -> Batch:
     """Check the inputs and bring any layout to :class:`Batch` (SPEC section 2).
 
@@ -54,6 +55,8 @@ def normalize_input(
     ``depth``: how deep the batch will be ranked (None: whole lists), where dense
     grades may select their own top as deep (:class:`DenseGrades`).
     ``scores_checked``: grouped scores already checked for NaN (see :func:`grouped`).
+    ``first_hits``: the metrics read where the first relevant item lies, nothing else:
+    dense grades then select no ideal list.
     """
     preds, target, indexes, mask = check_inputs(preds, target, indexes, mask, target_format)
     if preds.ndim == 1:
@@ -74,7 +77,7 @@ def normalize_input(
         target_format = "dense" if target.shape == preds.shape else "indices"
     if target_format == "dense":
         judged = check_judged(judged, preds, target, "dense", validate_args)
-        return dense(preds, target, mask, rule, validate_args, judged, depth)
+        return dense(preds, target, mask, rule, validate_args, judged, depth, first_hits)
     judged = check_judged(judged, preds, target, "indices", validate_args)
     return item_ids(preds, target, mask, rule, validate_args, judged)
 

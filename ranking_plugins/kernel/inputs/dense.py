@@ -23,13 +23,15 @@ def dense(
     validate_args: bool,
     judged: Tensor | None = None,
     depth: int | None = None,
+    first_hits: bool = False,
 ) -> Batch:
     """Checked (Q, N) scores and (Q, N) grades as one part; ``judged``: (Q, N) bool or None.
 
-    ``depth``: how deep the rows will be ranked (:class:`DenseGrades`' ``select_depth``)."""
+    ``depth``: how deep the rows will be ranked (:class:`DenseGrades`' ``select_depth``);
+    ``first_hits``: the metrics read the first hits alone, no ideal list."""
     check_dense(preds, target)
     deferred = nan_check_deferred(preds, mask, validate_args)
-    grades = DenseGrades(target, rule, judged, select_depth=depth)
+    grades = DenseGrades(target, rule, judged, select_depth=depth, ideal_read=not first_hits)
     if validate_args:
         if not deferred:
             validation.check_values(preds, None, None, preds.shape[1])

@@ -194,6 +194,7 @@ class DenseGrades:
         judged: Tensor | None = None,
         summary: GradeSummary | None = None,
         select_depth: int | None = None,
+        ideal_read: bool = True,
     ) -> None:
         if grades.dtype == torch.bool and (rule.grade_zero_is_relevant or judged is not None):
             # not every relevant item has gain 1 any more: grades 0/1 as numbers
@@ -208,6 +209,9 @@ class DenseGrades:
         #: how deep the scores will be ranked (None: whole rows): an ideal list (ndcg@k)
         #: is selected to that depth at most, so :meth:`largest` may select it instead
         self.select_depth = select_depth
+        #: False: no statistic reads the ideal list (the first-hit metrics alone), so
+        #: :meth:`largest` takes the row maxima alone, selecting no top grades
+        self.ideal_read = ideal_read
         self._top_grades: Tensor | None = None  # that selection's grades (:meth:`largest`)
         #: the whole rows' (relevant, gain), kept on an accelerator where the ranking made
         #: them: R and the ideal list then cost one reduction each (:meth:`_whole_rows`)
@@ -283,10 +287,10 @@ class DenseGrades:
             and self.judged is None
         ):
             num_items = self.grades.shape[1]
-            if self.select_depth is not None and 0 < self.select_depth < num_items:
+            if self.ideal_read and depth is not None and 0 < depth < num_items:
                 # a ranking to a depth reads an ideal list to that depth at most (ndcg@k):
                 # its selection gives the maxima too, one pass over the grades for both
-                top = top_grades(self.grades, self.select_depth)
+                top = top_grades(self.grades, depth)
                 self._top_grades, self._largest = top, top[:, 0]
             else:
                 self._largest = self.grades.amax(dim=1)
@@ -294,6 +298,11 @@ class DenseGrades:
             return self._largest
         summary = self.summary()
         return self.grades.amax(dim=1) if summary is None else summary.largest
+
+    def relevant_items(self) -> Tensor:
+        """(Q, N) bool: whether each item is relevant (unjudged positions never are)."""
+        relevant = self.rule.relevant(self.grades)
+        return relevant if self.judged is None else relevant & self.judged
 
     def _relevant_and_gain(
         self, grades: Tensor, judged: Tensor | None = None

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Collection
-from dataclasses import dataclass
 from functools import cached_property
 
 import torch
@@ -33,6 +32,7 @@ from ranking_plugins.kernel.statistics.closed_forms import (
 from ranking_plugins.kernel.statistics.judged import JudgedStats
 from ranking_plugins.kernel.statistics.list_stats import ListStats
 from ranking_plugins.kernel.statistics.partial_auc import AucSlots
+from ranking_plugins.kernel.statistics.placed_sums import PlacedSums
 from ranking_plugins.kernel.statistics.tie_orders import (
     g_group_expectation,
     interpolated_precision_of_mixed_groups,
@@ -68,39 +68,6 @@ def _ap_term_at(
 PLACED_SUMS_ELEMENTS = 1 << 14
 
 
-@dataclass(frozen=True)
-class PlacedSums:
-    """Prefix sums along rows of values that are 0 but at a few places of each row.
-
-    ``places`` (Q, W): each row's places (1-based positions), ascending, then
-    ``inf``; ``sums`` (Q, W + 1): the sums down to each place, after a 0. The
-    values are summed in the order of the list, skipping only zeros, so a sum
-    is that of the whole row to the bit.
-    """
-
-    places: Tensor
-    sums: Tensor
-
-    @staticmethod
-    def of(rows: Tensor, columns: Tensor, values: Tensor, num_queries: int) -> PlacedSums:
-        """From each value's row and column (``nonzero``'s order: by row, then column)."""
-        counts = torch.bincount(rows, minlength=num_queries)
-        width = int(counts.max()) if counts.numel() else 0
-        slot = torch.arange(rows.numel(), device=rows.device) - (counts.cumsum(0) - counts)[rows]
-        shape = (num_queries, width)
-        places = torch.full(shape, math.inf, dtype=torch.float64, device=rows.device)
-        places[rows, slot] = (columns + 1).to(torch.float64)
-        dense = torch.zeros(shape, dtype=torch.float64, device=rows.device)
-        dense[rows, slot] = values
-        sums = dense.new_zeros((num_queries, width + 1))
-        torch.cumsum(dense, dim=1, out=sums[:, 1:])
-        return PlacedSums(places, sums)
-
-    def at(self, top: Tensor) -> Tensor:
-        """(Q, K): each row's sum over its first ``top`` positions (float64 integers)."""
-        return self.sums.gather(1, torch.searchsorted(self.places, top, right=True))
-
-
 class RankStats(ListStats):
     """Expected per-position values of a ranked list, and their sums at any cutoff.
 
@@ -111,7 +78,7 @@ class RankStats(ListStats):
 
     def __init__(
         self,
-        ranked_list: RankedList,
+        ranked_list: RankedList | tuple[Callable[[], RankedList], int],
         relevant_count: Tensor | Callable[[], Tensor],
         relevant_ranked: Tensor | Callable[[], Tensor] | None,
         relevance: Relevance,
@@ -120,19 +87,24 @@ class RankStats(ListStats):
     ) -> None:
         """``relevant_count`` (R) and ``relevant_ranked`` (None: R, every item is ranked)
         may be given as functions, called when first read: a pass over the targets
-        that no metric may need (ndcg@k reads the ideal list's top k, not R)."""
-        self.list = ranked_list
-        self.top_list = ranked_list
-        self.shared_ties = ranked_list.shared_ties
+        that no metric may need (ndcg@k reads the ideal list's top k, not R). So may
+        the list, as (the function, its length), for a subclass that reads some
+        statistics without it (:mod:`~ranking_plugins.kernel.statistics.first_hits`)."""
+        if isinstance(ranked_list, RankedList):
+            self.__dict__["list"] = ranked_list  # what :attr:`list` would have made
+            self.top_list = ranked_list
+            self.shared_ties = ranked_list.shared_ties
+            length = ranked_list.ranked.shape[1]
+        else:
+            self._list_of, length = ranked_list
         self.num_items = num_items  # the columns of the scores: catalogue items
         self.num_ranked = num_ranked.to(torch.float64)
         self._relevance = relevance
         self._relevant_count_of = relevant_count
         self._relevant_ranked_of = relevant_ranked
-        length = ranked_list.ranked.shape[1]
         self.length = length
         self.position = torch.arange(
-            1, length + 1, dtype=torch.float64, device=ranked_list.ranked.device
+            1, length + 1, dtype=torch.float64, device=self.num_ranked.device
         )
         #: the cutoffs last read (every statistic of a Cutoff reads at its one k tensor)
         #: and the places to read them at: int64, and as float64 (:class:`PlacedSums`)
@@ -141,6 +113,11 @@ class RankStats(ListStats):
         self._stacked: tuple[Tensor, tuple[Tensor, ...]] | None = None
         #: the stacked sums read at a cutoff: that cutoff tensor and each sum's (Q, K)
         self._stacked_at: tuple[Tensor, tuple[Tensor, ...]] | None = None
+
+    @cached_property
+    def list(self) -> RankedList:
+        """The ranked list, made when first read where it was given as a function."""
+        return self._list_of()
 
     @cached_property
     def _relevant_count_int(self) -> Tensor:
