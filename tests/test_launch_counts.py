@@ -82,7 +82,9 @@ def test_accelerator_paths_give_the_cpu_paths_bits(
         ids = grades in ("item ids", "one item id")
         mask = torch.rand(q, n, generator=generator) < 0.8 if trial % 3 == 1 and not ids else None
         ks = sorted({1, 1 + trial % n, n, n + 2})
-        metric_sets = [AT_K, ["hit_rate"], ["ndcg"]] + ([] if ids else [[*AT_K, *WHOLE_LIST]])
+        metric_sets = [AT_K, ["hit_rate"], ["hit_rate", "mrr"], ["ndcg"]] + (
+            [] if ids else [[*AT_K, *WHOLE_LIST]]
+        )
         for gain in ("linear", "exponential"):
             for metrics in metric_sets:
                 runs = []
@@ -111,6 +113,95 @@ def test_accelerator_paths_give_the_cpu_paths_bits(
                         equal_nan=True,
                         msg=f"{key} (trial {trial}, {gain} gain)",
                     )
+
+
+def _first_hit_problem(dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """Scores of few values (tie groups cut by the list's end, relevant members past it),
+    -inf and inf scores, a row whose only relevant item scores -inf, rows of one score,
+    rows without a relevant item."""
+    generator = torch.Generator().manual_seed(5)
+    q, n = 12, 30
+    preds = torch.randint(0, 4, (q, n), generator=generator).float()
+    preds[0] = torch.randn(n, generator=generator)  # no ties
+    preds[1, :5] = float("-inf")
+    preds[2, 7:] = float("inf")
+    preds[3] = 1.0  # one group: the whole row
+    target = (torch.rand(q, n, generator=generator) < 0.15).float()
+    target[4] = 0.0  # nothing relevant
+    target[5], preds[5, 9] = 0.0, float("-inf")
+    target[5, 9] = 2.0  # its only relevant item scores -inf
+    target[6] = 1.0  # everything relevant
+    return preds.to(dtype), target
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16])
+@pytest.mark.parametrize("metrics", [["hit_rate"], ["mrr"], ["hit_rate", "mrr"]])
+def test_first_hits_from_counts_give_the_ranked_lists_bits(
+    dtype: torch.dtype, metrics: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A request of first hits alone, on the accelerator paths, describes each list by
+    its first relevant group (FirstHitStats, no ranking): the CPU paths' numbers to the
+    bit, at every k (past the lists too), for every empty-target action and ``judged``."""
+    from ranking_plugins.kernel.statistics.first_hits import FirstHitStats
+
+    preds, target = _first_hit_problem(dtype)
+    judged = torch.rand(preds.shape, generator=torch.Generator().manual_seed(6)) < 0.7
+    made: list[int] = []
+    init = FirstHitStats.__init__
+
+    def counted(self: FirstHitStats, *args: object) -> None:
+        made.append(1)
+        init(self, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(FirstHitStats, "__init__", counted)
+    for ks in ([1], [2, 5, 30], [3, 40]):
+        for options in ({}, {"judged": judged}, {"empty_target_action": "neg"}):
+            runs = []
+            for accelerator in (False, True):
+                monkeypatch.setattr(host_reads, "ACCELERATOR_PATHS_ON_CPU", accelerator)
+                last_batch.clear()
+                runs.append(rank_metrics(preds, target, metrics, ks, reduction="none", **options))
+            cpu, accelerator_run = runs
+            for key, values in cpu.items():
+                torch.testing.assert_close(
+                    accelerator_run[key], values, rtol=0, atol=0, equal_nan=True, msg=key
+                )
+    assert len(made) == 9  # every accelerator run, none on the CPU paths
+
+
+def test_first_hit_statistics_serve_a_later_request_of_other_metrics(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The statistics of a hit_rate call, reused by a call of other metrics on the same
+    tensors, rank the lists then: that call's numbers are a fresh ranking's."""
+    from ranking_plugins.kernel.statistics import first_hits
+
+    preds, target = _first_hit_problem(torch.float32)
+    ranked: list[int] = []
+    rank = first_hits.rank
+
+    def counted(*args: object) -> object:
+        ranked.append(1)
+        return rank(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(first_hits, "rank", counted)
+    monkeypatch.setattr(host_reads, "ACCELERATOR_PATHS_ON_CPU", True)
+    last_batch.clear()
+    for _ in range(2):  # kept for reuse from the second call on the same tensors
+        rank_metrics(preds, target, "hit_rate", 10)
+    assert not ranked
+    got = rank_metrics(preds, target, [*AT_K, "err"], [1, 10], reduction="none")
+    assert ranked  # served by the first-hit statistics, which ranked when read
+    last_batch.clear()
+    want = rank_metrics(preds, target, [*AT_K, "err"], [1, 10], reduction="none")
+    for key, values in want.items():
+        torch.testing.assert_close(got[key], values, rtol=0, atol=0, equal_nan=True, msg=key)
+    # the exposure metrics need the items of each list: ranked, not served by them
+    last_batch.clear()
+    for _ in range(2):
+        rank_metrics(preds, target, "hit_rate", 10)
+    exposure = rank_metrics(preds, target, ["hit_rate", "coverage"], 10, reduction="mean")
+    assert exposure["coverage@10"].isfinite()
 
 
 def _graded(dtype: torch.dtype, q: int = 6, n: int = 5200) -> tuple[torch.Tensor, torch.Tensor]:
