@@ -80,16 +80,20 @@ class Accumulator:
 
     def merge(self, other: Accumulator) -> Accumulator:
         """Both accumulators' batches: sums added, per-query values ``other``'s after ours."""
-        device = self.totals.sums.device
         totals = self.totals.merge(other.totals)
-        exposure = self.exposure
-        if exposure is not None and other.exposure is not None:
-            theirs = Exposure(other.exposure.sums.to(device), other.exposure.queries.to(device))
-            exposure = exposure.merge(theirs)
+        exposure = self._merged_exposure(other.exposure)
         per_query = self.per_query
         if per_query is not None and other.per_query is not None:
             per_query = torch.cat([per_query, other.per_query.to(per_query)])
         return Accumulator(totals, exposure, per_query)
+
+    def _merged_exposure(self, other: Exposure | None) -> Exposure | None:
+        """This exposure with ``other`` added (moved to this one's device)."""
+        exposure = self.exposure
+        if exposure is None or other is None:
+            return exposure
+        device = self.totals.sums.device
+        return exposure.merge(Exposure(other.sums.to(device), other.queries.to(device)))
 
     # ---------------------------------------------------------------- flat forms
 
@@ -114,15 +118,20 @@ class Accumulator:
         cls,
         request: RankingRequest,
         sums: Tensor,
-        exposure: Tensor,
+        exposure: Tensor | None,
         per_query: Tensor | None = None,
     ) -> Accumulator:
         """The record of :meth:`flat`'s two tensors (and the per-query values, when kept);
-        views of them, not copies."""
+        views of them, not copies. ``exposure`` is read only where the request has a
+        catalogue-level metric (None: it has none)."""
         empty = request.empty_exposure()
+        if empty is not None and exposure is None:
+            raise ValueError("`exposure`: the request's catalogue-level metrics need their sums")
         return cls(
             Totals(request.query_keys, sums),
-            None if empty is None else Exposure(exposure[:-1].view_as(empty.sums), exposure[-1]),
+            None
+            if empty is None or exposure is None
+            else Exposure(exposure[:-1].view_as(empty.sums), exposure[-1]),
             per_query,
         )
 
@@ -142,6 +151,23 @@ class Accumulator:
                 )
             per_key = aggregate(self.per_query, aggregation).to(self.totals.sums.device)
         return request.assemble(per_key, self.exposure)
+
+    def values_with(
+        self, evaluation: Evaluation, request: RankingRequest, aggregation: Aggregation = "mean"
+    ) -> Tensor:
+        """``self.merge(Accumulator.of(evaluation, request, keep)).values(request,
+        aggregation)`` to the bit (``keep``: whether this record keeps per-query values).
+
+        The mean takes the batch's sums that it reads only (:meth:`Totals.mean_with`):
+        on an accelerator each operation is a launch."""
+        if not (isinstance(aggregation, str) and aggregation == "mean"):
+            batch = Accumulator.of(evaluation, request, self.per_query is not None)
+            return self.merge(batch).values(request, aggregation)
+        batch_exposure = evaluation.exposure if request.catalogue else None
+        if batch_exposure is None and request.catalogue:
+            batch_exposure = request.empty_exposure(self.totals.sums.device)
+        per_key = self.totals.mean_with(evaluation, request.options.weighted)
+        return request.assemble(per_key, self._merged_exposure(batch_exposure))
 
     def standard_error(self, request: RankingRequest) -> Tensor:
         """Every key's standard error of the mean; NaN for the catalogue-level metrics."""

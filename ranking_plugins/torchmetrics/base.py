@@ -282,11 +282,7 @@ class BaseRankingMetric(FixedDtypes):
 
     def _kept(self) -> Accumulator:
         """The states as one record (views of them): sums, exposure, per-query values."""
-        exposure = (
-            torch.zeros(0, dtype=torch.float64, device=self.device)
-            if self._exposure_name is None
-            else getattr(self, self._exposure_name)
-        )
+        exposure = None if self._exposure_name is None else getattr(self, self._exposure_name)
         per_query = None
         if self.keep_per_query:
             width = len(self._query_keys)
@@ -602,12 +598,15 @@ class BaseRankingMetric(FixedDtypes):
 
     def _all_kept(self) -> Accumulator:
         """The states plus the grouped queries, ranked here in one kernel call."""
-        self._check_compute_group()
-        kept = self._kept()
-        evaluation = self._grouped_evaluation()
+        kept, evaluation = self._kept_and_grouped()
         if evaluation is None:
             return kept
         return kept.merge(Accumulator.of(evaluation, self.request, self.keep_per_query))
+
+    def _kept_and_grouped(self) -> tuple[Accumulator, Evaluation | None]:
+        """The states, and the grouped queries ranked in one kernel call (None: none kept)."""
+        self._check_compute_group()
+        return self._kept(), self._grouped_evaluation()
 
     def _grouped_evaluation(self, request: RankingRequest | None = None) -> Evaluation | None:
         """The kept grouped entries ranked in one kernel call for ``request`` (this
@@ -661,7 +660,11 @@ class BaseRankingMetric(FixedDtypes):
         The catalogue-level metrics (``coverage``, ``gini``, ``entropy``,
         ``personalisation``) come from the accumulated exposure.
         """
-        return self._format(self._all_kept().values(self.request, self.aggregation))
+        kept, evaluation = self._kept_and_grouped()
+        if evaluation is None:
+            return self._format(kept.values(self.request, self.aggregation))
+        # the grouped queries' mean reads only the sums it needs: not a whole batch record
+        return self._format(kept.values_with(evaluation, self.request, self.aggregation))
 
     def compute_standard_error(self) -> Tensor | dict[str, Tensor]:
         """Standard error of each mean (sample standard deviation / √n), as :meth:`compute`.
