@@ -139,12 +139,13 @@ class Totals:
             x = torch.where(counted, values, 0.0)
             count = counted.sum(0, dtype=torch.float64).to(self.sums.device)
         device = self.sums.device
-        weight = self.sums[WEIGHT] + count
-        wx = self.sums[WEIGHTED_VALUE] + x.sum(0).to(device)
+        rows = self.sums.unbind(0)  # one view for all rows
+        weight = rows[WEIGHT] + count
+        wx = rows[WEIGHTED_VALUE] + x.sum(0).to(device)
         if _sum_stays_finite(self.keys, _MOST_QUERIES):
             # the rescue differs from wx / Σw only where finite values overflow the sum
             return wx / weight
-        return _mean(wx, self.sums[SCALED_VALUE] + (x * _DOWN).sum(0).to(device), weight)
+        return _mean(wx, rows[SCALED_VALUE] + (x * _DOWN).sum(0).to(device), weight)
 
     def merge(self, other: Totals) -> Totals:
         if other.keys != self.keys:

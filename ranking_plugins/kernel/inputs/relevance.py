@@ -340,7 +340,12 @@ class DenseGrades:
     def relevant_count(self, within: Tensor | None = None) -> Tensor:
         if within is None and self._summary is None and self._whole is not None:
             return count_true(self._whole[0])  # judged positions applied already
-        summary = self.summary() if within is None else None
+        # the summary's walk saves passes on the CPU; on an accelerator R alone is two
+        # launches and the summary's three reductions five (its maxima and their holders
+        # are read for an ideal list from the counts, which only the CPU's paths make)
+        summary = None
+        if within is None and (self._summary is not None or host_reads_are_free(self.grades)):
+            summary = self.summary()
         if summary is not None:
             return summary.relevant
         relevant = self.rule.relevant(self.grades)

@@ -214,6 +214,11 @@ class ListStats(ABC):
         return Cutoff(self, cutoff, adaptive_k, whole_list, deepest)
 
 
+def shaped_as(column: Tensor, k: Tensor) -> Tensor:
+    """A (Q, 1) statistic broadcast to the cutoffs' (Q, K): itself where K = 1 (no view)."""
+    return column if column.shape == k.shape else column.expand_as(k)
+
+
 class Cutoff:
     """Rank statistics read at one cutoff per query and k: what a metric formula sees."""
 
@@ -304,7 +309,7 @@ class Cutoff:
     @cached_property
     def has_relevant(self) -> Tensor:
         """(Q, K) whether the query has a relevant item: most metrics are undefined without."""
-        return self.stats.any_relevant().unsqueeze(1).expand_as(self.k)
+        return shaped_as(self.stats.any_relevant().unsqueeze(1), self.k)
 
     @cached_property
     def judged(self) -> JudgedReadings:

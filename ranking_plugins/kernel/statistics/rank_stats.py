@@ -30,7 +30,7 @@ from ranking_plugins.kernel.statistics.closed_forms import (
     stopping_probability,
 )
 from ranking_plugins.kernel.statistics.judged import JudgedStats
-from ranking_plugins.kernel.statistics.list_stats import ListStats
+from ranking_plugins.kernel.statistics.list_stats import Cutoff, ListStats, shaped_as
 from ranking_plugins.kernel.statistics.partial_auc import AucSlots
 from ranking_plugins.kernel.statistics.placed_sums import PlacedSums
 from ranking_plugins.kernel.statistics.tie_orders import (
@@ -113,6 +113,8 @@ class RankStats(ListStats):
         self._stacked: tuple[Tensor, tuple[Tensor, ...]] | None = None
         #: the stacked sums read at a cutoff: that cutoff tensor and each sum's (Q, K)
         self._stacked_at: tuple[Tensor, tuple[Tensor, ...]] | None = None
+        #: a cutoff at or past every list's last place (:meth:`at`): read there, no index
+        self._list_end: Tensor | None = None
 
     @cached_property
     def list(self) -> RankedList:
@@ -439,13 +441,21 @@ class RankStats(ListStats):
             self._read_at = (k, top, places)
         return places
 
+    def at(
+        self, cutoff: Tensor, adaptive_k: bool, whole_list: bool = False, deepest: int | None = None
+    ) -> Cutoff:
+        if whole_list and self.list.every_ranked:  # k = N: every list's last place
+            self._list_end = cutoff
+        return super().at(cutoff, adaptive_k, whole_list, deepest)
+
     def _read(self, cumulative: Tensor, k: Tensor) -> Tensor:
+        stacked = self._stacked
+        for row, summed in enumerate(() if stacked is None else stacked[1]):
+            if summed is cumulative and stacked is not None:
+                return self._read_stacked(stacked[0], k)[row]
+        if k is self._list_end:  # the sums' last column, whatever their length
+            return cumulative[:, -1:]
         if cumulative.shape[1] > self.length:  # a sum for every place of the list
-            stacked = self._stacked
-            if stacked is not None:
-                for row, summed in enumerate(stacked[1]):
-                    if summed is cumulative:
-                        return self._read_stacked(stacked[0], k)[row]
             return cumulative.gather(1, self._top(k))
         index = k.clamp(max=cumulative.shape[1] - 1).to(torch.int64)
         return cumulative.gather(1, index)
@@ -453,9 +463,12 @@ class RankStats(ListStats):
     def _read_stacked(self, sums: Tensor, k: Tensor) -> tuple[Tensor, ...]:
         """Every stacked sum (:meth:`expect`) read at ``k``: one gather, made once per cutoff."""
         if self._stacked_at is None or self._stacked_at[0] is not k:
-            top = self._top(k)
-            read = sums.gather(2, top.expand(sums.shape[0], *top.shape)).unbind(0)
-            self._stacked_at = (k, read)
+            if k is self._list_end:  # the lists' last place: a view of it, no gather
+                read = sums[:, :, -1:]
+            else:
+                top = self._top(k)
+                read = sums.gather(2, top.expand(sums.shape[0], *top.shape))
+            self._stacked_at = (k, read.unbind(0))
         return self._stacked_at[1]
 
     def hits_at(self, k: Tensor) -> Tensor:
@@ -465,8 +478,9 @@ class RankStats(ListStats):
         return self._read(self.cum_dcg, k)
 
     def idcg_at(self, k: Tensor, whole_list: bool, deepest: int | None = None) -> Tensor:
-        if whole_list:
-            return self.cum_idcg[:, -1:].expand_as(k)
+        if whole_list:  # every relevant item's: the whole ideal list's last sum
+            ideal = self._read(self.cum_idcg, k) if k is self._list_end else self.cum_idcg[:, -1:]
+            return shaped_as(ideal, k)
         if self._relevance.binary:
             # cum_idcg read at k is the discounts' sum to min(k, R): no (Q, L) ideal list
             index = self._top(k)
