@@ -110,3 +110,63 @@ def test_torchmetrics_loads_a_checkpoint_of_two_exposure_states() -> None:
     restored.load_state_dict(state)
     got, expected = restored.compute(), metric.compute()
     assert all(torch.equal(got[key], expected[key]) for key in expected)
+
+
+def _same_bits(found: Tensor, expected: Tensor) -> bool:
+    """Equal to the bit: NaN where NaN, -0.0 apart from 0.0."""
+    return found.dtype == expected.dtype and torch.equal(
+        found.view(torch.int64), expected.view(torch.int64)
+    )
+
+
+@pytest.mark.parametrize(
+    ("metrics", "top_k", "options", "aggregation"),
+    [
+        (["mrr", "ndcg", "map"], None, {}, "mean"),
+        (["mrr", "ndcg", "map"], [1, 5], {"empty_target_action": "skip"}, "mean"),
+        (["ndcg", "recall"], [3], {"weighted": True}, "mean"),
+        (["dcg", "mean_rank"], None, {"empty_target_action": "pos"}, "mean"),
+        (["ndcg", "mrr"], [2, 5], {}, "median"),
+        (["ndcg", "coverage", "gini"], [2, 5], {}, "mean"),
+    ],
+)
+def test_values_with_a_batch_are_those_of_the_merged_record(
+    metrics: list[str], top_k: list[int] | None, options: dict[str, object], aggregation: str
+) -> None:
+    """``values_with`` (the mean from the sums it reads) gives the bits of merging the
+    batch's whole record first, every aggregation and option."""
+    request = RankingRequest.create(
+        metrics, top_k, Options.create(**options), items=ItemInputs.create(num_items=NUM_ITEMS)
+    )
+    keep = aggregation != "mean"
+    (a_preds, a_target), (b_preds, b_target), _ = _batches()
+    b_target[0] = 0  # a query without a relevant item
+    kept = Accumulator.of(request.evaluate(a_preds, a_target), request, keep)
+    batch = request.evaluate(b_preds, b_target)
+    expected = kept.merge(Accumulator.of(batch, request, keep)).values(request, aggregation)
+    assert _same_bits(kept.values_with(batch, request, aggregation), expected)
+
+
+def test_values_with_a_batch_rescue_a_mean_whose_sum_overflows() -> None:
+    """dcg is unbounded: where Σx overflows float64 the mean is read from the sums
+    scaled by 2^-64, as the merged record reads it (not inf)."""
+    request = RankingRequest.create(["dcg"], None, Options.create(gain="linear"))
+    preds = torch.tensor([[1.0, 0.0, 0.0]] * 2)
+    target = torch.tensor([[1e308, 0.0, 0.0]] * 2, dtype=torch.float64)
+    kept = Accumulator.of(request.evaluate(preds, target), request)
+    batch = request.evaluate(preds, target)
+    expected = kept.merge(Accumulator.of(batch, request)).values(request)
+    found = kept.values_with(batch, request)
+    assert _same_bits(found, expected)
+    assert math.isclose(float(found[0]), 1e308, rel_tol=1e-15)
+
+
+def test_from_flat_needs_the_exposure_of_catalogue_metrics() -> None:
+    request = RankingRequest.create(
+        ["coverage"], [3], Options.create(), items=ItemInputs.create(num_items=NUM_ITEMS)
+    )
+    sums = Accumulator.empty(request).flat()[0]
+    with pytest.raises(ValueError, match="`exposure`"):
+        Accumulator.from_flat(request, sums, None)
+    plain = RankingRequest.create(["ndcg"], [3], Options.create())
+    assert Accumulator.from_flat(plain, Accumulator.empty(plain).flat()[0], None).exposure is None

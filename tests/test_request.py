@@ -194,6 +194,28 @@ def test_gradients_are_not_tracked() -> None:
     assert not evaluation.results["ndcg@3"].values.requires_grad
 
 
+def test_inputs_are_detached_only_where_they_carry_gradients() -> None:
+    """An input with autograd history is read detached; one without is read as given
+    (no view to make): the same numbers either way, and no gradient tracked."""
+    from ranking_plugins.kernel.inputs.checks import check_inputs
+
+    preds = torch.randn(12)
+    target = torch.rand(12)
+    indexes = torch.arange(3).repeat_interleave(4)
+    mask = torch.rand(12) < 0.8
+    given = check_inputs(preds, target, indexes, mask, None)
+    assert all(found is kept for found, kept in zip(given, (preds, target, indexes, mask)))
+    tracked = (preds.clone().requires_grad_(), target.clone().requires_grad_())
+    found_preds, found_target, *_ = check_inputs(*tracked, indexes, mask, None)
+    assert not found_preds.requires_grad and not found_target.requires_grad
+    request = RankingRequest.create(["ndcg", "map"], None)
+    plain = request.evaluate(preds, target, indexes=indexes, mask=mask)
+    graded = request.evaluate(*tracked, indexes=indexes, mask=mask)
+    for key in ("ndcg", "map"):
+        assert not graded.results[key].values.requires_grad
+        assert torch.equal(graded.results[key].values, plain.results[key].values)
+
+
 def test_request_keys_follow_metric_then_ascending_k() -> None:
     request = RankingRequest.create(["ndcg", "auc", "mrr"], [10, 1, 5, 5])
     assert request.keys == ("ndcg@1", "ndcg@5", "ndcg@10", "auc", "mrr@1", "mrr@5", "mrr@10")

@@ -144,3 +144,40 @@ def test_lightning_callback(tmp_path: Path) -> None:
     whole = rank_metrics(preds, target, ["mrr", "ndcg"], None, mask=mask, gain="linear")
     for key, value in {**cut, **whole}.items():
         assert float(run.callback_metrics[f"val/{key}"]) == pytest.approx(float(value)), key
+
+
+@pytest.mark.parametrize("accelerator_paths", [False, True])
+@pytest.mark.parametrize("ties", ["average", "first"])
+@pytest.mark.parametrize("graded", [False, True])
+def test_the_whole_list_read_at_its_last_place_gives_the_gathered_numbers(
+    accelerator_paths: bool, ties: str, graded: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every item ranked (no mask, no padding): the whole list's cutoff reads each prefix
+    sum's last place as a view, the stacked sums' and the ideal DCG's too; gathered at
+    the same cutoffs, the numbers are the same bits."""
+    from ranking_plugins.batch_cache import last_batch
+    from ranking_plugins.kernel import host_reads
+    from ranking_plugins.kernel.statistics.list_stats import ListStats
+    from ranking_plugins.kernel.statistics.rank_stats import RankStats
+
+    metrics = ["hit_rate", "mrr", "precision", "recall", "map", "ndcg", "dcg", "r_precision"]
+    preds, target = _dense(6)
+    target = target if graded else (target > 1).long()
+    target[0] = 0  # a query without a relevant item
+    monkeypatch.setattr(host_reads, "ACCELERATOR_PATHS_ON_CPU", accelerator_paths)
+    ends: list[bool] = []
+    at = RankStats.at
+
+    def noted(self: RankStats, *args: object, **kwargs: object) -> object:
+        cutoff = at(self, *args, **kwargs)  # type: ignore[arg-type]
+        ends.append(self._list_end is not None)
+        return cutoff
+
+    monkeypatch.setattr(RankStats, "at", noted)
+    found = rank_metrics(preds, target, metrics, None, ties=ties, reduction="none")
+    assert ends and all(ends)  # read at the lists' last place
+    monkeypatch.setattr(RankStats, "at", ListStats.at)  # every cutoff gathered
+    last_batch.clear()
+    gathered = rank_metrics(preds, target, metrics, None, ties=ties, reduction="none")
+    for key, value in gathered.items():
+        assert torch.equal(found[key].view(torch.int64), value.view(torch.int64)), key

@@ -444,7 +444,7 @@ class RankStats(ListStats):
     def at(
         self, cutoff: Tensor, adaptive_k: bool, whole_list: bool = False, deepest: int | None = None
     ) -> Cutoff:
-        if whole_list and self.list.every_ranked:  # k = N: every list's last place
+        if whole_list and self._relevant_ranked_of is None:  # every item ranked: k = N
             self._list_end = cutoff
         return super().at(cutoff, adaptive_k, whole_list, deepest)
 
