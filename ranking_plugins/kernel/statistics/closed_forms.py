@@ -29,6 +29,27 @@ def ap_slope(group_size: Tensor, group_relevant: Tensor) -> Tensor:
     return ((r - 1) / (t - 1)).masked_fill_(t <= 1, 0.0)
 
 
+def ap_term_at(
+    relevance: Tensor,
+    position: Tensor,
+    start: Tensor,
+    size: Tensor,
+    group_relevant: Tensor,
+    relevant_before: Tensor,
+    offset: Tensor | None = None,
+) -> Tensor:
+    """E[rel_j * hits@j] / j at each place: the closed form of SPEC section 3.
+
+    ``offset``: ``position - start`` where the caller made it already (the first hits
+    read it too); the same subtraction, so the same bits.
+    """
+    slope = ap_slope(size, group_relevant)
+    if offset is None:
+        offset = position - start
+    expected_hits = relevant_before + 1 + (offset - 1) * slope
+    return relevance * expected_hits / position
+
+
 def first_hit_at_first_place(group_size: Tensor, group_relevant: Tensor) -> Tensor:
     """p_1 = r_c / t_c: P(the first relevant item is at the group's first place)."""
     return group_relevant / group_size

@@ -19,7 +19,7 @@ from ranking_plugins.kernel.host_reads import host_reads_are_free
 from ranking_plugins.kernel.inputs.relevance import Relevance
 from ranking_plugins.kernel.ranking.tie_groups import RankedList
 from ranking_plugins.kernel.statistics.closed_forms import (
-    ap_slope,
+    ap_term_at,
     first_hit_at_first_place,
     first_hit_probabilities,
     first_hit_step,
@@ -38,28 +38,6 @@ from ranking_plugins.kernel.statistics.tie_orders import (
     interpolated_precision_of_mixed_groups,
     subset_product_means,
 )
-
-
-def _ap_term_at(
-    relevance: Tensor,
-    position: Tensor,
-    start: Tensor,
-    size: Tensor,
-    group_relevant: Tensor,
-    relevant_before: Tensor,
-    offset: Tensor | None = None,
-) -> Tensor:
-    """E[rel_j * hits@j] / j at each place: the closed form of SPEC section 3.
-
-    ``offset``: ``position - start`` where the caller made it already (the first hits
-    read it too); the same subtraction, so the same bits.
-    """
-    slope = ap_slope(size, group_relevant)
-    if offset is None:
-        offset = position - start
-    expected_hits = relevant_before + 1 + (offset - 1) * slope
-    return relevance * expected_hits / position
-
 
 #: places (queries x list length) up to which a ranked list's sums of values that are
 #: 0 but at a few places (AP's, the reciprocal rank's) take the prefix sums of every
@@ -178,7 +156,8 @@ class RankStats(ListStats):
         return self._per_position(self.list.group_gain, _gain)
 
     def _ap_term_fields(self) -> tuple[Tensor, ...]:
-        """What :func:`_ap_term_at` reads, but the position (relevance first)."""
+        """What :func:`~ranking_plugins.kernel.statistics.closed_forms.ap_term_at` reads,
+        but the position (relevance first)."""
         g = self.list
         return (self.relevance, g.group_start, g.group_size, g.group_relevant, g.relevant_before)
 
@@ -315,7 +294,7 @@ class RankStats(ListStats):
         g, position = self.list, self.position
         if g.tied_rows is None:
             relevance, start, size, relevant, before = self._ap_term_fields()
-            terms = _ap_term_at(relevance, position, start, size, relevant, before, self._offset)
+            terms = ap_term_at(relevance, position, start, size, relevant, before, self._offset)
             return self._cumulative(terms)
         return self._sums(
             g.relevant_before,
@@ -401,7 +380,7 @@ class RankStats(ListStats):
         def ap_terms() -> Tensor:
             relevance, start, size, relevant, before = self._ap_term_fields()
             position, offset = self.position, self._offset
-            return _ap_term_at(relevance, position, start, size, relevant, before, offset)
+            return ap_term_at(relevance, position, start, size, relevant, before, offset)
 
         def ideal_terms() -> Tensor:
             assert ideal is not None
@@ -517,7 +496,7 @@ class RankStats(ListStats):
         rows, columns = (relevance != 0).nonzero(as_tuple=True)
         flat = rows * self.length + columns
         position = (columns + 1).to(torch.float64)
-        terms = _ap_term_at(
+        terms = ap_term_at(
             torch.take(relevance, flat), position, *(torch.take(f, flat) for f in fields)
         )
         return PlacedSums.of(rows, columns, terms, relevance.shape[0]).at(self._top_places(k))
@@ -789,7 +768,7 @@ def _gain(g: RankedList) -> Tensor:
 
 def _ap_term(g: RankedList, position: Tensor) -> Tensor:
     fields = (g.group_start, g.group_size, g.group_relevant, g.relevant_before)
-    return _ap_term_at(_relevance(g), position, *fields)
+    return ap_term_at(_relevance(g), position, *fields)
 
 
 def _first_hit(
