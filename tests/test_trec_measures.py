@@ -614,6 +614,28 @@ def test_gain_measures_brute_force_dense(ties, gain, seed):
 
 
 @pytest.mark.parametrize("ties", TIES)
+@pytest.mark.parametrize(
+    "grades",
+    [
+        [-2.5, -2.5, -2.5, 0.25, 50.0],  # 2^50 - 1 and 2^0.25 - 1: their sum drops bits
+        [0.0, 0.5, 51.0, 52.0, 1.0],
+        [0.0, 0.0, 0.25, 49.5, 0.75],
+    ],
+)
+def test_g_where_the_gains_before_a_place_lose_bits(ties, grades):
+    """G reads the cost left after the gains placed before, which near 2^53 trec_eval's
+    running sum rounds: under "average" the mean over every order of the tied group
+    of what trec_eval computes for that order (as under the other policies)."""
+    preds = torch.tensor([[0.0, 0.0, 0.0, 0.0, 1.0], [0.0] * 5])
+    target = torch.tensor([grades, grades], dtype=torch.float64)
+    got = rank_metrics(preds, target, "g", ties=ties, gain="exponential", reduction="none")
+    for q in range(2):
+        args = (preds[q].tolist(), grades, [True] * 5)
+        expected = reference_trec_measure(*args, "g", None, ties=ties, gain="exponential")
+        assert float(got["g"][q]) == pytest.approx(expected, rel=1e-12, abs=1e-12), (q, ties)
+
+
+@pytest.mark.parametrize("ties", TIES)
 def test_gain_measures_brute_force_item_ids(ties):
     """Item-id targets (counted: CountStats, binary gains) agree with the dense reference."""
     rng = random.Random(7)

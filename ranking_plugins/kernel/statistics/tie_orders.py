@@ -79,10 +79,14 @@ def g_group_expectation(
                 u = v + w
                 share = math.comb(n, w) / math.comb(t - 1, u)
                 # 2 + (cost - gains before): past 2^53 the 2 was lost in 2 + cost, and
-                # log2 of 0 or less raised "math domain error" (as rank_stats.g_sum)
-                left = cost[start + u + 1] - gain_before - gain
+                # log2 of 0 or less raised "math domain error" (as rank_stats.g_sum).
+                # The gains before are summed as trec_eval sums them in an order, in
+                # place order (the top T, the members before, this one), then taken
+                # from the cost: near 2^53 the last bits of that sum move the log.
+                place_cost = cost[start + u + 1]
                 member += share * math.fsum(
-                    count / math.log2(2 + max(left - s, 0.0)) for s, count in by_sum.items()
+                    count / math.log2(2 + max(place_cost - (gain_before + s + gain), 0.0))
+                    for s, count in by_sum.items()
                 )
         total += multiplicity * gain * member / t
     return total
