@@ -120,11 +120,13 @@ def _average_top_groups(data: RankingInput, depth: int) -> RankedList:
     relevant, gain = row_relevant.gather(1, items), row_gain.gather(1, items)
     binary = relevance.binary  # the gain is the relevance itself: one total for both
     relevant_f = gain if binary else relevant.to(torch.float64)
-    start, totals = _group_starts_and_totals(values, relevant_f, gain, binary)
+    start, totals = _group_starts_and_totals(values, relevant_f, gain, binary, data.nan_possible)
 
     # the last listed group, over its whole row
     score = values.narrow(1, depth - 1, 1)
     members = scores == score
+    if data.nan_possible:  # a NaN equals no score: its group is the item alone
+        members.scatter_(1, items.narrow(1, depth - 1, 1), True)
     size = members.sum(dim=1, dtype=torch.float64)
     whole = (
         [size, (row_gain * members).sum(dim=1)]
@@ -166,12 +168,12 @@ def _average_whole_groups(data: RankingInput) -> RankedList:
     relevant, gain = data.relevance.at(items)
     binary = data.relevance.binary  # the gain is the relevance itself: one total for both
     relevant_f = gain if binary else relevant.to(torch.float64)
-    start, totals = _group_starts_and_totals(values, relevant_f, gain, binary)
+    start, totals = _group_starts_and_totals(values, relevant_f, gain, binary, data.nan_possible)
     return _average_groups_list(start, totals, relevant, relevant_f, items, None)
 
 
 def _group_starts_and_totals(
-    values: Tensor, relevant_f: Tensor, gain: Tensor, binary: bool
+    values: Tensor, relevant_f: Tensor, gain: Tensor, binary: bool, nan_possible: bool
 ) -> tuple[Tensor, Tensor]:
     """Each position's group start (Q, L) and its group's (size, [relevant,] gain)
     totals (C, Q, L), for descending ``values``.
@@ -181,9 +183,23 @@ def _group_starts_and_totals(
     gives every group's start, which also serves as the group's id. The totals
     are one scatter and one gather of a stacked tensor, summed in list order as
     :func:`_tie_groups` does.
+
+    ``nan_possible``: NaN, which the search cannot order, may lead the lists (it
+    ranks above every number, as the selection and the sort place it); each NaN
+    is a group of its own, so the i-th of a row's m NaNs starts at i, and the
+    numbers after them start at m or later: the search sees the NaNs as -inf,
+    above (before) every negated number, and the starts are raised to that.
     """
     ascending = values.neg()
-    start = torch.searchsorted(ascending, ascending)  # (Q, L) listed scores above
+    if nan_possible:
+        is_nan = ascending.isnan()
+        ascending = ascending.masked_fill(is_nan, -math.inf)
+        start = torch.searchsorted(ascending, ascending)
+        position = torch.arange(values.shape[1], device=values.device)
+        nans = is_nan.sum(dim=1, keepdim=True)
+        start = torch.maximum(start, torch.minimum(position, nans))
+    else:
+        start = torch.searchsorted(ascending, ascending)  # (Q, L) listed scores above
     per_position = torch.stack(
         [torch.ones_like(gain), gain] if binary else [torch.ones_like(gain), relevant_f, gain]
     )
@@ -273,7 +289,7 @@ def _complete_cut_groups(
     else:
         best_key, best = torch.topk(fill_key, depth, dim=1)
 
-    first_slot = count_true(c.values[rows] > score).unsqueeze(1)
+    first_slot = _places_above(c.values[rows], score, data.nan_possible).unsqueeze(1)
     slot = torch.arange(depth, device=score.device) - first_slot
     take = slot >= 0
     slot = slot.clamp(min=0)
@@ -314,6 +330,8 @@ def _complete_every_row(
     depth = values.shape[1]
     score = values[:, -1:]
     members = selectable == score
+    if data.nan_possible:  # a NaN equals no score: its group is the item alone
+        members.scatter_(1, items[:, -1:], True)
     if data.ranked is not None:
         members &= data.ranked
     row_relevant, row_gain = data.relevance.rows(slice(None))
@@ -326,7 +344,7 @@ def _complete_every_row(
         )
     else:
         best_key, best = torch.topk(fill_key, depth, dim=1)
-    first_slot = count_true(values > score).unsqueeze(1)
+    first_slot = _places_above(values, score, data.nan_possible).unsqueeze(1)
     slot = torch.arange(depth, device=score.device) - first_slot
     take = slot >= 0
     slot = slot.clamp(min=0)
@@ -351,6 +369,19 @@ def _complete_every_row(
         every_row=True,
     )
     return candidates, cut_group
+
+
+def _places_above(values: Tensor, score: Tensor, nan_possible: bool) -> Tensor:
+    """(Q,) int64: the listed places above the last one's tie group, ``values``
+    descending and ``score`` (Q, 1) their last.
+
+    ``nan_possible``: a NaN is listed above every number yet compares above
+    none, and is never tied: the places above are then those outside the run
+    of the last score (a NaN last is a group of one).
+    """
+    if nan_possible:
+        return values.shape[1] - 1 - count_true(values[:, :-1] == score)
+    return count_true(values > score)
 
 
 def rows_to_complete(is_cut: Tensor) -> Tensor | None:
