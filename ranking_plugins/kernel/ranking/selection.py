@@ -60,10 +60,13 @@ def rank(data: RankingInput, ties: str, depth: int | None, item_order: bool = Fa
     elif _lean_average_path(data, ties, item_order):
         return _average_top_groups(data, depth)
     else:
-        values, items = torch.topk(selectable, depth + 1, dim=1)
+        values, items = top(selectable, depth + 1, data.nan_possible)
         if data.nan_unchecked:  # a row's NaN comes first: the selection holds it (no view)
             validation.check_no_nan_scores(values)
         is_cut = values[:, depth] == values[:, depth - 1]
+        if data.nan_possible and ties in NAN_TIED:
+            # more NaNs than places: the policy picks which enter, as in a cut tie group
+            is_cut |= values[:, depth].isnan()
         by_item = item_order and ties in ("pessimistic", "optimistic")
         if host_reads_are_free(is_cut):
             candidates = _candidates(data, ties, values[:, :depth], items[:, :depth])
@@ -76,6 +79,30 @@ def rank(data: RankingInput, ties: str, depth: int | None, item_order: bool = Fa
         if mask is not None or candidates.key is not None:
             sort_within_ties(candidates, by_ranked=mask is not None, by_item=by_item)
     return describe_tie_groups(candidates, None if candidates.key is not None else cut_group)
+
+
+#: the policies that order NaN scores among themselves as tied scores (by their
+#: tie key); under "average" each NaN is a group of its own, lower index first
+NAN_TIED = ("pessimistic", "optimistic")
+
+
+def top(scores: Tensor, n: int, nan_possible: bool) -> tuple[Tensor, Tensor]:
+    """The ``n`` best scores of each row, descending, and their columns (a top-k).
+
+    ``nan_possible``: a top-k brings a row's NaNs first but picks and orders them
+    as it likes (differently on each device); their places then take the row's
+    first NaNs by column, in column order, as a stable sort of the whole rows
+    lists them. The columns are found by a second top-k, over an index of the
+    scores' width (no wider than int32 unless the rows are).
+    """
+    values, items = torch.topk(scores, n, dim=1)
+    if nan_possible:
+        width = scores.shape[1]
+        index = torch.int32 if width < 2**31 else torch.int64
+        column = torch.arange(width, dtype=index, device=scores.device)
+        first_nans = torch.where(scores.isnan(), column, width).topk(n, dim=1, largest=False)
+        items = torch.where(values.isnan(), first_nans.values.to(items.dtype), items)
+    return values, items
 
 
 def _lean_average_path(data: RankingInput, ties: str, item_order: bool) -> bool:
@@ -110,7 +137,7 @@ def _average_top_groups(data: RankingInput, depth: int) -> RankedList:
     same bits.
     """
     scores = data.scores
-    values, items = torch.topk(scores, depth + 1, dim=1)
+    values, items = top(scores, depth + 1, data.nan_possible)
     if data.nan_unchecked:  # a row's NaN comes first: the selection holds it (no view)
         validation.check_no_nan_scores(values)
     values, items = values.narrow(1, 0, depth), items.narrow(1, 0, depth)
@@ -276,6 +303,8 @@ def _complete_cut_groups(
     depth = c.values.shape[1]
     score = c.values[rows, -1].unsqueeze(1)
     members = selectable[rows] == score
+    if data.nan_possible and ties in NAN_TIED:  # a NaN score: the row's NaNs
+        members |= selectable[rows].isnan() & score.isnan()
     if data.ranked is not None:
         members &= data.ranked[rows]
     row_relevant, row_gain = data.relevance.rows(rows)
@@ -289,7 +318,7 @@ def _complete_cut_groups(
     else:
         best_key, best = torch.topk(fill_key, depth, dim=1)
 
-    first_slot = _places_above(c.values[rows], score, data.nan_possible).unsqueeze(1)
+    first_slot = _places_above(c.values[rows], score, data.nan_possible, ties).unsqueeze(1)
     slot = torch.arange(depth, device=score.device) - first_slot
     take = slot >= 0
     slot = slot.clamp(min=0)
@@ -330,7 +359,9 @@ def _complete_every_row(
     depth = values.shape[1]
     score = values[:, -1:]
     members = selectable == score
-    if data.nan_possible:  # a NaN equals no score: its group is the item alone
+    if data.nan_possible and ties in NAN_TIED:  # a NaN score: the row's NaNs
+        members |= selectable.isnan() & score.isnan()
+    elif data.nan_possible:  # a NaN equals no score: its group is the item alone
         members.scatter_(1, items[:, -1:], True)
     if data.ranked is not None:
         members &= data.ranked
@@ -344,7 +375,7 @@ def _complete_every_row(
         )
     else:
         best_key, best = torch.topk(fill_key, depth, dim=1)
-    first_slot = _places_above(values, score, data.nan_possible).unsqueeze(1)
+    first_slot = _places_above(values, score, data.nan_possible, ties).unsqueeze(1)
     slot = torch.arange(depth, device=score.device) - first_slot
     take = slot >= 0
     slot = slot.clamp(min=0)
@@ -371,17 +402,22 @@ def _complete_every_row(
     return candidates, cut_group
 
 
-def _places_above(values: Tensor, score: Tensor, nan_possible: bool) -> Tensor:
+def _places_above(values: Tensor, score: Tensor, nan_possible: bool, ties: str) -> Tensor:
     """(Q,) int64: the listed places above the last one's tie group, ``values``
     descending and ``score`` (Q, 1) their last.
 
     ``nan_possible``: a NaN is listed above every number yet compares above
-    none, and is never tied: the places above are then those outside the run
-    of the last score (a NaN last is a group of one).
+    none: the places above are then those outside the run of the last score.
+    A NaN last is a group of one under "average" and "first"; under
+    :data:`NAN_TIED` policies the NaNs are ordered as one group, which starts
+    the list.
     """
-    if nan_possible:
-        return values.shape[1] - 1 - count_true(values[:, :-1] == score)
-    return count_true(values > score)
+    if not nan_possible:
+        return count_true(values > score)
+    above = values.shape[1] - 1 - count_true(values[:, :-1] == score)
+    if ties in NAN_TIED:
+        above = above.masked_fill(score.squeeze(1).isnan(), 0)
+    return above
 
 
 def rows_to_complete(is_cut: Tensor) -> Tensor | None:
