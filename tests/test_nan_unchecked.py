@@ -78,10 +78,10 @@ def _run(
 
     q, n = preds.shape
     metric = RankingMetrics(metrics, ks, ties=ties, validate_args=validate_args)
-    # the entries of each query spread over two updates, queries interleaved
-    indexes = torch.arange(q).repeat_interleave(n)
-    order = torch.randperm(q * n, generator=torch.Generator().manual_seed(q * n))
-    flat = (preds.flatten()[order], target.flatten()[order], indexes[order])
+    # the entries of each query spread over two updates, queries interleaved, each
+    # query's entries in column order (the order that ranks its NaNs)
+    indexes = torch.arange(q).expand(n, q)
+    flat = (preds.T.flatten(), target.T.flatten(), indexes.flatten())
     half = q * n // 2
     metric.update(*(t[:half] for t in flat))
     metric.update(*(t[half:] for t in flat))

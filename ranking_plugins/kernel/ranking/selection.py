@@ -16,6 +16,7 @@ from ranking_plugins.kernel.flags import count_true
 from ranking_plugins.kernel.host_reads import host_reads_are_free
 from ranking_plugins.kernel.inputs.parts import RankingInput, lowest
 from ranking_plugins.kernel.ranking.tie_groups import (
+    NAN_TIED,
     Candidates,
     CutGroup,
     RankedList,
@@ -79,11 +80,6 @@ def rank(data: RankingInput, ties: str, depth: int | None, item_order: bool = Fa
         if mask is not None or candidates.key is not None:
             sort_within_ties(candidates, by_ranked=mask is not None, by_item=by_item)
     return describe_tie_groups(candidates, None if candidates.key is not None else cut_group)
-
-
-#: the policies that order NaN scores among themselves as tied scores (by their
-#: tie key); under "average" each NaN is a group of its own, lower index first
-NAN_TIED = ("pessimistic", "optimistic")
 
 
 def top(scores: Tensor, n: int, nan_possible: bool) -> tuple[Tensor, Tensor]:

@@ -20,6 +20,11 @@ from ranking_plugins.choices import TIES as TIES
 from ranking_plugins.kernel.flags import count_true
 from ranking_plugins.kernel.host_reads import host_reads_are_free
 
+#: the policies that order NaN scores (``validate_args=False``) among themselves as
+#: tied scores, by their tie key; under "average" and "first" each NaN is a group of
+#: its own, lower index first. NaN ranks above every number under every policy.
+NAN_TIED = ("pessimistic", "optimistic")
+
 
 @dataclass(frozen=True)
 class RankedList:
