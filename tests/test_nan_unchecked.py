@@ -56,7 +56,7 @@ def _run(
     preds: torch.Tensor,
     target: torch.Tensor,
     metrics: list[str],
-    ks: list[int],
+    ks: list[int] | None,
     ties: str,
     layout: str,
     mask: torch.Tensor | None,
@@ -109,14 +109,20 @@ def test_nan_scores_rank_first_on_every_path(
         mask = torch.rand(q, n, generator=generator) < 0.8 if layout == "masked" else None
         ks = sorted({1, 2, 1 + trial % n, n})
         ids = layout in ("item ids", "one item id")
-        for metrics in METRIC_SETS[:-1] if ids else METRIC_SETS:
+        # item ids ranked whole are counted (several listed ids compared with each other)
+        cases = (
+            [(m, ks) for m in METRIC_SETS[:-1]] + [(AT_K, None)]
+            if ids
+            else [(m, ks) for m in METRIC_SETS]
+        )
+        for metrics, top_k in cases:
             runs = []
             for accelerator in (False, True):
                 monkeypatch.setattr(host_reads, "ACCELERATOR_PATHS_ON_CPU", accelerator)
-                runs.append(_run(preds, target, metrics, ks, ties, layout, mask, False))
+                runs.append(_run(preds, target, metrics, top_k, ties, layout, mask, False))
             monkeypatch.setattr(host_reads, "ACCELERATOR_PATHS_ON_CPU", False)
             reference = _reference_scores(preds, ties)
-            want = _run(reference, target, metrics, ks, ties, layout, mask, True)
+            want = _run(reference, target, metrics, top_k, ties, layout, mask, True)
             cpu, accelerator_run = runs
             for key, values in cpu.items():
                 torch.testing.assert_close(

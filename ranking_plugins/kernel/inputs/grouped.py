@@ -104,9 +104,7 @@ def grouped(
         width = int(lengths.max())
         # lists of one length (the usual batch of candidates) have no padding
         padded = int(lengths.min()) < width
-        data = _rows(
-            flat, lengths, query_start[rows], by_query, False, width, padded, rule, nan
-        )
+        data = _rows(flat, lengths, query_start[rows], by_query, False, width, padded, rule, nan)
         parts.append(Part(rows, data))
         first_query += count
     return Batch(num_queries, device, tuple(parts))
