@@ -97,7 +97,7 @@ def top(scores: Tensor, n: int, nan_possible: bool) -> tuple[Tensor, Tensor]:
         index = torch.int32 if width < 2**31 else torch.int64
         column = torch.arange(width, dtype=index, device=scores.device)
         first_nans = torch.where(scores.isnan(), column, width).topk(n, dim=1, largest=False)
-        items = torch.where(values.isnan(), first_nans.values.to(items.dtype), items)
+        items = torch.where(values.isnan(), first_nans.values, items)  # int64, as items
     return values, items
 
 

@@ -78,11 +78,11 @@ def _first_group_past_nan(scores: Tensor, relevant: Tensor) -> tuple[Tensor, Ten
     )
     tied = scores == best
     in_nan = first < width
-    one = torch.ones_like(nan_above)
     return (
-        torch.where(in_nan, nan_above, _count(scores > best) + _count(is_nan)),
-        torch.where(in_nan, one, _count(tied)),
-        torch.where(in_nan, one, _count(tied & relevant)),
+        # above a number: the greater numbers and every NaN, which compares as neither
+        torch.where(in_nan, nan_above, _count(~(scores <= best))),
+        torch.where(in_nan, 1.0, _count(tied)),
+        torch.where(in_nan, 1.0, _count(tied & relevant)),
     )
 
 
