@@ -68,7 +68,9 @@ def _first_group_past_nan(scores: Tensor, relevant: Tensor) -> tuple[Tensor, Ten
     """
     is_nan = scores.isnan()
     width = scores.shape[1]
-    column = torch.arange(width, device=scores.device)
+    # the narrowest index that holds the columns: the (Q, N) temporary within the scores' size
+    index = torch.int32 if width < 2**31 else torch.int64
+    column = torch.arange(width, dtype=index, device=scores.device)
     first = torch.where(is_nan & relevant, column, width).amin(dim=1, keepdim=True)
     nan_above = _count(is_nan & (column < first))
     best = (
