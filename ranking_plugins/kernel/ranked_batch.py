@@ -69,7 +69,15 @@ def rank_stats(
     if method == "count":
         if not isinstance(relevance, ItemIds):
             raise ValueError("ranking by counting needs item-index targets")
-        return count_ranks(data.scores, relevance, ties, data.ranked, data.nan_unchecked, judgments)
+        return count_ranks(
+            data.scores,
+            relevance,
+            ties,
+            data.ranked,
+            data.nan_unchecked,
+            judgments,
+            data.nan_possible,
+        )
     if method == "first_hits":
         assert depth is not None, "first hits are read to a cutoff"
         return FirstHitStats(data, ties, depth)

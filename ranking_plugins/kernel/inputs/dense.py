@@ -10,6 +10,7 @@ from ranking_plugins.kernel.inputs.parts import (
     Batch,
     RankingInput,
     nan_check_deferred,
+    nan_possible,
     one_part,
 )
 from ranking_plugins.kernel.inputs.relevance import DenseGrades, GainRule
@@ -37,4 +38,4 @@ def dense(
             validation.check_values(preds, None, None, preds.shape[1])
         # the grades' row maxima come with the counts every ranking reads anyway
         check_grades(target, rule, preds.shape[1], largest=grades.largest)
-    return one_part(RankingInput(preds, mask, grades, deferred))
+    return one_part(RankingInput(preds, mask, grades, deferred, nan_possible(preds, validate_args)))

@@ -13,6 +13,7 @@ from ranking_plugins.kernel.inputs.parts import (
     RankingInput,
     lowest,
     nan_check_deferred,
+    nan_possible,
 )
 from ranking_plugins.kernel.inputs.relevance import DenseGrades, GainRule
 
@@ -59,6 +60,7 @@ def grouped(
     # padding is parked below every score, never over a NaN: the ranking meets them all
     check_scores = validate_args and not scores_checked
     deferred = nan_check_deferred(preds, mask, check_scores)
+    nan = (deferred, nan_possible(preds, validate_args))
     if check_scores and not deferred:
         validation.check_values(preds, None, None, 0)
     by_query: Tensor | None = None
@@ -87,7 +89,7 @@ def grouped(
     if longest * num_queries <= 2 * preds.numel():
         # padding every list to the longest at most doubles the slots: one part, every
         # query in id order
-        data = _rows(flat, sizes, None, by_query, True, longest, shortest < longest, rule, deferred)
+        data = _rows(flat, sizes, None, by_query, True, longest, shortest < longest, rule, nan)
         return Batch(num_queries, device, (Part(slice(None), data),))
     length_class = torch.ceil(torch.log2(sizes.to(torch.float64))).to(torch.int64)
     # queries ordered by length class (then id)
@@ -102,9 +104,7 @@ def grouped(
         width = int(lengths.max())
         # lists of one length (the usual batch of candidates) have no padding
         padded = int(lengths.min()) < width
-        data = _rows(
-            flat, lengths, query_start[rows], by_query, False, width, padded, rule, deferred
-        )
+        data = _rows(flat, lengths, query_start[rows], by_query, False, width, padded, rule, nan)
         parts.append(Part(rows, data))
         first_query += count
     return Batch(num_queries, device, tuple(parts))
@@ -145,11 +145,12 @@ def _rows(
     width: int,
     padded: bool,
     rule: GainRule,
-    deferred: bool,
+    nan: tuple[bool, bool],
 ) -> RankingInput:
     """Some queries' entries as rows of ``width`` (see :func:`_padded_rows`);
     ``every_query``: they are all the queries, in id order; ``starts``: where each
-    query's entries begin (made here when None and needed)."""
+    query's entries begin (made here when None and needed); ``nan``: the input's
+    ``nan_unchecked`` and ``nan_possible``."""
     preds, target, mask, judged_items = flat
     count = lengths.numel()
     if every_query and not padded:
@@ -172,7 +173,7 @@ def _rows(
             flat, lengths, starts, by_query, whole, width, padded
         )
         judged = judged_rows if padded or judged_items is not None else None
-    return RankingInput(scores, ranked, DenseGrades(grades, rule, judged), deferred)
+    return RankingInput(scores, ranked, DenseGrades(grades, rule, judged), *nan)
 
 
 def _padded_rows(

@@ -10,6 +10,7 @@ from ranking_plugins.kernel.inputs.parts import (
     Batch,
     RankingInput,
     nan_check_deferred,
+    nan_possible,
     one_part,
 )
 from ranking_plugins.kernel.inputs.relevance import GainRule, ItemIds
@@ -34,4 +35,4 @@ def item_ids(
     if validate_args and not deferred:
         validation.check_values(preds, None, None, preds.shape[1])
     ids = ItemIds(target, preds.shape[1], rule, judged)
-    return one_part(RankingInput(preds, mask, ids, deferred))
+    return one_part(RankingInput(preds, mask, ids, deferred, nan_possible(preds, validate_args)))

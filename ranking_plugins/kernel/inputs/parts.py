@@ -22,6 +22,10 @@ class RankingInput:
     #: own passes meet every score (a row's NaN comes first out of a top-k or a
     #: descending sort); only when no mask can hide a score from those passes
     nan_unchecked: bool = False
+    #: validate_args=False: NaN scores may reach the ranking and nothing rejects
+    #: them; the accelerator's paths then rank each NaN as the CPU's sort and
+    #: top-k do (above every number, never tied with another NaN)
+    nan_possible: bool = False
     #: the score columns are one padding item of lists with no item at all
     #: (:func:`_at_least_one_item`), not a catalogue item
     padding_only: bool = False
@@ -47,6 +51,7 @@ class RankingInput:
             ranked,
             self.relevance.take(rows),
             self.nan_unchecked,
+            self.nan_possible,
             self.padding_only,
         )
 
@@ -88,6 +93,11 @@ def nan_check_deferred(preds: Tensor, mask: Tensor | None, validate_args: bool) 
     stays a pass of its own (:func:`~ranking_plugins._validation.check_values`).
     """
     return validate_args and mask is None and preds.is_floating_point()
+
+
+def nan_possible(preds: Tensor, validate_args: bool) -> bool:
+    """Whether ``preds`` may hold NaN that no check rejects (:attr:`RankingInput.nan_possible`)."""
+    return not validate_args and preds.is_floating_point()
 
 
 def one_part(data: RankingInput) -> Batch:

@@ -16,6 +16,7 @@ from ranking_plugins.kernel.flags import count_true
 from ranking_plugins.kernel.host_reads import host_reads_are_free
 from ranking_plugins.kernel.inputs.parts import RankingInput, lowest
 from ranking_plugins.kernel.ranking.tie_groups import (
+    NAN_TIED,
     Candidates,
     CutGroup,
     RankedList,
@@ -60,10 +61,13 @@ def rank(data: RankingInput, ties: str, depth: int | None, item_order: bool = Fa
     elif _lean_average_path(data, ties, item_order):
         return _average_top_groups(data, depth)
     else:
-        values, items = torch.topk(selectable, depth + 1, dim=1)
+        values, items = top(selectable, depth + 1, data.nan_possible)
         if data.nan_unchecked:  # a row's NaN comes first: the selection holds it (no view)
             validation.check_no_nan_scores(values)
         is_cut = values[:, depth] == values[:, depth - 1]
+        if data.nan_possible and ties in NAN_TIED:
+            # more NaNs than places: the policy picks which enter, as in a cut tie group
+            is_cut |= values[:, depth].isnan()
         by_item = item_order and ties in ("pessimistic", "optimistic")
         if host_reads_are_free(is_cut):
             candidates = _candidates(data, ties, values[:, :depth], items[:, :depth])
@@ -76,6 +80,25 @@ def rank(data: RankingInput, ties: str, depth: int | None, item_order: bool = Fa
         if mask is not None or candidates.key is not None:
             sort_within_ties(candidates, by_ranked=mask is not None, by_item=by_item)
     return describe_tie_groups(candidates, None if candidates.key is not None else cut_group)
+
+
+def top(scores: Tensor, n: int, nan_possible: bool) -> tuple[Tensor, Tensor]:
+    """The ``n`` best scores of each row, descending, and their columns (a top-k).
+
+    ``nan_possible``: a top-k brings a row's NaNs first but picks and orders them
+    as it likes (differently on each device); their places then take the row's
+    first NaNs by column, in column order, as a stable sort of the whole rows
+    lists them. The columns are found by a second top-k, over an index of the
+    scores' width (no wider than int32 unless the rows are).
+    """
+    values, items = torch.topk(scores, n, dim=1)
+    if nan_possible:
+        width = scores.shape[1]
+        index = torch.int32 if width < 2**31 else torch.int64
+        column = torch.arange(width, dtype=index, device=scores.device)
+        first_nans = torch.where(scores.isnan(), column, width).topk(n, dim=1, largest=False)
+        items = torch.where(values.isnan(), first_nans.values, items)  # int64, as items
+    return values, items
 
 
 def _lean_average_path(data: RankingInput, ties: str, item_order: bool) -> bool:
@@ -110,7 +133,7 @@ def _average_top_groups(data: RankingInput, depth: int) -> RankedList:
     same bits.
     """
     scores = data.scores
-    values, items = torch.topk(scores, depth + 1, dim=1)
+    values, items = top(scores, depth + 1, data.nan_possible)
     if data.nan_unchecked:  # a row's NaN comes first: the selection holds it (no view)
         validation.check_no_nan_scores(values)
     values, items = values.narrow(1, 0, depth), items.narrow(1, 0, depth)
@@ -120,11 +143,13 @@ def _average_top_groups(data: RankingInput, depth: int) -> RankedList:
     relevant, gain = row_relevant.gather(1, items), row_gain.gather(1, items)
     binary = relevance.binary  # the gain is the relevance itself: one total for both
     relevant_f = gain if binary else relevant.to(torch.float64)
-    start, totals = _group_starts_and_totals(values, relevant_f, gain, binary)
+    start, totals = _group_starts_and_totals(values, relevant_f, gain, binary, data.nan_possible)
 
     # the last listed group, over its whole row
     score = values.narrow(1, depth - 1, 1)
     members = scores == score
+    if data.nan_possible:  # a NaN equals no score: its group is the item alone
+        members.scatter_(1, items.narrow(1, depth - 1, 1), True)
     size = members.sum(dim=1, dtype=torch.float64)
     whole = (
         [size, (row_gain * members).sum(dim=1)]
@@ -166,12 +191,12 @@ def _average_whole_groups(data: RankingInput) -> RankedList:
     relevant, gain = data.relevance.at(items)
     binary = data.relevance.binary  # the gain is the relevance itself: one total for both
     relevant_f = gain if binary else relevant.to(torch.float64)
-    start, totals = _group_starts_and_totals(values, relevant_f, gain, binary)
+    start, totals = _group_starts_and_totals(values, relevant_f, gain, binary, data.nan_possible)
     return _average_groups_list(start, totals, relevant, relevant_f, items, None)
 
 
 def _group_starts_and_totals(
-    values: Tensor, relevant_f: Tensor, gain: Tensor, binary: bool
+    values: Tensor, relevant_f: Tensor, gain: Tensor, binary: bool, nan_possible: bool
 ) -> tuple[Tensor, Tensor]:
     """Each position's group start (Q, L) and its group's (size, [relevant,] gain)
     totals (C, Q, L), for descending ``values``.
@@ -181,9 +206,23 @@ def _group_starts_and_totals(
     gives every group's start, which also serves as the group's id. The totals
     are one scatter and one gather of a stacked tensor, summed in list order as
     :func:`_tie_groups` does.
+
+    ``nan_possible``: NaN, which the search cannot order, may lead the lists (it
+    ranks above every number, as the selection and the sort place it); each NaN
+    is a group of its own, so the i-th of a row's m NaNs starts at i, and the
+    numbers after them start at m or later: the search sees the NaNs as -inf,
+    above (before) every negated number, and the starts are raised to that.
     """
     ascending = values.neg()
-    start = torch.searchsorted(ascending, ascending)  # (Q, L) listed scores above
+    if nan_possible:
+        is_nan = ascending.isnan()
+        ascending = ascending.masked_fill(is_nan, -math.inf)
+        start = torch.searchsorted(ascending, ascending)
+        position = torch.arange(values.shape[1], device=values.device)
+        nans = is_nan.sum(dim=1, keepdim=True)
+        start = torch.maximum(start, torch.minimum(position, nans))
+    else:
+        start = torch.searchsorted(ascending, ascending)  # (Q, L) listed scores above
     per_position = torch.stack(
         [torch.ones_like(gain), gain] if binary else [torch.ones_like(gain), relevant_f, gain]
     )
@@ -260,6 +299,8 @@ def _complete_cut_groups(
     depth = c.values.shape[1]
     score = c.values[rows, -1].unsqueeze(1)
     members = selectable[rows] == score
+    if data.nan_possible and ties in NAN_TIED:  # a NaN score: the row's NaNs
+        members |= selectable[rows].isnan() & score.isnan()
     if data.ranked is not None:
         members &= data.ranked[rows]
     row_relevant, row_gain = data.relevance.rows(rows)
@@ -273,7 +314,7 @@ def _complete_cut_groups(
     else:
         best_key, best = torch.topk(fill_key, depth, dim=1)
 
-    first_slot = count_true(c.values[rows] > score).unsqueeze(1)
+    first_slot = _places_above(c.values[rows], score, data.nan_possible, ties).unsqueeze(1)
     slot = torch.arange(depth, device=score.device) - first_slot
     take = slot >= 0
     slot = slot.clamp(min=0)
@@ -314,6 +355,10 @@ def _complete_every_row(
     depth = values.shape[1]
     score = values[:, -1:]
     members = selectable == score
+    if data.nan_possible and ties in NAN_TIED:  # a NaN score: the row's NaNs
+        members |= selectable.isnan() & score.isnan()
+    elif data.nan_possible:  # a NaN equals no score: its group is the item alone
+        members.scatter_(1, items[:, -1:], True)
     if data.ranked is not None:
         members &= data.ranked
     row_relevant, row_gain = data.relevance.rows(slice(None))
@@ -326,7 +371,7 @@ def _complete_every_row(
         )
     else:
         best_key, best = torch.topk(fill_key, depth, dim=1)
-    first_slot = count_true(values > score).unsqueeze(1)
+    first_slot = _places_above(values, score, data.nan_possible, ties).unsqueeze(1)
     slot = torch.arange(depth, device=score.device) - first_slot
     take = slot >= 0
     slot = slot.clamp(min=0)
@@ -351,6 +396,24 @@ def _complete_every_row(
         every_row=True,
     )
     return candidates, cut_group
+
+
+def _places_above(values: Tensor, score: Tensor, nan_possible: bool, ties: str) -> Tensor:
+    """(Q,) int64: the listed places above the last one's tie group, ``values``
+    descending and ``score`` (Q, 1) their last.
+
+    ``nan_possible``: a NaN is listed above every number yet compares above
+    none: the places above are then those outside the run of the last score.
+    A NaN last is a group of one under "average" and "first"; under
+    :data:`NAN_TIED` policies the NaNs are ordered as one group, which starts
+    the list.
+    """
+    if not nan_possible:
+        return count_true(values > score)
+    above = values.shape[1] - 1 - count_true(values[:, :-1] == score)
+    if ties in NAN_TIED:
+        above = above.masked_fill(score.squeeze(1).isnan(), 0)
+    return above
 
 
 def rows_to_complete(is_cut: Tensor) -> Tensor | None:

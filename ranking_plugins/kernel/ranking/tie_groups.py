@@ -20,6 +20,11 @@ from ranking_plugins.choices import TIES as TIES
 from ranking_plugins.kernel.flags import count_true
 from ranking_plugins.kernel.host_reads import host_reads_are_free
 
+#: the policies that order NaN scores (``validate_args=False``) among themselves as
+#: tied scores, by their tie key; under "average" and "first" each NaN is a group of
+#: its own, lower index first. NaN ranks above every number under every policy.
+NAN_TIED = ("pessimistic", "optimistic")
+
 
 @dataclass(frozen=True)
 class RankedList:
@@ -284,8 +289,8 @@ def _tie_groups(
     if cut_group is not None:
         # "average": the cut group's totals come from its whole row
         rows = slice(None) if cut_group.every_row else cut_group.rows
-        in_group = ranked[rows] & (values[rows] == cut_group.score.unsqueeze(1))
-        cut = group[rows].gather(1, in_group.to(torch.int8).argmax(dim=1, keepdim=True))
+        # the group's first listed place is its start (a NaN score equals no value)
+        cut = group[rows].gather(1, cut_group.start.unsqueeze(1))
         # no ranked member at all (only masked items at that score): nothing to replace
         at_cut = (torch.arange(length, device=device) == cut) & (cut_group.size > 0).unsqueeze(1)
         whole_row = torch.stack([cut_group.size, cut_group.relevant, cut_group.gain])

@@ -28,6 +28,7 @@ from ranking_plugins.kernel.flags import (
 )
 from ranking_plugins.kernel.host_reads import host_reads_are_free
 from ranking_plugins.kernel.inputs.relevance import ItemIds
+from ranking_plugins.kernel.ranking.tie_groups import NAN_TIED
 from ranking_plugins.kernel.statistics.count_stats import CountStats
 from ranking_plugins.kernel.statistics.judged import CountedJudgedStats
 
@@ -80,6 +81,9 @@ class RankCounter:
         # the items of each row left out of the ranking (None: none so far)
         self._unranked: Tensor | None = None
         self.ranked = self.listed
+        #: the scores may hold NaN (``validate_args=False``): listed items are compared
+        #: as the lists rank NaN (:func:`rank_nan_first`)
+        self.nan_possible = False
         if self.exclude is not None:
             self._unranked = (self.exclude >= 0).sum(dim=1)
             excluded = (item_ids.unsqueeze(2) == self.exclude.unsqueeze(1)).any(dim=2)
@@ -361,10 +365,9 @@ class RankCounter:
         other = ranked.unsqueeze(1) & ~torch.eye(
             self.ids.shape[1], dtype=torch.bool, device=ranked.device
         )
-        v = self.block_score.unsqueeze(1)  # (Q, 1, T): the other item
-        s = self.score.unsqueeze(2)  # (Q, T, 1): the item compared with
-        above = (v > s) & other
-        tied = (v == s) & other
+        above, tied = self._listed_pairs()
+        above &= other
+        tied &= other
         tied_before = tied & (self.ids.unsqueeze(1) < self.ids.unsqueeze(2))
         rel = relevant.unsqueeze(1)
         nonrelevant_judged = (judged & ~relevant).unsqueeze(1)
@@ -383,6 +386,22 @@ class RankCounter:
             "jn_tied_before": (tied_before & nonrelevant_judged).sum(dim=2),
         }
 
+    def _listed_pairs(self) -> tuple[Tensor, Tensor]:
+        """(Q, T, T) bool: listed item a (the last dim) above, and tied with, listed
+        item b (the middle dim), by the scores the counts were made of."""
+        v = self.block_score.unsqueeze(1)  # (Q, 1, T): the other item a
+        s = self.score.unsqueeze(2)  # (Q, T, 1): the item b it is compared with
+        above, tied = v > s, v == s
+        if self.nan_possible:
+            v_nan, s_nan = v.isnan(), s.isnan()
+            above |= v_nan & ~s_nan
+            both = v_nan & s_nan
+            if self.ties in NAN_TIED:
+                tied |= both
+            else:  # each NaN a group of its own, the lower index first
+                above |= both & (self.ids.unsqueeze(1) < self.ids.unsqueeze(2))
+        return above, tied
+
     def stats(self) -> CountStats:
         """The rank statistics; R counts every listed id, excluded or masked ones too."""
         ranked = self.ranked
@@ -396,11 +415,12 @@ class RankCounter:
         other = ranked.unsqueeze(1) & ~torch.eye(
             self.ids.shape[1], dtype=torch.bool, device=ranked.device
         )
-        v = self.block_score.unsqueeze(1)  # (Q, 1, T): the other item a
-        s = self.score.unsqueeze(2)  # (Q, T, 1): the item b it is compared with
-        rel_above = ((v > s) & other).sum(dim=2)
-        rel_tied = ((v == s) & other).sum(dim=2)
-        rel_before = ((v == s) & other & (self.ids.unsqueeze(1) < self.ids.unsqueeze(2))).sum(dim=2)
+        pair_above, pair_tied = self._listed_pairs()
+        rel_above = (pair_above & other).sum(dim=2)
+        rel_tied = (pair_tied & other).sum(dim=2)
+        rel_before = (pair_tied & other & (self.ids.unsqueeze(1) < self.ids.unsqueeze(2))).sum(
+            dim=2
+        )
         if self.ties == "average":
             start, size, relevant, before = above, tied + 1, rel_tied + 1, rel_above
         elif self.ties == "first":
@@ -503,6 +523,7 @@ def count_ranks(
     ranked: Tensor | None = None,
     check_nan: bool = False,
     judgments: bool = False,
+    nan_possible: bool = False,
 ) -> CountStats:
     """Rank statistics of a dense score matrix (Q, N) by counting, in one block.
 
@@ -511,10 +532,15 @@ def count_ranks(
     ``judgments``: count the judged items too (:func:`tracked_ids`), for the
     measures that read them; without ``judged_ids`` every item is
     judged and the relevant items' own counts serve (``CountStats.every_judged``).
+    ``nan_possible``: the scores may hold NaN that no check rejects
+    (``validate_args=False``): they are counted as the lists rank them
+    (:func:`rank_nan_first`).
     """
     ids = distinct_ids(relevance.item_ids)
     counter = RankCounter(ids, scores.gather(1, ids.clamp(min=0)), scores.shape[1], ties)
     counter.add(scores, 0, ranked, check_nan=check_nan, own_scores=True)
+    if nan_possible:
+        rank_nan_first(counter, scores, ranked)
     stats = counter.stats()
     if judgments and relevance.judged_ids is not None:
         tracked = tracked_ids(relevance, relevance.judged_ids)
@@ -522,8 +548,35 @@ def count_ranks(
             tracked, scores.gather(1, tracked.clamp(min=0)), scores.shape[1], ties
         )
         tracker.add(scores, 0, ranked, own_scores=True)
+        if nan_possible:
+            rank_nan_first(tracker, scores, ranked)
         stats.judged_stats = counted_judged_stats(tracker, ids, relevance, ties, stats)
     return stats
+
+
+def rank_nan_first(counter: RankCounter, scores: Tensor, ranked: Tensor | None) -> None:
+    """Correct the counts of ``counter``, made of the whole rows ``scores`` (one block),
+    for their NaNs, which the comparisons count neither above nor tied with anything.
+
+    NaN ranks above every number: every ranked NaN is above a listed number. A
+    listed NaN has no number above it; under "average" and "first" the NaNs of
+    lower index are (each NaN a group of its own), under :data:`NAN_TIED`
+    policies the other NaNs are tied with it.
+    """
+    counter.nan_possible = True
+    is_nan = scores.isnan()
+    if ranked is not None:
+        is_nan &= ranked
+    nans = count_true(is_nan).unsqueeze(1)
+    listed_nan = counter.score.isnan()
+    ids = counter.ids.clamp(min=0)
+    own = is_nan.gather(1, ids)  # the listed item is a ranked NaN
+    counter.above = torch.where(listed_nan, 0, counter.above + nans)
+    if counter.ties in NAN_TIED:
+        counter.tied = torch.where(listed_nan, nans - own.to(torch.int64), counter.tied)
+    else:
+        before = is_nan.cumsum(dim=1, dtype=torch.int32).gather(1, ids) - own.to(torch.int32)
+        counter.above = torch.where(listed_nan, before.to(torch.int64), counter.above)
 
 
 def tracked_ids(relevance: ItemIds, judged_ids: Tensor) -> Tensor:

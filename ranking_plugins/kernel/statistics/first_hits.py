@@ -58,6 +58,36 @@ def _count(flags: Tensor) -> Tensor:
     return flags.sum(dim=1, keepdim=True, dtype=torch.float64)
 
 
+def _first_group_past_nan(scores: Tensor, relevant: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """(T, t, r) of each row's first relevant group, (Q, 1) float64 each, where the
+    scores may hold NaN (``validate_args=False``), ranked as the lists rank it: above
+    every number, each NaN a group of its own, lower column first.
+
+    A relevant NaN is the first relevant group (t = r = 1) below the NaNs of lower
+    columns; else the best relevant number's group is, below every NaN.
+    """
+    is_nan = scores.isnan()
+    width = scores.shape[1]
+    # the narrowest index that holds the columns: the (Q, N) temporary within the scores' size
+    index = torch.int32 if width < 2**31 else torch.int64
+    column = torch.arange(width, dtype=index, device=scores.device)
+    first = torch.where(is_nan & relevant, column, width).amin(dim=1, keepdim=True)
+    nan_above = _count(is_nan & (column < first))
+    best = (
+        torch.where(relevant, scores, -math.inf)
+        .nan_to_num(nan=-math.inf, posinf=math.inf)
+        .amax(dim=1, keepdim=True)
+    )
+    tied = scores == best
+    in_nan = first < width
+    return (
+        # above a number: the greater numbers and every NaN, which compares as neither
+        torch.where(in_nan, nan_above, _count(~(scores <= best))),
+        torch.where(in_nan, 1.0, _count(tied)),
+        torch.where(in_nan, 1.0, _count(tied & relevant)),
+    )
+
+
 class FirstHitStats(RankStats):
     """:class:`RankStats` whose first hits come from each query's first relevant group.
 
@@ -72,12 +102,15 @@ class FirstHitStats(RankStats):
         if data.nan_unchecked and scores.numel() and math.isnan(float(scores.amax())):
             raise ValueError(validation.NAN_PREDS)
         relevant = relevance.relevant_items()
-        # the first relevant group's score: the best relevant one (-inf without any)
-        best = torch.where(relevant, scores, -math.inf).amax(dim=1, keepdim=True)
-        tied = scores == best
-        self._above = _count(scores > best)  # T
-        self._size = _count(tied)  # t
-        self._relevant = _count(tied & relevant)  # r: 0 where the row has no relevant item
+        if data.nan_possible:
+            self._above, self._size, self._relevant = _first_group_past_nan(scores, relevant)
+        else:
+            # the first relevant group's score: the best relevant one (-inf without any)
+            best = torch.where(relevant, scores, -math.inf).amax(dim=1, keepdim=True)
+            tied = scores == best
+            self._above = _count(scores > best)  # T
+            self._size = _count(tied)  # t
+            self._relevant = _count(tied & relevant)  # r: 0 where the row has no relevant item
         #: the cutoff last read and the group's places in its top (:meth:`_in_top`)
         self._group_read_at: tuple[Tensor, Tensor] | None = None
         num_ranked = torch.full(
