@@ -92,13 +92,19 @@ def top(scores: Tensor, n: int, nan_possible: bool) -> tuple[Tensor, Tensor]:
     scores' width (no wider than int32 unless the rows are).
     """
     values, items = torch.topk(scores, n, dim=1)
-    if nan_possible:
+    if nan_possible and _may_hold_nan(values):
         width = scores.shape[1]
         index = torch.int32 if width < 2**31 else torch.int64
         column = torch.arange(width, dtype=index, device=scores.device)
         first_nans = torch.where(scores.isnan(), column, width).topk(n, dim=1, largest=False)
         items = torch.where(values.isnan(), first_nans.values, items)  # int64, as items
     return values, items
+
+
+def _may_hold_nan(values: Tensor) -> bool:
+    """Whether a top-k selection may hold a NaN: read where reading costs nothing (a
+    row's NaNs come first in it), so that lists without one take no second top-k."""
+    return not host_reads_are_free(values) or bool(values[:, 0].isnan().any())
 
 
 def _lean_average_path(data: RankingInput, ties: str, item_order: bool) -> bool:
