@@ -145,3 +145,43 @@ def test_nan_scores_rank_first_on_every_path(
                         equal_nan=True,
                         msg=f"{key} on the {path} paths (trial {trial}, {metrics})",
                     )
+
+
+@pytest.mark.parametrize("layout", ["binary float", "item ids"])
+def test_lists_without_nan_take_no_nan_correction_where_reading_is_free(
+    layout: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On the CPU's paths (reading a value costs nothing there) the NaN corrections
+    (a second top-k, the counts' NaN pass) run only for scores that hold a NaN: a
+    user of ``validate_args=False`` pays nothing for them otherwise."""
+    from ranking_plugins.kernel.ranking import selection
+    from ranking_plugins.kernel.statistics import counting
+
+    calls: list[str] = []
+    real_rank_nan_first, real_may_hold_nan = counting.rank_nan_first, selection._may_hold_nan
+
+    def rank_nan_first(*args: object, **kwargs: object) -> None:
+        calls.append("counts")
+        real_rank_nan_first(*args, **kwargs)  # type: ignore[arg-type]
+
+    def may_hold_nan(values: torch.Tensor) -> bool:
+        found = real_may_hold_nan(values)
+        calls.extend(["top-k"] * found)
+        return found
+
+    monkeypatch.setattr(counting, "rank_nan_first", rank_nan_first)
+    monkeypatch.setattr(selection, "_may_hold_nan", may_hold_nan)
+    generator = torch.Generator().manual_seed(5)
+    preds = torch.randn(8, 40, generator=generator)
+    if layout == "item ids":
+        target = torch.randint(0, 40, (8, 1), generator=generator)  # counted
+    else:
+        target = (torch.rand(8, 40, generator=generator) < 0.2).float()
+    for has_nan in (False, True):
+        calls.clear()
+        scores = preds.clone()
+        if has_nan:
+            scores[2, 7] = math.nan
+        last_batch.clear()
+        rank_metrics(scores, target, AT_K, [1, 5], validate_args=False)
+        assert bool(calls) == has_nan, (layout, has_nan, calls)

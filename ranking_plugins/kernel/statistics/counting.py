@@ -84,6 +84,8 @@ class RankCounter:
         #: the scores may hold NaN (``validate_args=False``): listed items are compared
         #: as the lists rank NaN (:func:`rank_nan_first`)
         self.nan_possible = False
+        #: whether a counted score may be NaN: False once the counts proved there is none
+        self.may_hold_nan = True
         if self.exclude is not None:
             self._unranked = (self.exclude >= 0).sum(dim=1)
             excluded = (item_ids.unsqueeze(2) == self.exclude.unsqueeze(1)).any(dim=2)
@@ -152,6 +154,7 @@ class RankCounter:
         ranked: Tensor | None = None,
         check_nan: bool = False,
         own_scores: bool = False,
+        find_nan: bool = False,
     ) -> None:
         """Count the block of columns ``start, start + 1, ...`` of the score matrix.
 
@@ -162,6 +165,8 @@ class RankCounter:
         were read from it (:func:`count_ranks`): each listed item's own column
         holds its target score, so it ties with itself and has no other block
         score to record.
+        ``find_nan``: where the counts can tell at no cost, record whether a score
+        is NaN (:attr:`may_hold_nan`) instead of raising.
         """
         width = scores.shape[1]
         if ranked is not None:
@@ -174,12 +179,17 @@ class RankCounter:
         # the CPU, where each block of rows is in cache for them; on an accelerator one
         # reduction and one read find it (the counts would take two reads and more launches)
         nan_in_counts = (
-            check_nan and ranked is None and column is None and host_reads_are_free(scores)
+            (check_nan or find_nan)
+            and ranked is None
+            and column is None
+            and host_reads_are_free(scores)
         )
         if check_nan and not nan_in_counts:
             validation.check_values(scores, None, None, 0)
         if ranked is None and column is None and counts_fit_in_float(width):
             self._count_plain(scores, nan_in_counts)
+            if check_nan and self.may_hold_nan and nan_in_counts:
+                raise ValueError(validation.NAN_PREDS)
         else:
             self._count_flags(scores, ranked, column)
         if ranked is not None:
@@ -225,7 +235,9 @@ class RankCounter:
         above_count = above.to(torch.int64)
         tied = other.to(torch.int64)
         if nan_in_counts:
-            tied = _tied_finding_nan(scores, self.score, width - above_count - tied, buffer)
+            tied, self.may_hold_nan = _tied_finding_nan(
+                scores, self.score, width - above_count - tied, buffer
+            )
         self._add_to_plane("above", above_count)
         self._add_to_plane("tied", tied)
 
@@ -491,15 +503,18 @@ class RankCounter:
         )
 
 
-def _tied_finding_nan(scores: Tensor, score: Tensor, tied_or_nan: Tensor, buffer: Tensor) -> Tensor:
-    """The items of each row tied with each of its ``score`` (Q, T); raises if a score is NaN.
+def _tied_finding_nan(
+    scores: Tensor, score: Tensor, tied_or_nan: Tensor, buffer: Tensor
+) -> tuple[Tensor, bool]:
+    """The items of each row tied with each of its ``score`` (Q, T), and whether a
+    score is NaN.
 
     NaN compares false both ways, so the items neither above nor below a
     score (``tied_or_nan``) are the tied ones and the NaN. ``score`` holds
     scores of their own rows, so a row without NaN counts each at least once;
     rows counting one more than once (ties, or NaN), or whose score is NaN,
     are compared again exactly (in blocks, flags in ``buffer``), and a
-    difference is a NaN.
+    difference is a NaN; the exact counts then stand in those rows.
     """
     again = ((tied_or_nan > 1) | score.isnan()).any(dim=1).nonzero().squeeze(1)
     rows = max(buffer.shape[0], 1)
@@ -511,9 +526,10 @@ def _tied_finding_nan(scores: Tensor, score: Tensor, tied_or_nan: Tensor, buffer
             count_compared(
                 torch.eq, block, score[which, t : t + 1], buffer, exact[low : low + rows, t]
             )
-    if not torch.equal(exact.to(torch.int64), tied_or_nan[again]):
-        raise ValueError(validation.NAN_PREDS)
-    return tied_or_nan
+    exact_counts = exact.to(torch.int64)
+    if torch.equal(exact_counts, tied_or_nan[again]):
+        return tied_or_nan, False
+    return tied_or_nan.index_put((again,), exact_counts), True
 
 
 def count_ranks(
@@ -538,8 +554,8 @@ def count_ranks(
     """
     ids = distinct_ids(relevance.item_ids)
     counter = RankCounter(ids, scores.gather(1, ids.clamp(min=0)), scores.shape[1], ties)
-    counter.add(scores, 0, ranked, check_nan=check_nan, own_scores=True)
-    if nan_possible:
+    counter.add(scores, 0, ranked, check_nan=check_nan, own_scores=True, find_nan=nan_possible)
+    if nan_possible and counter.may_hold_nan:
         rank_nan_first(counter, scores, ranked)
     stats = counter.stats()
     if judgments and relevance.judged_ids is not None:
