@@ -56,6 +56,22 @@ def _mean(wx: Tensor, scaled_wx: Tensor, weight: Tensor | float) -> Tensor:
     return torch.where(torch.isinf(wx), scaled_wx / weight * _UP, wx / weight)
 
 
+def _rows(values: Tensor, counted: Tensor, relevant: Tensor | None) -> Tensor:
+    """The (5, K) sums of (Q, K) per-query ``values`` where ``counted``, each query weighing
+    its ``relevant`` count (``weighted=True``) or 1 (None)."""
+    # skipped queries are NaN and weigh 0; a counted NaN stays NaN in the mean
+    x = torch.where(counted, values, 0.0)
+    if relevant is not None:
+        weight = counted.to(torch.float64) * relevant.unsqueeze(1)
+        wx = weight * x
+        scaled = (weight * (x * _DOWN)).sum(0)
+        rows = [weight.sum(0), wx.sum(0), (wx * x).sum(0), (weight * weight).sum(0), scaled]
+    else:  # w is 0 or 1 and x is 0 where w is: w·x is x and w² is w, to the bit
+        count = counted.sum(0, dtype=torch.float64)
+        rows = [count, x.sum(0), (x * x).sum(0), count, (x * _DOWN).sum(0)]
+    return torch.stack(rows, dim=0)
+
+
 @dataclass(frozen=True)
 class Totals:
     """Σw, Σw·x, Σw·x², Σw², Σw·x·2^-64 per result key, as one (5, K) float64 tensor."""
@@ -74,17 +90,27 @@ class Totals:
             device = evaluation.relevant_count.device
             return cls.zeros(keys, device)
         values, counted = result_matrices(evaluation.results, keys)
-        # skipped queries are NaN and weigh 0; a counted NaN stays NaN in the mean
-        x = torch.where(counted, values, 0.0)
-        if weighted:
-            weight = counted.to(torch.float64) * evaluation.relevant_count.unsqueeze(1)
-            wx = weight * x
-            scaled = (weight * (x * _DOWN)).sum(0)
-            rows = [weight.sum(0), wx.sum(0), (wx * x).sum(0), (weight * weight).sum(0), scaled]
-        else:  # w is 0 or 1 and x is 0 where w is: w·x is x and w² is w, to the bit
-            count = counted.sum(0, dtype=torch.float64)
-            rows = [count, x.sum(0), (x * x).sum(0), count, (x * _DOWN).sum(0)]
-        return cls(keys, torch.stack(rows, dim=0))
+        relevant = evaluation.relevant_count if weighted else None
+        return cls(keys, _rows(values, counted, relevant))
+
+    @classmethod
+    def of_parts(
+        cls, evaluation: Evaluation, keys: tuple[str, ...], weighted: bool, queries: list[int]
+    ) -> list[Totals]:
+        """The totals of consecutive parts of one evaluated batch, ``queries[i]`` queries
+        in part i: to the bit :meth:`of` of each part evaluated alone (each part's sums
+        over its own rows, the operations of :meth:`of` on a slice of the same shape)."""
+        if not keys:
+            return [cls.of(evaluation, keys, weighted) for _ in queries]
+        values, counted = result_matrices(evaluation.results, keys)
+        relevant = evaluation.relevant_count if weighted else None
+        found, start = [], 0
+        for count in queries:
+            part = slice(start, start + count)
+            weight = None if relevant is None else relevant[part]
+            found.append(cls(keys, _rows(values[part], counted[part], weight)))
+            start += count
+        return found
 
     @staticmethod
     def mean_of(evaluation: Evaluation, keys: tuple[str, ...], weighted: bool) -> Tensor:

@@ -63,6 +63,13 @@ from ranking_plugins.torchmetrics.grouped import (
     shared_copies,
     stored_form,
 )
+from ranking_plugins.torchmetrics.pending import (
+    PENDING_ENTRIES,
+    pending_batch,
+    pending_entries,
+    rank_run,
+    runs,
+)
 from ranking_plugins.torchmetrics.wrappers import (
     _calling_wrapper,
     _for_wrapper,
@@ -241,6 +248,11 @@ class BaseRankingMetric(FixedDtypes):
         self._per_query_name = "per_query_" + self._sums_name[len("sums_") :]
         if self.keep_per_query:
             self.add_state(self._per_query_name, default=[], dist_reduce_fx="cat")
+        # the whole-query batches not ranked yet (:mod:`.pending`), named by the same
+        # digest: a compute group shares them only between metrics of the same sums
+        self._pending_name = "pending_" + self._sums_name[len("sums_") :]
+        if whole_queries:
+            self.add_state(self._pending_name, default=[], dist_reduce_fx="cat")
         self._seed_flat_states()
 
     # ------------------------------------------------------------------ state
@@ -359,8 +371,49 @@ class BaseRankingMetric(FixedDtypes):
 
     @property
     def totals(self) -> Totals:
-        """The running sums of the dense and item-index updates (this process only)."""
+        """The running sums of the dense, item-index and whole-query updates (this process
+        only)."""
+        self._rank_pending()
         return Totals(self._query_keys, getattr(self, self._sums_name))
+
+    # Whatever reads or copies the states ranks the pending whole-query batches first
+    # (:mod:`.pending`): the sums then hold every batch, added in update order.
+
+    @property
+    def metric_state(self) -> dict[str, list[Tensor] | Tensor]:
+        """The states (TorchMetrics'), every pending whole-query batch ranked into them."""
+        self._rank_pending()
+        return super().metric_state
+
+    def sync(self, *args: Any, **kwargs: Any) -> None:
+        """TorchMetrics' ``sync``, after ranking the pending batches: the states it
+        caches (and restores at ``unsync``) and gathers are the ranked ones."""
+        self._rank_pending()
+        super().sync(*args, **kwargs)
+
+    def _sync_dist(self, *args: Any, **kwargs: Any) -> None:
+        self._rank_pending()
+        super()._sync_dist(*args, **kwargs)
+
+    @torch.jit.unused
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        """TorchMetrics' ``forward`` (the batch's value, the batch added to the states),
+        after ranking the pending batches, so that the batch's sums come after theirs."""
+        self._rank_pending()
+        return super().forward(*args, **kwargs)
+
+    def merge_state(self, incoming_state: dict[str, Any] | Metric) -> None:
+        """TorchMetrics' ``merge_state``, after ranking the pending batches of both."""
+        self._rank_pending()
+        if isinstance(incoming_state, BaseRankingMetric):
+            incoming_state._rank_pending()
+        super().merge_state(incoming_state)
+
+    def state_dict(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        """TorchMetrics' ``state_dict``, after ranking the pending batches (an empty
+        pending state is saved, which any version loads)."""
+        self._rank_pending()
+        return super().state_dict(*args, **kwargs)
 
     # ----------------------------------------------------------------- update
 
@@ -518,11 +571,56 @@ class BaseRankingMetric(FixedDtypes):
             judged = None if judged is None else judged[keep]
         if preds.numel() == 0:
             return
-        extra = {} if judged is None else {"judged": judged}
-        evaluation = _kernel_evaluate(
-            self.request, preds, target, indexes=indexes, mask=mask, **extra
-        )
-        self._add(evaluation)
+        if self.request.options.empty_target_action == "error":
+            # ranked now, so that an empty query is refused by the update that holds it
+            extra = {} if judged is None else {"judged": judged}
+            evaluation = _kernel_evaluate(
+                self.request, preds, target, indexes=indexes, mask=mask, **extra
+            )
+            self._add(evaluation)
+            return
+        if self.request.options.validate_args:  # the ranking's own checks of the scores
+            validation.check_values(preds, target, None, 0)
+        pending = getattr(self, self._pending_name)
+        pending.extend(pending_batch(preds, target, indexes, mask, judged))
+        if pending_entries(pending) >= PENDING_ENTRIES:
+            self._rank_pending()
+
+    def _rank_pending(self) -> None:
+        """Rank the pending whole-query batches into the states (:mod:`.pending`).
+
+        The batches are dropped from the pending state first: where the ranking of
+        several together raises, each is ranked alone, in update order, and the
+        first error raised once the others are in the sums.
+        """
+        pending = getattr(self, self._pending_name, None)
+        if not isinstance(pending, list) or not pending:  # a Tensor once synchronised
+            return
+        found = runs(pending)
+        pending.clear()  # in place: a compute group's metrics share the list
+        failed: Exception | None = None
+        for run in found:
+            try:
+                self._add_run(run)
+            except Exception as error:  # noqa: BLE001 - raised again below
+                if len(run) == 1:
+                    failed = failed or error
+                    continue
+                for batch in run:
+                    try:
+                        self._add_run([batch])
+                    except Exception as alone:  # noqa: BLE001 - raised again below
+                        failed = failed or alone
+        if failed is not None:
+            raise failed
+
+    def _add_run(self, run: list[list[Tensor]]) -> None:
+        sums, per_query = rank_run(self.request, run, self.keep_per_query)
+        state = getattr(self, self._sums_name)
+        for batch_sums in sums:  # in update order, as each batch ranked alone adds
+            state.add_(batch_sums.to(state.device))
+        for values in per_query:
+            getattr(self, self._per_query_name).append(values.to(state.device))
 
     def _flat_dtypes(self) -> dict[str, torch.dtype]:
         """The grouped layout's "cat" states and their storage dtypes: :data:`FLAT_STATES`,
@@ -605,6 +703,7 @@ class BaseRankingMetric(FixedDtypes):
 
     def _kept_and_grouped(self) -> tuple[Accumulator, Evaluation | None]:
         """The states, and the grouped queries ranked in one kernel call (None: none kept)."""
+        self._rank_pending()
         self._check_compute_group()
         return self._kept(), self._grouped_evaluation()
 

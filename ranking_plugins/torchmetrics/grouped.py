@@ -238,9 +238,10 @@ def _unjudged_grades(
     return torch.where(unjudged, grade, target.to(torch.float64))
 
 
-#: the states named by what a metric computes (a digest), and the judged flags, which
-#: only some metrics keep: a MetricCollection group may set another metric's on this one
-_NAMED_STATES = ("sums_", "exposure_", "per_query_", JUDGED_STATE)
+#: the states named by what a metric computes (a digest; the pending batches of
+#: ``whole_queries`` too), and the judged flags, which only some metrics keep: a
+#: MetricCollection group may set another metric's on this one
+_NAMED_STATES = ("sums_", "exposure_", "per_query_", "pending_", JUDGED_STATE)
 
 
 def _holds_batches(states: dict[str, Any]) -> bool:

@@ -1,0 +1,226 @@
+"""``whole_queries=True``: grouped batches of whole queries, ranked several at a time.
+
+Each such batch holds whole queries, so only its sums need be kept. Ranking
+each batch at its ``update`` costs one kernel call per update, whose fixed
+cost (its host reads and small operations, about half a millisecond on a
+CPU) dominates batches of some thousand entries, and whose operations on so
+few entries run on one core (below torch's intra-op grain of 32,768
+elements). So ``update`` checks a batch and keeps a copy of it in a *pending*
+"cat" state; the pending batches are ranked together, in one kernel call,
+once they hold :data:`PENDING_ENTRIES` entries, and before anything reads the
+states (``compute``, ``sync``, ``forward``, ``merge_state``, ``state_dict``,
+``metric_state``: see :class:`~ranking_plugins.torchmetrics.base.BaseRankingMetric`).
+
+The memory stays constant in the number of updates: at most
+:data:`PENDING_ENTRIES` entries (plus the last batch) are pending, each kept
+as its scores and grades (in their own dtypes), an int64 query id and two
+bool flags, at most 26 bytes an entry: 6.5 MiB at the default cap, and the
+ranking of as many entries at once.
+
+The numbers are those of ranking each batch alone, to the bit: the batches
+keep their queries apart (each query's id is made unique to its batch,
+:func:`query_keys`, in an order that keeps the batches in turn and each
+batch's queries in id order), every query is ranked as its batch alone would
+rank it, and each batch's sums are taken over its own queries and added to
+the state in update order (:meth:`~ranking_plugins.totals.Totals.of_parts`).
+
+The pending state is a "cat" list of tensors, :data:`FIELDS` per batch (a
+missing mask as True, a missing ``judged`` as an empty tensor), so that it
+moves with the metric's device, is deep-copied with the other states by
+``forward``, ``MetricTracker`` or ``BootStrapper``, and is shared by the
+metrics of a ``MetricCollection`` compute group (TorchMetrics sets the first
+metric's states on the others): whichever of them ranks it, it is ranked once,
+into the sums they share.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import NamedTuple
+
+import torch
+from torch import Tensor
+
+from ranking_plugins.request import RankingRequest
+from ranking_plugins.torchmetrics.errors import _kernel_evaluate
+from ranking_plugins.totals import Totals, per_query_matrix
+
+#: how many pending entries are ranked together: large enough that the kernel's
+#: operations run above torch's intra-op grain (32,768 elements) and its fixed
+#: cost is paid a few times per million entries, small enough to bound the memory
+#: (see the module docstring)
+PENDING_ENTRIES = 2**18
+
+#: tensors kept per pending batch: scores, grades, query ids, mask, judged flags
+FIELDS = 5
+
+
+def pending_batch(
+    preds: Tensor, target: Tensor, indexes: Tensor, mask: Tensor | None, judged: Tensor | None
+) -> list[Tensor]:
+    """The pending state's copies of one checked batch (the caller may rewrite its
+    buffers before the batch is ranked): a missing mask as True (the kernel ranks an
+    all-True mask as none), a missing ``judged`` as an empty tensor."""
+    own = [t.detach().clone() for t in (preds, target)]
+    own.append(indexes.detach().to(torch.int64, copy=True))
+    own.append(
+        torch.ones(preds.shape, dtype=torch.bool, device=preds.device)
+        if mask is None
+        else mask.detach().clone()
+    )
+    own.append(
+        torch.empty(0, dtype=torch.bool, device=preds.device)
+        if judged is None
+        else judged.detach().clone()
+    )
+    return own
+
+
+def pending_entries(pending: list[Tensor]) -> int:
+    """How many entries the pending batches hold (sizes only: no sync)."""
+    return sum(t.numel() for t in pending[::FIELDS])
+
+
+def _kind(batch: list[Tensor]) -> tuple[object, ...]:
+    """What must be alike for batches ranked in one call: the dtypes the kernel ranks
+    (scores, grades) and whether ``judged`` was given."""
+    return (batch[0].dtype, batch[1].dtype, batch[0].device, batch[4].numel() > 0)
+
+
+def runs(pending: list[Tensor]) -> list[list[list[Tensor]]]:
+    """The pending batches, in update order, as runs of consecutive batches of one
+    kind (usually one run)."""
+    found: list[list[list[Tensor]]] = []
+    for start in range(0, len(pending) - len(pending) % FIELDS, FIELDS):
+        batch = pending[start : start + FIELDS]
+        if found and _kind(found[-1][-1]) == _kind(batch):
+            found[-1].append(batch)
+        else:
+            found.append([batch])
+    return found
+
+
+class RunPlan(NamedTuple):
+    """What :func:`plan_run` finds of a run of pending batches."""
+
+    #: one query id per entry, keeping the batches' queries apart
+    key: Tensor
+    #: each batch's number of queries
+    queries: list[int]
+    #: each batch's shape as the kernel ranks it: ``(list length, a mask hides an
+    #: item)`` where every list has one length, None otherwise
+    shapes: list[tuple[int, bool] | None]
+
+
+def plan_run(batches: list[list[Tensor]]) -> RunPlan:
+    """Query ids that keep two batches' queries apart, and each batch's queries and shape.
+
+    Batch b's id i becomes ``b * span + (i - lo)`` (``lo``, ``span``: the ids' least
+    value and range over every batch): ordered by batch, then by id, so that the
+    kernel, which orders queries by id, ranks batch after batch, each batch's
+    queries in its own id order; ids that never decrease stay so (no sort). Where
+    that overflows int64, the ids' ranks stand in for them. Two host reads: the
+    ids' range, then the counts.
+    """
+    ids = [batch[2] for batch in batches]
+    sizes = [t.numel() for t in ids]
+    flat = torch.cat(ids)
+    device = flat.device
+    lo, hi = torch.stack(torch.aminmax(flat)).tolist()
+    span = hi - lo + 1
+    if span * len(batches) >= 2**62:  # ids spread too far: their ranks instead
+        flat = torch.unique(flat, return_inverse=True)[1]
+        lo, span = 0, int(flat.max()) + 1
+    number = torch.arange(len(batches), device=device)
+    batch_of = torch.repeat_interleave(number, torch.tensor(sizes, device=device))
+    key = (flat - lo) + batch_of * span
+    # each batch's entries keep their places in key order (the batch leads the key):
+    # its queries are the runs of equal keys among the sorted keys of its places
+    ordered = key if bool((key[1:] >= key[:-1]).all()) else torch.sort(key).values
+    new = torch.ones_like(ordered, dtype=torch.bool)
+    new[1:] = ordered[1:] != ordered[:-1]
+    place = torch.arange(key.numel(), device=device)
+    length = place - torch.where(new, place, 0).cummax(0).values + 1  # so far in its query
+    longest = torch.zeros(len(batches), dtype=torch.int64, device=device)
+    longest.scatter_reduce_(0, batch_of, length, "amax")
+    hidden = torch.zeros(len(batches), dtype=torch.int64, device=device)
+    mask = torch.cat([batch[3] for batch in batches])
+    hidden.scatter_reduce_(0, batch_of, (~mask).to(torch.int64), "amax")
+    ends = torch.tensor(sizes, device=device).cumsum(0) - 1
+    read = torch.cat([new.cumsum(0)[ends], longest, hidden]).tolist()
+    count = len(batches)
+    totals, lengths, hides = [0, *read[:count]], read[count : 2 * count], read[2 * count :]
+    queries = [b - a for a, b in zip(totals, totals[1:], strict=False)]
+    shapes: list[tuple[int, bool] | None] = [
+        (length, bool(hide)) if size == queries_b * length else None
+        for size, queries_b, length, hide in zip(sizes, queries, lengths, hides, strict=True)
+    ]
+    return RunPlan(key, queries, shapes)
+
+
+def _groups(shapes: list[tuple[int, bool] | None]) -> list[range]:
+    """Consecutive batches the kernel ranks together exactly as each alone: lists of one
+    length, the same in every batch (rows of one width, no padding: a row's
+    statistics do not depend on the other rows, while a row's sums do depend on its
+    padding), masks that hide an item in every batch or in none (the kernel ranks an
+    all-True mask as none); any other batch alone."""
+    found: list[range] = []
+    for number, shape in enumerate(shapes):
+        if found and shape is not None and shapes[found[-1].start] == shape:
+            found[-1] = range(found[-1].start, number + 1)
+        else:
+            found.append(range(number, number + 1))
+    return found
+
+
+def rank_run(
+    request: RankingRequest, run: list[list[Tensor]], keep_per_query: bool
+) -> tuple[list[Tensor], list[Tensor]]:
+    """Batches of one kind (:func:`runs`), ranked in as few kernel calls as the numbers
+    allow (:func:`_groups`): each batch's (5, K) sums and, when kept, every query's
+    values, in update order."""
+    if len(run) == 1:
+        return _rank_group(request, run[0][:FIELDS], None, keep_per_query)
+    plan = plan_run(run)
+    sums: list[Tensor] = []
+    per_query: list[Tensor] = []
+    starts = [0, *itertools.accumulate(b[0].numel() for b in run)]
+    for group in _groups(plan.shapes):
+        if len(group) == 1:
+            fields, queries = run[group.start], None
+        else:
+            batches = run[group.start : group.stop]
+            fields = [torch.cat([b[i] for b in batches]) for i in range(FIELDS)]
+            fields[2] = plan.key[starts[group.start] : starts[group.stop]]
+            queries = plan.queries[group.start : group.stop]
+        found, values = _rank_group(request, fields, queries, keep_per_query)
+        sums += found
+        per_query += values
+    return sums, per_query
+
+
+def _rank_group(
+    request: RankingRequest, fields: list[Tensor], queries: list[int] | None, keep: bool
+) -> tuple[list[Tensor], list[Tensor]]:
+    """One kernel call on ``fields`` (one batch, or several with ``queries`` each)."""
+    preds, target, key, mask, judged = fields
+    extra = {"judged": judged} if judged.numel() else {}
+    evaluation = _kernel_evaluate(
+        request,
+        preds,
+        target,
+        indexes=key,
+        mask=mask,
+        # checked at update (``validate_args``); the grades' checks run here
+        scores_checked=request.options.validate_args,
+        **extra,
+    )
+    keys, weighted = request.query_keys, request.options.weighted
+    if queries is None:
+        sums = [Totals.of(evaluation, keys, weighted).sums]
+    else:
+        sums = [part.sums for part in Totals.of_parts(evaluation, keys, weighted, queries)]
+    return sums, [per_query_matrix(evaluation, keys)] if keep else []
+
+
+__all__ = ["FIELDS", "PENDING_ENTRIES", "pending_batch", "pending_entries", "plan_run", "rank_run", "runs"]

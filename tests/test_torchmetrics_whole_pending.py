@@ -1,0 +1,407 @@
+"""``whole_queries=True`` ranks its batches several at a time (``pending.py``).
+
+The sums must be those of ranking every batch alone and adding its totals in
+update order, to the bit, whatever the cap; the pending batches must be ranked
+before anything reads or copies the states.
+"""
+
+from __future__ import annotations
+
+import math
+import pickle
+from typing import Any
+
+import pytest
+import torch
+from torchmetrics import MetricCollection
+from torchmetrics.wrappers import BootStrapper, MetricTracker
+
+from ranking_plugins.torchmetrics import MRR, NDCG, RankingMetrics, pending
+from ranking_plugins.totals import Totals, per_query_matrix
+
+Batch = dict[str, Any]
+
+
+def batches(
+    seed: int,
+    updates: int = 6,
+    integer: bool = False,
+    judged: bool = False,
+    uniform: bool = False,
+) -> list[Batch]:
+    """Whole-query batches of ids in any order, the same id in several batches (each
+    batch's own query), some batches without a mask; lists of uneven lengths, or
+    (``uniform``) of one length but in one batch, which the pending batches' ranking
+    tells apart."""
+    gen = torch.Generator().manual_seed(seed)
+    out = []
+    for number in range(updates):
+        queries = int(torch.randint(1, 9, (1,), generator=gen))
+        lengths = torch.randint(1, 40, (queries,), generator=gen)
+        if uniform:
+            lengths.fill_(9 if number == 4 else 13)
+        elif number == 2:
+            lengths[0] = 300  # a long list beside short ones: several length classes
+        ids = torch.randperm(12, generator=gen)[:queries] * 5 - 7
+        indexes = torch.repeat_interleave(ids, lengths)
+        if number % 2:  # out of order entries
+            indexes = indexes[torch.randperm(indexes.numel(), generator=gen)]
+        size = indexes.numel()
+        preds = torch.randn(size, generator=gen)
+        if integer:
+            preds = (preds * 2).round().long()  # many ties
+        batch: Batch = {
+            "preds": preds,
+            "target": torch.randint(0, 4, (size,), generator=gen),
+            "indexes": indexes,
+        }
+        if number % 3:
+            batch["mask"] = torch.rand(size, generator=gen) < 0.9
+        if judged:
+            batch["judged"] = torch.rand(size, generator=gen) < 0.7
+        out.append(batch)
+    return out
+
+
+def expected_sums(metric: Any, data: list[Batch]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each batch ranked alone by the request, its totals added in update order, and
+    every query's values; the metric's ``ignore_index`` applied as ``update`` does."""
+    request = metric.request
+    keys = request.query_keys
+    sums = torch.zeros(5, len(keys), dtype=torch.float64)
+    per_query = []
+    for batch in data:
+        batch = dict(batch)
+        if metric.ignore_index is not None:
+            keep = batch["target"] != metric.ignore_index
+            batch = {name: value[keep] for name, value in batch.items()}
+        if batch["preds"].numel() == 0:
+            continue
+        evaluation = request.evaluate(
+            batch.pop("preds"), batch.pop("target"), indexes=batch.pop("indexes"), **batch
+        )
+        sums.add_(Totals.of(evaluation, keys, request.options.weighted).sums)
+        per_query.append(per_query_matrix(evaluation, keys))
+    return sums, torch.cat(per_query)
+
+
+def feed(metric: Any, data: list[Batch]) -> None:
+    for batch in data:
+        metric.update(**batch)
+
+
+def same(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Equal to the bit (NaN where NaN)."""
+    return a.shape == b.shape and bool(
+        ((a == b) | (a.isnan() & b.isnan())).all()
+        & (torch.signbit(a) == torch.signbit(b)).all()
+    )
+
+
+OPTIONS: list[dict[str, Any]] = [
+    {},
+    {"ties": "first", "empty_target_action": "skip"},
+    {"ties": "pessimistic", "ignore_index": 2, "gain": "exponential"},
+    {"relevance_threshold": 2, "weighted": True, "validate_args": False},
+    {"empty_target_action": "pos", "adaptive_k": True},
+]
+
+METRICS = ("mrr", "ndcg", "map", "recall", "precision", "auc", "r_precision", "mean_rank", "err")
+
+
+@pytest.mark.parametrize("cap", [1, 50, 400, 2**20])
+@pytest.mark.parametrize("options", OPTIONS, ids=str)
+@pytest.mark.parametrize("integer", [False, True], ids=["float scores", "int scores"])
+@pytest.mark.parametrize("uniform", [False, True], ids=["uneven lists", "one length"])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_sums_are_each_batch_ranked_alone_to_the_bit(
+    monkeypatch: pytest.MonkeyPatch,
+    cap: int,
+    options: dict[str, Any],
+    integer: bool,
+    uniform: bool,
+    seed: int,
+) -> None:
+    from ranking_plugins.torchmetrics import base
+
+    monkeypatch.setattr(base, "PENDING_ENTRIES", cap)
+    data = batches(seed, integer=integer, uniform=uniform)
+    metric = RankingMetrics(
+        METRICS, top_k=[1, 5, None], whole_queries=True, keep_per_query=True, **options
+    )
+    feed(metric, data)
+    sums, per_query = expected_sums(metric, data)
+    state = metric.metric_state  # ranks what is pending
+    assert not state[metric._pending_name]
+    assert same(state[metric._sums_name], sums)
+    got = torch.cat(state[metric._per_query_name])
+    assert same(got, per_query)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_judged_batches_to_the_bit(seed: int) -> None:
+    data = batches(seed, judged=True)
+    data[1].pop("judged")  # a batch without: ranked apart from the others, in turn
+    metric = RankingMetrics(("bpref", "infap", "ndcg"), top_k=[5, None], whole_queries=True)
+    feed(metric, data)
+    assert same(metric.totals.sums, expected_sums(metric, data)[0])
+
+
+@pytest.mark.usefixtures("never_at_cap")
+def test_batches_of_one_list_length_ranked_in_one_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Batches whose lists all have one length share one kernel call; a batch of another
+    length, or of uneven lengths, is ranked alone."""
+    calls: list[int] = []
+    evaluate = pending._kernel_evaluate
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        calls.append(args[1].numel())
+        return evaluate(*args, **kwargs)
+
+    monkeypatch.setattr(pending, "_kernel_evaluate", counted)
+    data = batches(5, uniform=True)  # batch 4 of another length
+    for batch in data:
+        batch.pop("mask", None)
+    data.append(batches(6)[2])  # uneven lengths
+    metric = MRR(whole_queries=True)
+    feed(metric, data)
+    assert same(metric.totals.sums, expected_sums(metric, data)[0])
+    sizes = [batch["preds"].numel() for batch in data]
+    assert calls == [sum(sizes[:4]), sizes[4], sizes[5], sizes[6]]
+
+
+def test_float_and_integer_scores_each_ranked_in_their_dtype() -> None:
+    data = batches(0) + batches(1, integer=True) + batches(2)
+    metric = RankingMetrics(("mrr", "ndcg"), whole_queries=True)
+    feed(metric, data)
+    assert same(metric.totals.sums, expected_sums(metric, data)[0])
+
+
+def test_ids_spread_over_the_whole_int64_range() -> None:
+    data = batches(3)
+    data[0]["indexes"] = data[0]["indexes"] * 2**58  # the range times batches overflows
+    metric = RankingMetrics(("mrr", "map"), whole_queries=True)
+    feed(metric, data)
+    assert same(metric.totals.sums, expected_sums(metric, data)[0])
+
+
+def test_pending_until_the_cap(monkeypatch: pytest.MonkeyPatch) -> None:
+    from ranking_plugins.torchmetrics import base
+
+    monkeypatch.setattr(base, "PENDING_ENTRIES", 10**9)
+    metric = MRR(whole_queries=True)
+    data = batches(0)
+    feed(metric, data)
+    held = getattr(metric, metric._pending_name)
+    assert len(held) == pending.FIELDS * len(data)
+    assert not bool(getattr(metric, metric._sums_name).any())  # nothing ranked yet
+    monkeypatch.setattr(base, "PENDING_ENTRIES", 1)
+    metric.update(**data[0])  # at the cap: every pending batch ranked
+    assert not getattr(metric, metric._pending_name)
+    assert same(metric.totals.sums, expected_sums(metric, [*data, data[0]])[0])
+
+
+def test_update_keeps_copies(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A buffer rewritten after ``update`` changes nothing pending."""
+    data = batches(4)
+    reference = NDCG(whole_queries=True)
+    feed(reference, data)
+    metric = NDCG(whole_queries=True)
+    for batch in data:
+        metric.update(**batch)
+        for value in batch.values():
+            value.zero_() if value.dtype != torch.bool else value.fill_(False)
+    assert same(metric.compute(), reference.compute())
+
+
+# -- the points where the pending batches must be ranked --------------------------
+
+
+@pytest.fixture
+def never_at_cap(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Nothing ranked at ``update``: only where the states are read."""
+    from ranking_plugins.torchmetrics import base
+
+    monkeypatch.setattr(base, "PENDING_ENTRIES", 10**9)
+
+
+def fresh(**kwargs: Any) -> Any:
+    return RankingMetrics(("mrr", "ndcg"), top_k=[3, None], whole_queries=True, **kwargs)
+
+
+def expected_value(data: list[Batch]) -> dict[str, torch.Tensor]:
+    metric = fresh()
+    sums = expected_sums(metric, data)[0]
+    return dict(zip(metric.keys, Totals(metric.request.query_keys, sums).mean(), strict=True))
+
+
+def assert_values(got: dict[str, torch.Tensor], want: dict[str, torch.Tensor]) -> None:
+    assert got.keys() == want.keys()
+    for key in want:
+        assert same(got[key].reshape(()), want[key].reshape(())), key
+
+
+@pytest.mark.usefixtures("never_at_cap")
+def test_compute_ranks_what_is_pending() -> None:
+    data = batches(0)
+    metric = fresh()
+    feed(metric, data)
+    assert_values(metric.compute(), expected_value(data))
+    assert not getattr(metric, metric._pending_name)
+
+
+@pytest.mark.usefixtures("never_at_cap")
+def test_forward_ranks_what_is_pending_first() -> None:
+    """forward saves the states, resets, updates, computes and adds the saved states."""
+    data = batches(1)
+    metric = fresh()
+    feed(metric, data[:-1])
+    value = metric(**data[-1])
+    assert_values(value, expected_value(data[-1:]))
+    assert not getattr(metric, metric._pending_name)
+    assert same(metric.totals.sums, expected_sums(metric, data)[0])
+
+
+@pytest.mark.usefixtures("never_at_cap")
+def test_state_dict_round_trip() -> None:
+    data = batches(2)
+    metric = fresh()
+    metric.persistent(True)
+    feed(metric, data)
+    saved = metric.state_dict()
+    assert saved[metric._pending_name] == []
+    loaded = fresh()
+    loaded.load_state_dict(saved)
+    assert_values(loaded.compute(), expected_value(data))
+
+
+@pytest.mark.usefixtures("never_at_cap")
+def test_merge_state_ranks_both_sides() -> None:
+    data = batches(3)
+    left, right = fresh(), fresh()
+    feed(left, data[:3])
+    feed(right, data[3:])
+    left.merge_state(right)
+    assert not getattr(right, right._pending_name)
+    assert not getattr(left, left._pending_name)
+    # TorchMetrics adds the incoming sums and this metric's
+    want = expected_sums(right, data[3:])[0] + expected_sums(left, data[:3])[0]
+    assert same(left.totals.sums, want)
+
+
+@pytest.mark.usefixtures("never_at_cap")
+def test_metric_state_and_totals_rank_what_is_pending() -> None:
+    data = batches(4)
+    metric = fresh()
+    feed(metric, data)
+    sums = expected_sums(metric, data)[0]
+    assert same(metric.metric_state[metric._sums_name], sums)
+    other = fresh()
+    feed(other, data)
+    assert same(other.totals.sums, sums)
+
+
+@pytest.mark.usefixtures("never_at_cap")
+def test_pickle_and_clone_keep_what_is_pending() -> None:
+    data = batches(5)
+    metric = fresh()
+    feed(metric, data)
+    assert getattr(metric, metric._pending_name)
+    want = expected_value(data)
+    assert_values(pickle.loads(pickle.dumps(metric)).compute(), want)
+    assert_values(metric.clone().compute(), want)
+
+
+@pytest.mark.usefixtures("never_at_cap")
+def test_reset_drops_what_is_pending() -> None:
+    metric = fresh()
+    feed(metric, batches(0))
+    metric.reset()
+    assert not getattr(metric, metric._pending_name)
+    data = batches(1)
+    feed(metric, data)
+    assert_values(metric.compute(), expected_value(data))
+
+
+@pytest.mark.usefixtures("never_at_cap")
+def test_compute_group_members_share_what_is_pending() -> None:
+    """Metrics of the same sums form one compute group: the collection updates the
+    first; any member's compute ranks the shared pending batches once."""
+    data = batches(6)
+    collection = MetricCollection({"a": fresh(), "b": fresh()})
+    feed(collection, data)
+    assert collection.compute_groups == {0: ["a", "b"]}
+    want = expected_value(data)
+    # the second alone first: it ranks the batches its first member holds
+    b = collection._modules["b"]
+    assert_values(b.compute(), want)
+    values = collection.compute()
+    for name in ("a", "b"):
+        assert_values({key[2:]: v for key, v in values.items() if key[0] == name}, want)
+    copied = collection["a"]  # a deep copy of the group's states
+    assert_values(copied.compute(), want)
+
+
+@pytest.mark.usefixtures("never_at_cap")
+def test_compute_group_of_other_values_refused() -> None:
+    collection = MetricCollection(
+        {"mrr": MRR(whole_queries=True), "ndcg": NDCG(whole_queries=True)},
+        compute_groups=[["mrr", "ndcg"]],
+    )
+    feed(collection, batches(0))
+    with pytest.raises(ValueError, match="compute_groups"):
+        collection.compute()
+
+
+@pytest.mark.usefixtures("never_at_cap")
+def test_tracker_and_bootstrapper() -> None:
+    data = batches(7)
+    tracker = MetricTracker(MRR(whole_queries=True))
+    for part in (data[:3], data[3:]):
+        tracker.increment()
+        feed(tracker, part)
+    want = [float(expected_value(part)["mrr"]) for part in (data[:3], data[3:])]
+    got = tracker.compute_all()
+    assert [float(v) for v in got] == want
+    boot = BootStrapper(MRR(whole_queries=True), num_bootstraps=3)
+    feed(boot, data)
+    found = boot.compute()
+    assert all(math.isfinite(float(v)) for v in found.values())
+
+
+def test_empty_query_refused_at_its_update() -> None:
+    metric = MRR(whole_queries=True, empty_target_action="error")
+    good = batches(0)[0]
+    metric.update(**good)
+    with pytest.raises(ValueError, match="no positive target"):
+        metric.update(torch.tensor([0.5, 0.2]), torch.tensor([0, 0]), indexes=torch.tensor([1, 1]))
+
+
+def test_nan_grades_refused_at_update() -> None:
+    metric = NDCG(whole_queries=True)
+    with pytest.raises(ValueError, match="NaN grades"):
+        metric.update(
+            torch.tensor([0.1, 0.2]), torch.tensor([1.0, math.nan]), indexes=torch.tensor([0, 0])
+        )
+
+
+def test_an_error_of_the_ranking_keeps_the_other_batches(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An error only the ranking finds (a gain past float64) raises where the batches are
+    ranked; the batches before and after it are in the sums, as if each ranked alone."""
+    from ranking_plugins.torchmetrics import base
+
+    monkeypatch.setattr(base, "PENDING_ENTRIES", 10**9)
+    data = batches(8)
+    bad = {
+        "preds": torch.tensor([0.3, 0.1]),
+        "target": torch.tensor([2000.0, 1.0]),
+        "indexes": torch.tensor([4, 4]),
+    }
+    metric = NDCG(whole_queries=True, gain="exponential")
+    feed(metric, data[:3])
+    metric.update(**bad)
+    feed(metric, data[3:])
+    with pytest.raises(ValueError, match="overflows float64"):
+        metric.compute()
+    assert not getattr(metric, metric._pending_name)
+    assert same(metric.totals.sums, expected_sums(metric, data)[0])
