@@ -29,6 +29,7 @@ import io
 import itertools
 import json
 import math
+import pickle
 import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -1211,6 +1212,63 @@ def test_torchmetrics_adapter(data: st.DataObject) -> None:
         f"buffers {buffers.mode} ({b.what})"
     )
     checked(run, b.expected, what, lambda got: assert_values(got, b.expected.mean, what))
+
+
+@settings(max_examples=examples(0.5), **SETTINGS)
+@given(data=st.data())
+@with_block_sizes
+def test_torchmetrics_adapter_whole_queries(data: st.DataObject) -> None:
+    """``whole_queries=True``: pending batches ranked together at a drawn cap, the
+    metric converted, saved and loaded, or copied between updates."""
+    from ranking_plugins.torchmetrics import RankingMetrics, base
+
+    b, opts = draw_batched(data, ("grouped",), whole_queries=True)
+    buffers = Buffers(data.draw(st.sampled_from(BUFFER_MODES), label="buffers"))
+    conversion = data.draw(st.sampled_from(sorted(CONVERSIONS)), label="conversion")
+    convert_at = data.draw(st.integers(0, len(b.batches)), label="convert_at")
+    cap = data.draw(st.sampled_from([1, 16, 10**9]), label="pending cap")
+    carry = data.draw(st.sampled_from(["none", "state_dict", "pickle", "clone"]), label="carry")
+
+    def carried(metric: Any) -> Any:
+        if carry == "pickle":
+            return pickle.loads(pickle.dumps(metric))
+        if carry == "clone":
+            return metric.clone()
+        if carry == "state_dict":
+            metric.persistent(True)
+            fresh = RankingMetrics(
+                opts["metrics"], opts["top_k"], whole_queries=True, **rank_kwargs(opts)
+            )
+            fresh.load_state_dict(metric.state_dict())
+            fresh._update_count = metric._update_count
+            return fresh
+        return metric
+
+    def run() -> dict[str, torch.Tensor]:
+        metric = RankingMetrics(
+            opts["metrics"], opts["top_k"], whole_queries=True, **rank_kwargs(opts)
+        )
+        for i, batch in enumerate(b.batches):
+            if i == convert_at:
+                metric = carried(CONVERSIONS[conversion](metric))
+            inputs = feed(batch, buffers)
+            metric.update(
+                inputs["preds"],
+                inputs["target"],
+                indexes=inputs.get("indexes"),
+                mask=inputs.get("mask"),
+            )
+        if convert_at == len(b.batches):
+            metric = carried(CONVERSIONS[conversion](metric))
+        return metric.compute()
+
+    what = (
+        f"torchmetrics.RankingMetrics(whole_queries=True), pending cap {cap}, {conversion} "
+        f"and {carry} before update {convert_at}, buffers {buffers.mode} ({b.what})"
+    )
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(base, "PENDING_ENTRIES", cap)
+        checked(run, b.expected, what, lambda got: assert_values(got, b.expected.mean, what))
 
 
 # --------------------------------------------------------------------------- #

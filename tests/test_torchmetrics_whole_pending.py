@@ -93,8 +93,7 @@ def feed(metric: Any, data: list[Batch]) -> None:
 def same(a: torch.Tensor, b: torch.Tensor) -> bool:
     """Equal to the bit (NaN where NaN)."""
     return a.shape == b.shape and bool(
-        ((a == b) | (a.isnan() & b.isnan())).all()
-        & (torch.signbit(a) == torch.signbit(b)).all()
+        ((a == b) | (a.isnan() & b.isnan())).all() & (torch.signbit(a) == torch.signbit(b)).all()
     )
 
 

@@ -223,4 +223,12 @@ def _rank_group(
     return sums, [per_query_matrix(evaluation, keys)] if keep else []
 
 
-__all__ = ["FIELDS", "PENDING_ENTRIES", "pending_batch", "pending_entries", "plan_run", "rank_run", "runs"]
+__all__ = [
+    "FIELDS",
+    "PENDING_ENTRIES",
+    "pending_batch",
+    "pending_entries",
+    "plan_run",
+    "rank_run",
+    "runs",
+]
