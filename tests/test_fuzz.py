@@ -1220,7 +1220,7 @@ def test_torchmetrics_adapter(data: st.DataObject) -> None:
 def test_torchmetrics_adapter_whole_queries(data: st.DataObject) -> None:
     """``whole_queries=True``: pending batches ranked together at a drawn cap, the
     metric converted, saved and loaded, or copied between updates."""
-    from ranking_plugins.torchmetrics import RankingMetrics, base
+    from ranking_plugins.torchmetrics import RankingMetrics, pending
 
     b, opts = draw_batched(data, ("grouped",), whole_queries=True)
     buffers = Buffers(data.draw(st.sampled_from(BUFFER_MODES), label="buffers"))
@@ -1267,7 +1267,7 @@ def test_torchmetrics_adapter_whole_queries(data: st.DataObject) -> None:
         f"and {carry} before update {convert_at}, buffers {buffers.mode} ({b.what})"
     )
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(base, "PENDING_ENTRIES", cap)
+        patch.setattr(pending, "PENDING_ENTRIES", cap)
         checked(run, b.expected, what, lambda got: assert_values(got, b.expected.mean, what))
 
 

@@ -121,9 +121,7 @@ def test_sums_are_each_batch_ranked_alone_to_the_bit(
     uniform: bool,
     seed: int,
 ) -> None:
-    from ranking_plugins.torchmetrics import base
-
-    monkeypatch.setattr(base, "PENDING_ENTRIES", cap)
+    monkeypatch.setattr(pending, "PENDING_ENTRIES", cap)
     data = batches(seed, integer=integer, uniform=uniform)
     metric = RankingMetrics(
         METRICS, top_k=[1, 5, None], whole_queries=True, keep_per_query=True, **options
@@ -185,16 +183,14 @@ def test_ids_spread_over_the_whole_int64_range() -> None:
 
 
 def test_pending_until_the_cap(monkeypatch: pytest.MonkeyPatch) -> None:
-    from ranking_plugins.torchmetrics import base
-
-    monkeypatch.setattr(base, "PENDING_ENTRIES", 10**9)
+    monkeypatch.setattr(pending, "PENDING_ENTRIES", 10**9)
     metric = MRR(whole_queries=True)
     data = batches(0)
     feed(metric, data)
     held = getattr(metric, metric._pending_name)
     assert len(held) == pending.FIELDS * len(data)
     assert not bool(getattr(metric, metric._sums_name).any())  # nothing ranked yet
-    monkeypatch.setattr(base, "PENDING_ENTRIES", 1)
+    monkeypatch.setattr(pending, "PENDING_ENTRIES", 1)
     metric.update(**data[0])  # at the cap: every pending batch ranked
     assert not getattr(metric, metric._pending_name)
     assert same(metric.totals.sums, expected_sums(metric, [*data, data[0]])[0])
@@ -219,9 +215,7 @@ def test_update_keeps_copies(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.fixture
 def never_at_cap(monkeypatch: pytest.MonkeyPatch) -> None:
     """Nothing ranked at ``update``: only where the states are read."""
-    from ranking_plugins.torchmetrics import base
-
-    monkeypatch.setattr(base, "PENDING_ENTRIES", 10**9)
+    monkeypatch.setattr(pending, "PENDING_ENTRIES", 10**9)
 
 
 def fresh(**kwargs: Any) -> Any:
@@ -387,9 +381,7 @@ def test_nan_grades_refused_at_update() -> None:
 def test_an_error_of_the_ranking_keeps_the_other_batches(monkeypatch: pytest.MonkeyPatch) -> None:
     """An error only the ranking finds (a gain past float64) raises where the batches are
     ranked; the batches before and after it are in the sums, as if each ranked alone."""
-    from ranking_plugins.torchmetrics import base
-
-    monkeypatch.setattr(base, "PENDING_ENTRIES", 10**9)
+    monkeypatch.setattr(pending, "PENDING_ENTRIES", 10**9)
     data = batches(8)
     bad = {
         "preds": torch.tensor([0.3, 0.1]),

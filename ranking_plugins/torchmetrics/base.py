@@ -35,7 +35,6 @@ from ranking_plugins.options import OPTION_NAMES, OptionKeywords, Options
 from ranking_plugins.per_query import Evaluation
 from ranking_plugins.request import RankingRequest, TopK
 from ranking_plugins.torchmetrics.arguments import _aggregation_name, _check_arguments, _is_mean
-from ranking_plugins.torchmetrics.dtypes import FixedDtypes
 from ranking_plugins.torchmetrics.errors import (
     _MIXED_SCORES,
     _check_flat,
@@ -63,13 +62,7 @@ from ranking_plugins.torchmetrics.grouped import (
     shared_copies,
     stored_form,
 )
-from ranking_plugins.torchmetrics.pending import (
-    PENDING_ENTRIES,
-    pending_batch,
-    pending_entries,
-    rank_run,
-    runs,
-)
+from ranking_plugins.torchmetrics.pending import PendingRanking
 from ranking_plugins.torchmetrics.wrappers import (
     _calling_wrapper,
     _for_wrapper,
@@ -110,7 +103,7 @@ class RankingOptions(OptionKeywords, AdapterItemKeywords, total=False):
     compute_with_cache: bool
 
 
-class BaseRankingMetric(FixedDtypes):
+class BaseRankingMetric(PendingRanking):
     """Shared base: several metrics at several cutoffs, one kernel pass per update.
 
     Args:
@@ -376,45 +369,6 @@ class BaseRankingMetric(FixedDtypes):
         self._rank_pending()
         return Totals(self._query_keys, getattr(self, self._sums_name))
 
-    # Whatever reads or copies the states ranks the pending whole-query batches first
-    # (:mod:`.pending`): the sums then hold every batch, added in update order.
-
-    @property
-    def metric_state(self) -> dict[str, list[Tensor] | Tensor]:
-        """The states (TorchMetrics'), every pending whole-query batch ranked into them."""
-        self._rank_pending()
-        return super().metric_state
-
-    def sync(self, *args: Any, **kwargs: Any) -> None:
-        """TorchMetrics' ``sync``, after ranking the pending batches: the states it
-        caches (and restores at ``unsync``) and gathers are the ranked ones."""
-        self._rank_pending()
-        super().sync(*args, **kwargs)
-
-    def _sync_dist(self, *args: Any, **kwargs: Any) -> None:
-        self._rank_pending()
-        super()._sync_dist(*args, **kwargs)
-
-    @torch.jit.unused
-    def forward(self, *args: Any, **kwargs: Any) -> Any:
-        """TorchMetrics' ``forward`` (the batch's value, the batch added to the states),
-        after ranking the pending batches, so that the batch's sums come after theirs."""
-        self._rank_pending()
-        return super().forward(*args, **kwargs)
-
-    def merge_state(self, incoming_state: dict[str, Any] | Metric) -> None:
-        """TorchMetrics' ``merge_state``, after ranking the pending batches of both."""
-        self._rank_pending()
-        if isinstance(incoming_state, BaseRankingMetric):
-            incoming_state._rank_pending()
-        super().merge_state(incoming_state)
-
-    def state_dict(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
-        """TorchMetrics' ``state_dict``, after ranking the pending batches (an empty
-        pending state is saved, which any version loads)."""
-        self._rank_pending()
-        return super().state_dict(*args, **kwargs)
-
     # ----------------------------------------------------------------- update
 
     def update(
@@ -581,46 +535,7 @@ class BaseRankingMetric(FixedDtypes):
             return
         if self.request.options.validate_args:  # the ranking's own checks of the scores
             validation.check_values(preds, target, None, 0)
-        pending = getattr(self, self._pending_name)
-        pending.extend(pending_batch(preds, target, indexes, mask, judged))
-        if pending_entries(pending) >= PENDING_ENTRIES:
-            self._rank_pending()
-
-    def _rank_pending(self) -> None:
-        """Rank the pending whole-query batches into the states (:mod:`.pending`).
-
-        The batches are dropped from the pending state first: where the ranking of
-        several together raises, each is ranked alone, in update order, and the
-        first error raised once the others are in the sums.
-        """
-        pending = getattr(self, self._pending_name, None)
-        if not isinstance(pending, list) or not pending:  # a Tensor once synchronised
-            return
-        found = runs(pending)
-        pending.clear()  # in place: a compute group's metrics share the list
-        failed: Exception | None = None
-        for run in found:
-            try:
-                self._add_run(run)
-            except Exception as error:  # noqa: BLE001 - raised again below
-                if len(run) == 1:
-                    failed = failed or error
-                    continue
-                for batch in run:
-                    try:
-                        self._add_run([batch])
-                    except Exception as alone:  # noqa: BLE001 - raised again below
-                        failed = failed or alone
-        if failed is not None:
-            raise failed
-
-    def _add_run(self, run: list[list[Tensor]]) -> None:
-        sums, per_query = rank_run(self.request, run, self.keep_per_query)
-        state = getattr(self, self._sums_name)
-        for batch_sums in sums:  # in update order, as each batch ranked alone adds
-            state.add_(batch_sums.to(state.device))
-        for values in per_query:
-            getattr(self, self._per_query_name).append(values.to(state.device))
+        self._hold(preds, target, indexes, mask, judged)
 
     def _flat_dtypes(self) -> dict[str, torch.dtype]:
         """The grouped layout's "cat" states and their storage dtypes: :data:`FLAT_STATES`,

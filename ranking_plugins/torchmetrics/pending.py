@@ -36,12 +36,14 @@ into the sums they share.
 from __future__ import annotations
 
 import itertools
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import torch
 from torch import Tensor
+from torchmetrics import Metric
 
 from ranking_plugins.request import RankingRequest
+from ranking_plugins.torchmetrics.dtypes import FixedDtypes
 from ranking_plugins.torchmetrics.errors import _kernel_evaluate
 from ranking_plugins.totals import Totals, per_query_matrix
 
@@ -150,7 +152,7 @@ def plan_run(batches: list[list[Tensor]]) -> RunPlan:
     read = torch.cat([new.cumsum(0)[ends], longest, hidden]).tolist()
     count = len(batches)
     totals, lengths, hides = [0, *read[:count]], read[count : 2 * count], read[2 * count :]
-    queries = [b - a for a, b in zip(totals, totals[1:], strict=False)]
+    queries = [b - a for a, b in itertools.pairwise(totals)]
     shapes: list[tuple[int, bool] | None] = [
         (length, bool(hide)) if size == queries_b * length else None
         for size, queries_b, length, hide in zip(sizes, queries, lengths, hides, strict=True)
@@ -221,6 +223,112 @@ def _rank_group(
     else:
         sums = [part.sums for part in Totals.of_parts(evaluation, keys, weighted, queries)]
     return sums, [per_query_matrix(evaluation, keys)] if keep else []
+
+
+class PendingRanking(FixedDtypes):
+    """A metric's pending whole-query batches (the module docstring): held by
+    :meth:`_hold`, ranked at the cap and by whatever reads or copies the states, so
+    that the sums then hold every batch, added in update order."""
+
+    request: RankingRequest
+    keep_per_query: bool
+    _sums_name: str
+    _per_query_name: str
+    #: the pending state's name (a state only with ``whole_queries=True``)
+    _pending_name: str
+
+    def _hold(
+        self,
+        preds: Tensor,
+        target: Tensor,
+        indexes: Tensor,
+        mask: Tensor | None,
+        judged: Tensor | None,
+    ) -> None:
+        """Keep a checked whole-query batch until it is ranked (at the cap: now)."""
+        pending = getattr(self, self._pending_name)
+        pending.extend(pending_batch(preds, target, indexes, mask, judged))
+        if pending_entries(pending) >= PENDING_ENTRIES:
+            self._rank_pending()
+
+    def _rank_pending(self) -> None:
+        """Rank the pending whole-query batches into the states (:mod:`.pending`).
+
+        The batches are dropped from the pending state first: where the ranking of
+        several together raises, each is ranked alone, in update order, and the
+        first error raised once the others are in the sums.
+        """
+        # no pending state: a metric without whole_queries (or pickled before there was
+        # one); a Tensor: the state once synchronised, ranked before the sync
+        pending = getattr(self, getattr(self, "_pending_name", ""), None)
+        if not isinstance(pending, list) or not pending:
+            return
+        found = runs(pending)
+        pending.clear()  # in place: a compute group's metrics share the list
+        failed: Exception | None = None
+        for run in found:
+            try:
+                self._add_run(run)
+            except Exception as error:  # any error of the ranking: raised below
+                if len(run) == 1:
+                    failed = failed or error
+                    continue
+                for batch in run:
+                    try:
+                        self._add_run([batch])
+                    except Exception as alone:
+                        failed = failed or alone
+        if failed is not None:
+            raise failed
+
+    def _add_run(self, run: list[list[Tensor]]) -> None:
+        sums, per_query = rank_run(self.request, run, self.keep_per_query)
+        state = getattr(self, self._sums_name)
+        for batch_sums in sums:  # in update order, as each batch ranked alone adds
+            state.add_(batch_sums.to(state.device))
+        for values in per_query:
+            getattr(self, self._per_query_name).append(values.to(state.device))
+
+    @property
+    def metric_state(self) -> dict[str, list[Tensor] | Tensor]:
+        """The states (TorchMetrics'), every pending whole-query batch ranked into them."""
+        self._rank_pending()
+        return super().metric_state
+
+    def sync(self, *args: Any, **kwargs: Any) -> None:
+        """TorchMetrics' ``sync``, after ranking the pending batches: the states it
+        caches (and restores at ``unsync``) and gathers are the ranked ones."""
+        self._rank_pending()
+        super().sync(*args, **kwargs)
+
+    def _sync_dist(self, *args: Any, **kwargs: Any) -> None:
+        self._rank_pending()
+        super()._sync_dist(*args, **kwargs)
+
+    @torch.jit.unused
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        """TorchMetrics' ``forward`` (the batch's value, the batch added to the states),
+        after ranking the pending batches, so that the batch's sums come after theirs."""
+        self._rank_pending()
+        return super().forward(*args, **kwargs)
+
+    def merge_state(self, incoming_state: dict[str, Any] | Metric) -> None:
+        """TorchMetrics' ``merge_state``, after ranking the pending batches of both."""
+        self._rank_pending()
+        if isinstance(incoming_state, PendingRanking):
+            incoming_state._rank_pending()
+        super().merge_state(incoming_state)
+
+    def state_dict(  # type: ignore[override]  # TorchMetrics' signature
+        self,
+        destination: dict[str, Any] | None = None,
+        prefix: str = "",
+        keep_vars: bool = False,
+    ) -> dict[str, Any]:
+        """TorchMetrics' ``state_dict``, after ranking the pending batches (an empty
+        pending state is saved, which any version loads)."""
+        self._rank_pending()
+        return super().state_dict(destination=destination, prefix=prefix, keep_vars=keep_vars)
 
 
 __all__ = [
