@@ -19,7 +19,7 @@ pytestmark = pytest.mark.skipif(
 def single_process() -> dict[str, Any]:
     expected: dict[str, Any] = {}
     for scenario, per_rank in worker.scenarios().items():
-        metrics = worker.make_metrics()
+        metrics = worker.make_metrics(scenario)
         for updates in per_rank:
             for args, kwargs in updates:
                 for metric in metrics.values():

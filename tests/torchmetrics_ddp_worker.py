@@ -35,6 +35,13 @@ def scenarios() -> dict[str, list[list[Update]]]:
     def flat(lo: int, hi: int) -> Update:
         return (flat_preds[lo:hi], flat_target[lo:hi]), {"indexes": flat_indexes[lo:hi]}
 
+    def whole(first: int, last: int) -> Update:
+        """Whole queries ``first`` to ``last`` (ids), 6 entries each."""
+        ids = torch.arange(first, last + 1).repeat_interleave(6)
+        preds = torch.randn(ids.numel(), generator=g)
+        target = (torch.rand(ids.numel(), generator=g) < 0.4).long()
+        return (preds, target), {"indexes": ids}
+
     return {
         # uneven: rank 0 three batches, rank 1 one small one
         "dense": [[dense(5), dense(7), dense(6)], [dense(2)]],
@@ -43,15 +50,22 @@ def scenarios() -> dict[str, list[list[Update]]]:
         "mixed": [[dense(4), flat(0, 30)], [flat(30, 50), dense(3)]],
         # rank 1 never updates
         "one_rank_idle": [[dense(5), flat(0, 25), flat(25, 50)], []],
+        # whole queries per update, other queries on each rank (whole_queries=True):
+        # pending when compute synchronises
+        "whole": [[whole(0, 3), whole(4, 6)], [whole(7, 9)]],
+        "whole_one_rank_idle": [[whole(0, 3), whole(4, 6), whole(7, 9)], []],
     }
 
 
-def make_metrics() -> dict[str, Any]:
+def make_metrics(scenario: str) -> dict[str, Any]:
+    whole = scenario.startswith("whole")  # every update holds whole queries
     return {
-        "several": RankingMetrics(["mrr", "ndcg", "map", "auc"], top_k=[1, 3]),
-        "single": NDCG(top_k=3),
-        # per-query values gathered across processes (issue 26)
-        "median": RankingMetrics(["mrr", "ndcg"], top_k=[1, 3], aggregation="median"),
+        "several": RankingMetrics(["mrr", "ndcg", "map", "auc"], top_k=[1, 3], whole_queries=whole),
+        "single": NDCG(top_k=3, whole_queries=whole),
+        # per-query values gathered across processes
+        "median": RankingMetrics(
+            ["mrr", "ndcg"], top_k=[1, 3], aggregation="median", whole_queries=whole
+        ),
     }
 
 
@@ -70,7 +84,7 @@ def run(rank: int, world_size: int, init_file: str, out_dir: str) -> None:
     try:
         saved: dict[str, Any] = {}
         for scenario, per_rank in scenarios().items():
-            metrics = make_metrics()
+            metrics = make_metrics(scenario)
             for args, kwargs in per_rank[rank]:
                 for metric in metrics.values():
                     metric.update(*args, **kwargs)
