@@ -18,10 +18,17 @@ indexes=None, mask=None)`` takes every layout of the package:
   that reads a measure of judged items (bpref, infap, unj, ...) keeps one more
   byte per entry, its ``judged`` flag.
 * grouped with ``whole_queries=True`` (each batch holds whole queries, as when
-  a data loader yields one query's candidates together): the batch is ranked
-  at once and only the sums are kept, a constant-size state whatever the
-  number of updates. A query whose entries come in two batches counts as two
-  queries; this is not detected (it would need every query id seen so far).
+  a data loader yields one query's candidates together): only the sums are
+  kept, a constant-size state whatever the number of updates. ``update``
+  checks a batch and keeps a copy of it until the pending batches hold
+  2^18 entries (``pending.PENDING_ENTRIES``: at most 26 bytes an entry, 6.5
+  MiB), then ranks them together in one kernel call (the numbers of ranking
+  each alone, to the bit); ``compute``, ``sync``, ``forward``,
+  ``merge_state``, ``state_dict`` and ``metric_state`` rank what is pending
+  first. With ``empty_target_action="error"`` each batch is ranked at its
+  ``update``, which then refuses an empty query. A query whose entries come in
+  two batches counts as two queries; this is not detected (it would need every
+  query id seen so far).
 
 The states keep their dtypes whatever is done to the module: ``.to(dtype)``,
 ``.half()``, ``set_dtype`` (and Lightning's ``precision="bf16-true"``, which

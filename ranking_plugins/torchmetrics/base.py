@@ -113,8 +113,13 @@ class BaseRankingMetric(PendingRanking):
         ignore_index: entries whose target equals it are dropped, as in
             ``torchmetrics.retrieval``: never ranked and not counted in R.
         whole_queries: grouped layout only: every batch holds whole queries,
-            so ``update`` ranks it at once and keeps only the sums (constant
-            memory). False (the default, TorchMetrics' behaviour): a query may
+            so only the sums are kept (constant memory): ``update`` checks a
+            batch and keeps it pending until the pending batches hold
+            :data:`~ranking_plugins.torchmetrics.pending.PENDING_ENTRIES`
+            entries (2^18, at most 6.5 MiB), then ranks them together, with
+            the numbers of ranking each alone; whatever reads the states
+            (``compute``, ``sync``, ``forward``, ``state_dict``, ...) ranks them
+            first. False (the default, TorchMetrics' behaviour): a query may
             span updates and processes, so entries are kept until ``compute``.
         keep_per_query: also keep every query's values (a float64 ``(Q, K)``
             "cat" state, gathered across processes like the grouped entries),
