@@ -61,20 +61,16 @@ def pending_batch(
     preds: Tensor, target: Tensor, indexes: Tensor, mask: Tensor | None, judged: Tensor | None
 ) -> list[Tensor]:
     """The pending state's copies of one checked batch (the caller may rewrite its
-    buffers before the batch is ranked): a missing mask as True (the kernel ranks an
-    all-True mask as none), a missing ``judged`` as an empty tensor."""
+    buffers before the batch is ranked); a missing mask or ``judged`` as an empty
+    tensor."""
     own = [t.detach().clone() for t in (preds, target)]
     own.append(indexes.detach().to(torch.int64, copy=True))
-    own.append(
-        torch.ones(preds.shape, dtype=torch.bool, device=preds.device)
-        if mask is None
-        else mask.detach().clone()
-    )
-    own.append(
-        torch.empty(0, dtype=torch.bool, device=preds.device)
-        if judged is None
-        else judged.detach().clone()
-    )
+    for flags in (mask, judged):
+        own.append(
+            torch.empty(0, dtype=torch.bool, device=preds.device)
+            if flags is None
+            else flags.detach().clone()
+        )
     return own
 
 
@@ -117,45 +113,52 @@ class RunPlan(NamedTuple):
 def plan_run(batches: list[list[Tensor]]) -> RunPlan:
     """Query ids that keep two batches' queries apart, and each batch's queries and shape.
 
-    Batch b's id i becomes ``b * span + (i - lo)`` (``lo``, ``span``: the ids' least
-    value and range over every batch): ordered by batch, then by id, so that the
-    kernel, which orders queries by id, ranks batch after batch, each batch's
-    queries in its own id order; ids that never decrease stay so (no sort). Where
-    that overflows int64, the ids' ranks stand in for them. Two host reads: the
-    ids' range, then the counts.
+    Where every batch's ids lie above the previous batch's (a loader in query
+    order) they are apart as they are. Otherwise batch b's id i becomes
+    ``b * span + (i - lo)`` (``lo``, ``span``: the ids' least value and range over
+    every batch; where that overflows int64, the ids' ranks stand in for them).
+    Either way the ids order the queries by batch, then by id, as the kernel
+    orders them, so that it ranks batch after batch, each batch's queries in its
+    own id order. Three host reads (four where lists differ in length): the
+    batches' ranges of ids, whether the ids never decrease, the counts.
     """
     ids = [batch[2] for batch in batches]
     sizes = [t.numel() for t in ids]
-    flat = torch.cat(ids)
-    device = flat.device
-    lo, hi = torch.stack(torch.aminmax(flat)).tolist()
-    span = hi - lo + 1
-    if span * len(batches) >= 2**62:  # ids spread too far: their ranks instead
-        flat = torch.unique(flat, return_inverse=True)[1]
-        lo, span = 0, int(flat.max()) + 1
-    number = torch.arange(len(batches), device=device)
-    batch_of = torch.repeat_interleave(number, torch.tensor(sizes, device=device))
-    key = (flat - lo) + batch_of * span
+    device = ids[0].device
+    ranges = torch.stack([torch.stack(torch.aminmax(t)) for t in ids]).tolist()
+    key = torch.cat(ids)
+    if any(low <= high for (_, high), (low, _) in itertools.pairwise(ranges)):
+        lo = min(low for low, _ in ranges)
+        span = max(high for _, high in ranges) - lo + 1
+        if span * len(batches) >= 2**62:  # ids spread too far: their ranks instead
+            key = torch.unique(key, return_inverse=True)[1]
+            lo, span = 0, int(key.max()) + 1
+        number = torch.arange(len(batches), device=device)
+        batch_of = torch.repeat_interleave(number, torch.tensor(sizes, device=device))
+        key = (key - lo) + batch_of * span
     # each batch's entries keep their places in key order (the batch leads the key):
-    # its queries are the runs of equal keys among the sorted keys of its places
+    # a batch's queries are the runs of equal keys among the sorted keys of its places
     ordered = key if bool((key[1:] >= key[:-1]).all()) else torch.sort(key).values
-    new = torch.ones_like(ordered, dtype=torch.bool)
-    new[1:] = ordered[1:] != ordered[:-1]
-    place = torch.arange(key.numel(), device=device)
-    length = place - torch.where(new, place, 0).cummax(0).values + 1  # so far in its query
-    longest = torch.zeros(len(batches), dtype=torch.int64, device=device)
-    longest.scatter_reduce_(0, batch_of, length, "amax")
-    hidden = torch.zeros(len(batches), dtype=torch.int64, device=device)
-    mask = torch.cat([batch[3] for batch in batches])
-    hidden.scatter_reduce_(0, batch_of, (~mask).to(torch.int64), "amax")
-    ends = torch.tensor(sizes, device=device).cumsum(0) - 1
-    read = torch.cat([new.cumsum(0)[ends], longest, hidden]).tolist()
+    lengths = torch.unique_consecutive(ordered, return_counts=True)[1]
+    ends = torch.tensor(list(itertools.accumulate(sizes)), device=device)
+    through = torch.searchsorted(lengths.cumsum(0), ends, right=True)  # queries so far
+    hidden = [batch[3].numel() > 0 and ~batch[3].all() for batch in batches]
+    flags = torch.stack([torch.as_tensor(h, device=device) for h in hidden]).to(torch.int64)
+    read = torch.cat([through, torch.stack(torch.aminmax(lengths)), flags]).tolist()
     count = len(batches)
-    totals, lengths, hides = [0, *read[:count]], read[count : 2 * count], read[2 * count :]
-    queries = [b - a for a, b in itertools.pairwise(totals)]
+    queries = [b - a for a, b in itertools.pairwise([0, *read[:count]])]
+    shortest, longest = read[count : count + 2]
+    hides = [bool(h) for h in read[count + 2 :]]
+    if shortest == longest:  # every list of one length
+        return RunPlan(key, queries, [(longest, hide) for hide in hides])
+    # each batch's shortest and longest list
+    parts = torch.tensor(queries, device=device)
+    low = torch.segment_reduce(lengths.to(torch.float64), "min", lengths=parts)
+    high = torch.segment_reduce(lengths.to(torch.float64), "max", lengths=parts)
+    found = torch.stack([low, high]).tolist()
     shapes: list[tuple[int, bool] | None] = [
-        (length, bool(hide)) if size == queries_b * length else None
-        for size, queries_b, length, hide in zip(sizes, queries, lengths, hides, strict=True)
+        (int(b), hide) if a == b else None
+        for a, b, hide in zip(found[0], found[1], hides, strict=True)
     ]
     return RunPlan(key, queries, shapes)
 
@@ -192,13 +195,26 @@ def rank_run(
             fields, queries = run[group.start], None
         else:
             batches = run[group.start : group.stop]
-            fields = [torch.cat([b[i] for b in batches]) for i in range(FIELDS)]
-            fields[2] = plan.key[starts[group.start] : starts[group.stop]]
+            fields = [torch.cat([b[i] for b in batches]) for i in (0, 1, 4)]
+            fields.insert(2, plan.key[starts[group.start] : starts[group.stop]])
+            fields.insert(3, _masks(batches))
             queries = plan.queries[group.start : group.stop]
         found, values = _rank_group(request, fields, queries, keep_per_query)
         sums += found
         per_query += values
     return sums, per_query
+
+
+def _masks(batches: list[list[Tensor]]) -> Tensor:
+    """The batches' masks as one, True where a batch has none (empty when none has)."""
+    if not any(batch[3].numel() for batch in batches):
+        return batches[0][3]
+    return torch.cat(
+        [
+            batch[3] if batch[3].numel() else torch.ones_like(batch[0], dtype=torch.bool)
+            for batch in batches
+        ]
+    )
 
 
 def _rank_group(
@@ -212,7 +228,7 @@ def _rank_group(
         preds,
         target,
         indexes=key,
-        mask=mask,
+        mask=mask if mask.numel() else None,
         # checked at update (``validate_args``); the grades' checks run here
         scores_checked=request.options.validate_args,
         **extra,
