@@ -25,8 +25,12 @@ indexes=None, mask=None)`` takes every layout of the package:
   MiB), then ranks them together in one kernel call (the numbers of ranking
   each alone, to the bit); ``compute``, ``sync``, ``forward``,
   ``merge_state``, ``state_dict`` and ``metric_state`` rank what is pending
-  first. With ``empty_target_action="error"`` each batch is ranked at its
-  ``update``, which then refuses an empty query. A query whose entries come in
+  first. The checks that read no ranking (shapes, dtypes, NaN scores and
+  grades) still refuse a batch at its ``update``; the few refusals only the
+  ranking finds (a gain sum past float64) come where the pending batches are
+  ranked, after the other batches are added. With
+  ``empty_target_action="error"`` each batch is ranked at its ``update``,
+  which then refuses an empty query. A query whose entries come in
   two batches counts as two queries; this is not detected (it would need every
   query id seen so far).
 
