@@ -56,20 +56,28 @@ def _mean(wx: Tensor, scaled_wx: Tensor, weight: Tensor | float) -> Tensor:
     return torch.where(torch.isinf(wx), scaled_wx / weight * _UP, wx / weight)
 
 
-def _rows(values: Tensor, counted: Tensor, relevant: Tensor | None) -> Tensor:
-    """The (5, K) sums of (Q, K) per-query ``values`` where ``counted``, each query weighing
-    its ``relevant`` count (``weighted=True``) or 1 (None)."""
+def _terms(values: Tensor, counted: Tensor, relevant: Tensor | None) -> tuple[Tensor, ...]:
+    """Per query, what each row of the (5, K) sums adds up, from (Q, K) ``values`` where
+    ``counted``, each query weighing its ``relevant`` count (``weighted=True``) or 1
+    (None): elementwise, so that a part's rows are the whole's rows sliced."""
     # skipped queries are NaN and weigh 0; a counted NaN stays NaN in the mean
     x = torch.where(counted, values, 0.0)
     if relevant is not None:
         weight = counted.to(torch.float64) * relevant.unsqueeze(1)
         wx = weight * x
-        scaled = (weight * (x * _DOWN)).sum(0)
-        rows = [weight.sum(0), wx.sum(0), (wx * x).sum(0), (weight * weight).sum(0), scaled]
-    else:  # w is 0 or 1 and x is 0 where w is: w·x is x and w² is w, to the bit
-        count = counted.sum(0, dtype=torch.float64)
-        rows = [count, x.sum(0), (x * x).sum(0), count, (x * _DOWN).sum(0)]
-    return torch.stack(rows, dim=0)
+        return (weight, wx, wx * x, weight * weight, weight * (x * _DOWN))
+    # w is 0 or 1 and x is 0 where w is: w·x is x and w² is w, to the bit
+    return (counted, x, x * x, counted, x * _DOWN)
+
+
+def _rows(terms: tuple[Tensor, ...], part: slice = slice(None)) -> Tensor:
+    """The (5, K) sums of :func:`_terms` over the queries of ``part``."""
+    summed: dict[int, Tensor] = {}  # a term given twice (the count) summed once
+    for term in terms:
+        if id(term) not in summed:
+            dtype = torch.float64 if term.dtype == torch.bool else None
+            summed[id(term)] = term[part].sum(0, dtype=dtype)
+    return torch.stack([summed[id(term)] for term in terms], dim=0)
 
 
 @dataclass(frozen=True)
@@ -91,7 +99,7 @@ class Totals:
             return cls.zeros(keys, device)
         values, counted = result_matrices(evaluation.results, keys)
         relevant = evaluation.relevant_count if weighted else None
-        return cls(keys, _rows(values, counted, relevant))
+        return cls(keys, _rows(_terms(values, counted, relevant)))
 
     @classmethod
     def of_parts(
@@ -103,12 +111,10 @@ class Totals:
         if not keys:
             return [cls.of(evaluation, keys, weighted) for _ in queries]
         values, counted = result_matrices(evaluation.results, keys)
-        relevant = evaluation.relevant_count if weighted else None
+        terms = _terms(values, counted, evaluation.relevant_count if weighted else None)
         found, start = [], 0
         for count in queries:
-            part = slice(start, start + count)
-            weight = None if relevant is None else relevant[part]
-            found.append(cls(keys, _rows(values[part], counted[part], weight)))
+            found.append(cls(keys, _rows(terms, slice(start, start + count))))
             start += count
         return found
 

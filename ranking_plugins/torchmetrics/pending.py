@@ -113,42 +113,48 @@ class RunPlan(NamedTuple):
 def plan_run(batches: list[list[Tensor]]) -> RunPlan:
     """Query ids that keep two batches' queries apart, and each batch's queries and shape.
 
-    Where every batch's ids lie above the previous batch's (a loader in query
-    order) they are apart as they are. Otherwise batch b's id i becomes
+    Where the ids never decrease and change at every batch's end (a loader in
+    query order) they are apart as they are. Otherwise batch b's id i becomes
     ``b * span + (i - lo)`` (``lo``, ``span``: the ids' least value and range over
     every batch; where that overflows int64, the ids' ranks stand in for them).
     Either way the ids order the queries by batch, then by id, as the kernel
     orders them, so that it ranks batch after batch, each batch's queries in its
-    own id order. Three host reads (four where lists differ in length): the
-    batches' ranges of ids, whether the ids never decrease, the counts.
+    own id order. Two host reads (up to four where the ids are out of order or
+    lists differ in length): whether the ids are apart and in order, the counts.
     """
     ids = [batch[2] for batch in batches]
     sizes = [t.numel() for t in ids]
     device = ids[0].device
-    ranges = torch.stack([torch.stack(torch.aminmax(t)) for t in ids]).tolist()
     key = torch.cat(ids)
-    if any(low <= high for (_, high), (low, _) in itertools.pairwise(ranges)):
-        lo = min(low for low, _ in ranges)
-        span = max(high for _, high in ranges) - lo + 1
+    ends = torch.tensor(list(itertools.accumulate(sizes)), device=device)
+    # ids that never decrease and change at every batch's end: apart as they are
+    first = ends[:-1]
+    checks = torch.stack([(key[1:] >= key[:-1]).all(), (key[first - 1] < key[first]).all()])
+    in_order, apart = checks.tolist()
+    if not (in_order and apart):
+        lo, hi = torch.stack(torch.aminmax(key)).tolist()
+        span = hi - lo + 1
         if span * len(batches) >= 2**62:  # ids spread too far: their ranks instead
             key = torch.unique(key, return_inverse=True)[1]
             lo, span = 0, int(key.max()) + 1
-        number = torch.arange(len(batches), device=device)
-        batch_of = torch.repeat_interleave(number, torch.tensor(sizes, device=device))
+        numbers = torch.arange(len(batches), device=device)
+        batch_of = torch.repeat_interleave(numbers, torch.tensor(sizes, device=device))
         key = (key - lo) + batch_of * span
+        in_order = bool((key[1:] >= key[:-1]).all())
     # each batch's entries keep their places in key order (the batch leads the key):
     # a batch's queries are the runs of equal keys among the sorted keys of its places
-    ordered = key if bool((key[1:] >= key[:-1]).all()) else torch.sort(key).values
+    ordered = key if in_order else torch.sort(key).values
     lengths = torch.unique_consecutive(ordered, return_counts=True)[1]
-    ends = torch.tensor(list(itertools.accumulate(sizes)), device=device)
     through = torch.searchsorted(lengths.cumsum(0), ends, right=True)  # queries so far
-    hidden = [batch[3].numel() > 0 and ~batch[3].all() for batch in batches]
-    flags = torch.stack([torch.as_tensor(h, device=device) for h in hidden]).to(torch.int64)
-    read = torch.cat([through, torch.stack(torch.aminmax(lengths)), flags]).tolist()
+    masked = [number for number, batch in enumerate(batches) if batch[3].numel()]
+    flags = [(~batches[number][3].all()).to(torch.int64).reshape(1) for number in masked]
+    read = torch.cat([through, torch.stack(torch.aminmax(lengths)), *flags]).tolist()
     count = len(batches)
     queries = [b - a for a, b in itertools.pairwise([0, *read[:count]])]
     shortest, longest = read[count : count + 2]
-    hides = [bool(h) for h in read[count + 2 :]]
+    hides = [False] * count  # a batch without a mask hides nothing
+    for number, hide in zip(masked, read[count + 2 :], strict=True):
+        hides[number] = bool(hide)
     if shortest == longest:  # every list of one length
         return RunPlan(key, queries, [(longest, hide) for hide in hides])
     # each batch's shortest and longest list
