@@ -70,13 +70,14 @@ def _terms(values: Tensor, counted: Tensor, relevant: Tensor | None) -> tuple[Te
     return (counted, x, x * x, counted, x * _DOWN)
 
 
-def _rows(terms: tuple[Tensor, ...], part: slice = slice(None)) -> Tensor:
-    """The (5, K) sums of :func:`_terms` over the queries of ``part``."""
+def _rows(terms: tuple[Tensor, ...], part: slice = slice(None), dim: int = 0) -> Tensor:
+    """The (5, K) sums of :func:`_terms` over the queries of ``part`` (``dim``: the
+    queries' dimension)."""
     summed: dict[int, Tensor] = {}  # a term given twice (the count) summed once
     for term in terms:
         if id(term) not in summed:
             dtype = torch.float64 if term.dtype == torch.bool else None
-            summed[id(term)] = term[part].sum(0, dtype=dtype)
+            summed[id(term)] = term[part].sum(dim, dtype=dtype)
     return torch.stack([summed[id(term)] for term in terms], dim=0)
 
 
@@ -112,6 +113,13 @@ class Totals:
             return [cls.of(evaluation, keys, weighted) for _ in queries]
         values, counted = result_matrices(evaluation.results, keys)
         terms = _terms(values, counted, evaluation.relevant_count if weighted else None)
+        if len(set(queries)) == 1:
+            # parts of one size: each term's (parts, Q, K) view summed over Q, the same
+            # sums in the same order as each part's (Q, K) rows summed alone
+            shape = (len(queries), queries[0], len(keys))
+            each = tuple(term.reshape(shape) for term in terms)
+            rows = _rows(each, slice(None), dim=1)  # (5, parts, K)
+            return [cls(keys, part) for part in rows.unbind(1)]
         found, start = [], 0
         for count in queries:
             found.append(cls(keys, _rows(terms, slice(start, start + count))))

@@ -28,21 +28,22 @@ def batches(
     integer: bool = False,
     judged: bool = False,
     uniform: bool = False,
+    queries: int | None = None,
 ) -> list[Batch]:
     """Whole-query batches of ids in any order, the same id in several batches (each
     batch's own query), some batches without a mask; lists of uneven lengths, or
     (``uniform``) of one length but in one batch, which the pending batches' ranking
-    tells apart."""
+    tells apart; ``queries`` in every batch (None: 1 to 8)."""
     gen = torch.Generator().manual_seed(seed)
     out = []
     for number in range(updates):
-        queries = int(torch.randint(1, 9, (1,), generator=gen))
-        lengths = torch.randint(1, 40, (queries,), generator=gen)
+        count = int(torch.randint(1, 9, (1,), generator=gen)) if queries is None else queries
+        lengths = torch.randint(1, 40, (count,), generator=gen)
         if uniform:
             lengths.fill_(9 if number == 4 else 13)
         elif number == 2:
             lengths[0] = 300  # a long list beside short ones: several length classes
-        ids = torch.randperm(12, generator=gen)[:queries] * 5 - 7
+        ids = torch.randperm(12, generator=gen)[:count] * 5 - 7
         indexes = torch.repeat_interleave(ids, lengths)
         if number % 2:  # out of order entries
             indexes = indexes[torch.randperm(indexes.numel(), generator=gen)]
@@ -111,18 +112,22 @@ METRICS = ("mrr", "ndcg", "map", "recall", "precision", "auc", "r_precision", "m
 @pytest.mark.parametrize("cap", [1, 50, 400, 2**20])
 @pytest.mark.parametrize("options", OPTIONS, ids=str)
 @pytest.mark.parametrize("integer", [False, True], ids=["float scores", "int scores"])
-@pytest.mark.parametrize("uniform", [False, True], ids=["uneven lists", "one length"])
+@pytest.mark.parametrize(
+    "shape",
+    [(False, None), (True, None), (True, 5)],
+    ids=["uneven lists", "one length", "one length, 5 queries a batch"],
+)
 @pytest.mark.parametrize("seed", [0, 1])
 def test_sums_are_each_batch_ranked_alone_to_the_bit(
     monkeypatch: pytest.MonkeyPatch,
     cap: int,
     options: dict[str, Any],
     integer: bool,
-    uniform: bool,
+    shape: tuple[bool, int | None],
     seed: int,
 ) -> None:
     monkeypatch.setattr(pending, "PENDING_ENTRIES", cap)
-    data = batches(seed, integer=integer, uniform=uniform)
+    data = batches(seed, integer=integer, uniform=shape[0], queries=shape[1])
     metric = RankingMetrics(
         METRICS, top_k=[1, 5, None], whole_queries=True, keep_per_query=True, **options
     )
