@@ -6,26 +6,30 @@ cost (its host reads and small operations, about half a millisecond on a
 CPU) dominates batches of some thousand entries, and whose operations on so
 few entries run on one core (below torch's intra-op grain of 32,768
 elements). So ``update`` checks a batch and keeps a copy of it in a *pending*
-"cat" state; the pending batches are ranked together, in one kernel call,
-once they hold :data:`PENDING_ENTRIES` entries, and before anything reads the
+"cat" state; the pending batches are ranked once they hold
+:data:`PENDING_ENTRIES` entries, and before anything reads or copies the
 states (``compute``, ``sync``, ``forward``, ``merge_state``, ``state_dict``,
-``metric_state``: see :class:`~ranking_plugins.torchmetrics.base.BaseRankingMetric`).
+``metric_state``: :class:`PendingRanking`). Consecutive batches whose lists
+all have one length (a loader's fixed number of candidates per query) are
+ranked in one kernel call; a batch of lists of several lengths is ranked
+alone, as at its ``update`` before (a padded row's sums take another order,
+:func:`_groups`).
 
 The memory stays constant in the number of updates: at most
 :data:`PENDING_ENTRIES` entries (plus the last batch) are pending, each kept
 as its scores and grades (in their own dtypes), an int64 query id and two
-bool flags, at most 26 bytes an entry: 6.5 MiB at the default cap, and the
+bool flags, at most 26 bytes an entry: 13 MiB at the default cap, and the
 ranking of as many entries at once.
 
 The numbers are those of ranking each batch alone, to the bit: the batches
-keep their queries apart (each query's id is made unique to its batch,
-:func:`query_keys`, in an order that keeps the batches in turn and each
-batch's queries in id order), every query is ranked as its batch alone would
-rank it, and each batch's sums are taken over its own queries and added to
-the state in update order (:meth:`~ranking_plugins.totals.Totals.of_parts`).
+keep their queries apart (:func:`plan_run`: ids unique to a batch, in an
+order that keeps the batches in turn and each batch's queries in id order),
+every query is ranked in a row of the width its batch alone gives it, and
+each batch's sums are taken over its own queries and added to the state in
+update order (:meth:`~ranking_plugins.totals.Totals.of_parts`).
 
 The pending state is a "cat" list of tensors, :data:`FIELDS` per batch (a
-missing mask as True, a missing ``judged`` as an empty tensor), so that it
+missing mask or ``judged`` as an empty tensor), so that it
 moves with the metric's device, is deep-copied with the other states by
 ``forward``, ``MetricTracker`` or ``BootStrapper``, and is shared by the
 metrics of a ``MetricCollection`` compute group (TorchMetrics sets the first
@@ -51,7 +55,7 @@ from ranking_plugins.totals import Totals, per_query_matrix
 #: operations run above torch's intra-op grain (32,768 elements) and its fixed
 #: cost is paid a few times per million entries, small enough to bound the memory
 #: (see the module docstring)
-PENDING_ENTRIES = 2**18
+PENDING_ENTRIES = 2**19
 
 #: tensors kept per pending batch: scores, grades, query ids, mask, judged flags
 FIELDS = 5
