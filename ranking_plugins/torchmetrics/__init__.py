@@ -22,9 +22,10 @@ indexes=None, mask=None)`` takes every layout of the package:
   kept, a constant-size state whatever the number of updates. ``update``
   checks a batch and keeps a copy of it until the pending batches hold
   2^19 entries (``pending.PENDING_ENTRIES``: at most 26 bytes an entry, 13
-  MiB), then ranks them, consecutive batches whose lists all have one length
-  in one kernel call (the numbers of ranking each alone, to the bit; a batch
-  of lists of several lengths alone); ``compute``, ``sync``, ``forward``,
+  MiB, and about 100 MiB at the peak of their ranking on a CPU), then ranks
+  them, consecutive batches whose lists all have one length in one kernel
+  call (the numbers of ranking each alone, to the bit; a batch of lists of
+  several lengths alone); ``compute``, ``sync``, ``forward``,
   ``merge_state``, ``state_dict`` and ``metric_state`` rank what is pending
   first. The checks that read no ranking (shapes, dtypes, NaN scores and
   grades) still refuse a batch at its ``update``; the few refusals only the

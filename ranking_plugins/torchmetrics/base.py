@@ -116,7 +116,8 @@ class BaseRankingMetric(PendingRanking):
             so only the sums are kept (constant memory): ``update`` checks a
             batch and keeps it pending until the pending batches hold
             :data:`~ranking_plugins.torchmetrics.pending.PENDING_ENTRIES`
-            entries (2^19, at most 13 MiB), then ranks them together, with
+            entries (2^19: 13 MiB, about 100 MiB at the peak of their ranking),
+            then ranks them together, with
             the numbers of ranking each alone; whatever reads the states
             (``compute``, ``sync``, ``forward``, ``state_dict``, ...) ranks them
             first. False (the default, TorchMetrics' behaviour): a query may
