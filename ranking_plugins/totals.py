@@ -70,14 +70,15 @@ def _terms(values: Tensor, counted: Tensor, relevant: Tensor | None) -> tuple[Te
     return (counted, x, x * x, counted, x * _DOWN)
 
 
-def _rows(terms: tuple[Tensor, ...], part: slice = slice(None), dim: int = 0) -> Tensor:
-    """The (5, K) sums of :func:`_terms` over the queries of ``part`` (``dim``: the
-    queries' dimension)."""
+def _rows(terms: tuple[Tensor, ...], part: slice | None = None, dim: int = 0) -> Tensor:
+    """The (5, K) sums of :func:`_terms` over the queries of ``part`` (None: all of them;
+    ``dim``: the queries' dimension)."""
     summed: dict[int, Tensor] = {}  # a term given twice (the count) summed once
     for term in terms:
         if id(term) not in summed:
             dtype = torch.float64 if term.dtype == torch.bool else None
-            summed[id(term)] = term[part].sum(dim, dtype=dtype)
+            rows = term if part is None else term[part]
+            summed[id(term)] = rows.sum(dim, dtype=dtype)
     return torch.stack([summed[id(term)] for term in terms], dim=0)
 
 
@@ -118,7 +119,7 @@ class Totals:
             # sums in the same order as each part's (Q, K) rows summed alone
             shape = (len(queries), queries[0], len(keys))
             each = tuple(term.reshape(shape) for term in terms)
-            rows = _rows(each, slice(None), dim=1)  # (5, parts, K)
+            rows = _rows(each, dim=1)  # (5, parts, K)
             return [cls(keys, part) for part in rows.unbind(1)]
         found, start = [], 0
         for count in queries:
