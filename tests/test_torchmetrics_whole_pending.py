@@ -29,11 +29,13 @@ def batches(
     judged: bool = False,
     uniform: bool = False,
     queries: int | None = None,
+    ordered: bool = False,
 ) -> list[Batch]:
     """Whole-query batches of ids in any order, the same id in several batches (each
     batch's own query), some batches without a mask; lists of uneven lengths, or
     (``uniform``) of one length but in one batch, which the pending batches' ranking
-    tells apart; ``queries`` in every batch (None: 1 to 8)."""
+    tells apart; ``queries`` in every batch (None: 1 to 8); ``ordered``: ids rising
+    within and across batches, as a loader in query order gives them."""
     gen = torch.Generator().manual_seed(seed)
     out = []
     for number in range(updates):
@@ -44,8 +46,10 @@ def batches(
         elif number == 2:
             lengths[0] = 300  # a long list beside short ones: several length classes
         ids = torch.randperm(12, generator=gen)[:count] * 5 - 7
+        if ordered:  # a loader in query order: ids rise within and across batches
+            ids = torch.arange(count) + 20 * number
         indexes = torch.repeat_interleave(ids, lengths)
-        if number % 2:  # out of order entries
+        if number % 2 and not ordered:  # out of order entries
             indexes = indexes[torch.randperm(indexes.numel(), generator=gen)]
         size = indexes.numel()
         preds = torch.randn(size, generator=gen)
@@ -114,8 +118,20 @@ METRICS = ("mrr", "ndcg", "map", "recall", "precision", "auc", "r_precision", "m
 @pytest.mark.parametrize("integer", [False, True], ids=["float scores", "int scores"])
 @pytest.mark.parametrize(
     "shape",
-    [(False, None), (True, None), (True, 5)],
-    ids=["uneven lists", "one length", "one length, 5 queries a batch"],
+    [
+        (False, None, False),
+        (True, None, False),
+        (True, 5, False),
+        (False, None, True),
+        (True, 5, True),
+    ],
+    ids=[
+        "uneven lists",
+        "one length",
+        "one length, 5 queries a batch",
+        "uneven lists, ids in order",
+        "one length, 5 queries a batch, ids in order",
+    ],
 )
 @pytest.mark.parametrize("seed", [0, 1])
 def test_sums_are_each_batch_ranked_alone_to_the_bit(
@@ -123,11 +139,11 @@ def test_sums_are_each_batch_ranked_alone_to_the_bit(
     cap: int,
     options: dict[str, Any],
     integer: bool,
-    shape: tuple[bool, int | None],
+    shape: tuple[bool, int | None, bool],
     seed: int,
 ) -> None:
     monkeypatch.setattr(pending, "PENDING_ENTRIES", cap)
-    data = batches(seed, integer=integer, uniform=shape[0], queries=shape[1])
+    data = batches(seed, integer=integer, uniform=shape[0], queries=shape[1], ordered=shape[2])
     metric = RankingMetrics(
         METRICS, top_k=[1, 5, None], whole_queries=True, keep_per_query=True, **options
     )
@@ -170,6 +186,40 @@ def test_batches_of_one_list_length_ranked_in_one_call(monkeypatch: pytest.Monke
     assert same(metric.totals.sums, expected_sums(metric, data)[0])
     sizes = [batch["preds"].numel() for batch in data]
     assert calls == [sum(sizes[:4]), sizes[4], sizes[5], sizes[6]]
+
+
+@pytest.mark.usefixtures("never_at_cap")
+@pytest.mark.parametrize(
+    "first", [13, 9, 26], ids=["first batch like the others", "first apart", "same sizes"]
+)
+def test_ids_in_order_ranked_in_one_call(monkeypatch: pytest.MonkeyPatch, first: int) -> None:
+    """Ids in query order, lists of one length: one kernel call, whichever batch's length
+    differs (a length read off the first query is checked against every query)."""
+    calls: list[int] = []
+    evaluate = pending._kernel_evaluate
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        calls.append(args[1].numel())
+        return evaluate(*args, **kwargs)
+
+    monkeypatch.setattr(pending, "_kernel_evaluate", counted)
+    data = batches(9, uniform=True, queries=4, ordered=True)  # batch 4: lists of 9
+    for batch in data:
+        batch.pop("mask", None)
+    if first == 9:
+        data = [data[4], *data[:4], *data[5:]]
+        data[0]["indexes"] = data[0]["indexes"] - 200  # below the others, in order
+    if first == 26:  # batch 4 as two lists of 26 (the size of four of 13)
+        data[4] = dict(data[0])
+        data[4]["indexes"] = torch.arange(2).repeat_interleave(26) + 80
+    metric = MRR(whole_queries=True)
+    feed(metric, data)
+    assert same(metric.totals.sums, expected_sums(metric, data)[0])
+    sizes = [batch["preds"].numel() for batch in data]
+    if first in (13, 26):
+        assert calls == [sum(sizes[:4]), sizes[4], sizes[5]]
+    else:
+        assert calls == [sizes[0], sum(sizes[1:])]
 
 
 def test_float_and_integer_scores_each_ranked_in_their_dtype() -> None:

@@ -134,9 +134,17 @@ def plan_run(batches: list[list[Tensor]]) -> RunPlan:
     ends = torch.tensor(list(itertools.accumulate(sizes)), device=device)
     # ids that never decrease and change at every batch's end: apart as they are
     first = ends[:-1]
-    checks = torch.stack([(key[1:] >= key[:-1]).all(), (key[first - 1] < key[first]).all()])
-    in_order, apart = checks.tolist()
-    if not (in_order and apart):
+    head = key[: sizes[0]]
+    checks = [(key[1:] >= key[:-1]).all(), (key[first - 1] < key[first]).all()]
+    # the first query's length (the first batch's size where it holds one query)
+    checks += [(head != head[0]).int().argmax(), (head != head[0]).any()]
+    in_order, apart, change, changes = torch.stack(checks).tolist()
+    masked = [number for number, batch in enumerate(batches) if batch[3].numel()]
+    if in_order and apart:
+        same = _one_length(key, sizes, change if changes else sizes[0], masked, batches)
+        if same is not None:
+            return same
+    else:
         lo, hi = torch.stack(torch.aminmax(key)).tolist()
         span = hi - lo + 1
         if span * len(batches) >= 2**62:  # ids spread too far: their ranks instead
@@ -151,8 +159,7 @@ def plan_run(batches: list[list[Tensor]]) -> RunPlan:
     ordered = key if in_order else torch.sort(key).values
     lengths = torch.unique_consecutive(ordered, return_counts=True)[1]
     through = torch.searchsorted(lengths.cumsum(0), ends, right=True)  # queries so far
-    masked = [number for number, batch in enumerate(batches) if batch[3].numel()]
-    flags = [(~batches[number][3].all()).to(torch.int64).reshape(1) for number in masked]
+    flags = _hidden(masked, batches)
     read = torch.cat([through, torch.stack(torch.aminmax(lengths)), *flags]).tolist()
     count = len(batches)
     queries = [b - a for a, b in itertools.pairwise([0, *read[:count]])]
@@ -172,6 +179,32 @@ def plan_run(batches: list[list[Tensor]]) -> RunPlan:
         for a, b, hide in zip(found[0], found[1], hides, strict=True)
     ]
     return RunPlan(key, queries, shapes)
+
+
+def _hidden(masked: list[int], batches: list[list[Tensor]]) -> list[Tensor]:
+    """Whether each batch given a mask (``masked``: their numbers) hides an item."""
+    return [(~batches[number][3].all()).to(torch.int64).reshape(1) for number in masked]
+
+
+def _one_length(
+    key: Tensor, sizes: list[int], length: int, masked: list[int], batches: list[list[Tensor]]
+) -> RunPlan | None:
+    """The plan where ids in order and apart (:func:`plan_run`) hold lists of one
+    ``length`` (the first query's) in every batch, read off the ids as rows of that
+    length: each row one id, each row's id above the last row's; None otherwise.
+    Touches two entries a query, not every entry."""
+    if any(size % length for size in sizes):
+        return None
+    rows = key.view(-1, length)
+    one = [(rows[:, 0] == rows[:, -1]).all(), (rows[1:, 0] > rows[:-1, -1]).all()]
+    read = torch.cat([torch.stack(one).to(torch.int64), *_hidden(masked, batches)]).tolist()
+    if not (read[0] and read[1]):
+        return None
+    hides = [False] * len(batches)  # a batch without a mask hides nothing
+    for number, hide in zip(masked, read[2:], strict=True):
+        hides[number] = bool(hide)
+    queries = [size // length for size in sizes]
+    return RunPlan(key, queries, [(length, hide) for hide in hides])
 
 
 def _groups(shapes: list[tuple[int, bool] | None]) -> list[range]:
