@@ -70,7 +70,7 @@ def _terms(values: Tensor, counted: Tensor, relevant: Tensor | None) -> tuple[Te
     return (counted, x, x * x, counted, x * _DOWN)
 
 
-def _rows(terms: tuple[Tensor, ...], part: slice | None = None, dim: int = 0) -> Tensor:
+def _summed_terms(terms: tuple[Tensor, ...], part: slice | None = None, dim: int = 0) -> Tensor:
     """The (5, K) sums of :func:`_terms` over the queries of ``part`` (None: all of them;
     ``dim``: the queries' dimension)."""
     summed: dict[int, Tensor] = {}  # a term given twice (the count) summed once
@@ -101,7 +101,7 @@ class Totals:
             return cls.zeros(keys, device)
         values, counted = result_matrices(evaluation.results, keys)
         relevant = evaluation.relevant_count if weighted else None
-        return cls(keys, _rows(_terms(values, counted, relevant)))
+        return cls(keys, _summed_terms(_terms(values, counted, relevant)))
 
     @classmethod
     def of_parts(
@@ -119,11 +119,11 @@ class Totals:
             # sums in the same order as each part's (Q, K) rows summed alone
             shape = (len(queries), queries[0], len(keys))
             each = tuple(term.reshape(shape) for term in terms)
-            rows = _rows(each, dim=1)  # (5, parts, K)
+            rows = _summed_terms(each, dim=1)  # (5, parts, K)
             return [cls(keys, part) for part in rows.unbind(1)]
         found, start = [], 0
         for count in queries:
-            found.append(cls(keys, _rows(terms, slice(start, start + count))))
+            found.append(cls(keys, _summed_terms(terms, slice(start, start + count))))
             start += count
         return found
 

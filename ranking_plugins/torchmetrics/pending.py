@@ -84,7 +84,7 @@ def pending_entries(pending: list[Tensor]) -> int:
     return sum(t.numel() for t in pending[::FIELDS])
 
 
-def _kind(batch: list[Tensor]) -> tuple[object, ...]:
+def _ranking_kind(batch: list[Tensor]) -> tuple[object, ...]:
     """What must be alike for batches ranked in one call: the dtypes the kernel ranks
     (scores, grades) and whether ``judged`` was given."""
     return (batch[0].dtype, batch[1].dtype, batch[0].device, batch[4].numel() > 0)
@@ -96,7 +96,7 @@ def runs(pending: list[Tensor]) -> list[list[list[Tensor]]]:
     found: list[list[list[Tensor]]] = []
     for start in range(0, len(pending) - len(pending) % FIELDS, FIELDS):
         batch = pending[start : start + FIELDS]
-        if found and _kind(found[-1][-1]) == _kind(batch):
+        if found and _ranking_kind(found[-1][-1]) == _ranking_kind(batch):
             found[-1].append(batch)
         else:
             found.append([batch])
@@ -207,7 +207,7 @@ def _one_length(
     return RunPlan(key, queries, [(length, hide) for hide in hides])
 
 
-def _groups(shapes: list[tuple[int, bool] | None]) -> list[range]:
+def _ranked_together(shapes: list[tuple[int, bool] | None]) -> list[range]:
     """Consecutive batches the kernel ranks together exactly as each alone: lists of one
     length, the same in every batch (rows of one width, no padding: a row's
     statistics do not depend on the other rows, while a row's sums do depend on its
@@ -234,7 +234,7 @@ def rank_run(
     sums: list[Tensor] = []
     per_query: list[Tensor] = []
     starts = [0, *itertools.accumulate(b[0].numel() for b in run)]
-    for group in _groups(plan.shapes):
+    for group in _ranked_together(plan.shapes):
         if len(group) == 1:
             fields, queries = run[group.start], None
         else:

@@ -53,7 +53,7 @@ def first_hits_apply(data: RankingInput, ties: str, depth: int | None) -> bool:
     )
 
 
-def _count(flags: Tensor) -> Tensor:
+def _count_per_row(flags: Tensor) -> Tensor:
     """(Q, 1) float64: the True flags of each row (exact: fewer than 2^53)."""
     return flags.sum(dim=1, keepdim=True, dtype=torch.float64)
 
@@ -72,7 +72,7 @@ def _first_group_past_nan(scores: Tensor, relevant: Tensor) -> tuple[Tensor, Ten
     index = torch.int32 if width < 2**31 else torch.int64
     column = torch.arange(width, dtype=index, device=scores.device)
     first = torch.where(is_nan & relevant, column, width).amin(dim=1, keepdim=True)
-    nan_above = _count(is_nan & (column < first))
+    nan_above = _count_per_row(is_nan & (column < first))
     best = (
         torch.where(relevant, scores, -math.inf)
         .nan_to_num(nan=-math.inf, posinf=math.inf)
@@ -82,9 +82,9 @@ def _first_group_past_nan(scores: Tensor, relevant: Tensor) -> tuple[Tensor, Ten
     in_nan = first < width
     return (
         # above a number: the greater numbers and every NaN, which compares as neither
-        torch.where(in_nan, nan_above, _count(~(scores <= best))),
-        torch.where(in_nan, 1.0, _count(tied)),
-        torch.where(in_nan, 1.0, _count(tied & relevant)),
+        torch.where(in_nan, nan_above, _count_per_row(~(scores <= best))),
+        torch.where(in_nan, 1.0, _count_per_row(tied)),
+        torch.where(in_nan, 1.0, _count_per_row(tied & relevant)),
     )
 
 
@@ -108,9 +108,10 @@ class FirstHitStats(RankStats):
             # the first relevant group's score: the best relevant one (-inf without any)
             best = torch.where(relevant, scores, -math.inf).amax(dim=1, keepdim=True)
             tied = scores == best
-            self._above = _count(scores > best)  # T
-            self._size = _count(tied)  # t
-            self._relevant = _count(tied & relevant)  # r: 0 where the row has no relevant item
+            self._above = _count_per_row(scores > best)  # T
+            self._size = _count_per_row(tied)  # t
+            # r: 0 where the row has no relevant item
+            self._relevant = _count_per_row(tied & relevant)
         #: the cutoff last read and the group's places in its top (:meth:`_in_top`)
         self._group_read_at: tuple[Tensor, Tensor] | None = None
         num_ranked = torch.full(
