@@ -25,6 +25,7 @@ from ranking_plugins.kernel import (
     RankedBatch,
     TopItems,
     Unranked,
+    broadcast_shape,
     intent_stats,
 )
 from ranking_plugins.metrics import (
@@ -305,7 +306,7 @@ def read_values(
             values[metric.name] = metric.value(cutoff(metric.cutoff), options)
             continue
         numerator, denominator, defined = metric.ratio(cutoff(metric.cutoff), options)
-        shape = torch.broadcast_shapes(numerator.shape, denominator.shape)
+        shape = broadcast_shape(numerator.shape, denominator.shape)
         key = (shape, numerator.dtype, denominator.dtype, numerator.device, denominator.device)
         groups.setdefault(key, []).append((metric.name, numerator, denominator, defined))
     for (shape, *_), group in groups.items():

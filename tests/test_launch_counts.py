@@ -260,3 +260,20 @@ def test_top_grades_of_long_float_rows_from_blocks_equal_topk(dtype: torch.dtype
         assert through_blocks(grades, k)
         got, want = top_grades(grades, k), torch.topk(grades, k, dim=1).values
         torch.testing.assert_close(got, want, rtol=0, atol=0, equal_nan=True)
+
+
+def test_a_first_call_imports_no_symbolic_algebra() -> None:
+    """``torch.broadcast_shapes`` imports sympy on its first call (a quarter of a second
+    or more): a user's first call of the package's metrics must not pay for it."""
+    import subprocess
+
+    code = (
+        "import sys, torch\n"
+        "from ranking_plugins import rank_metrics\n"
+        "grades = (torch.rand(4, 50) < 0.2).float()\n"
+        "rank_metrics(torch.randn(4, 50), grades, ['mrr', 'ndcg', 'precision', 'map'], [1, 5])\n"
+        "rank_metrics(torch.randn(4, 50), torch.randint(0, 50, (4, 1)), ['ndcg'])\n"
+        "print('sympy' in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "False", done.stdout + done.stderr

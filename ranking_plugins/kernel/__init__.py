@@ -51,7 +51,7 @@ from ranking_plugins.kernel.catalogue import (
     embedding_top_list,
     sharded_stats,
 )
-from ranking_plugins.kernel.flags import count_true
+from ranking_plugins.kernel.flags import broadcast_shape, count_true
 from ranking_plugins.kernel.host_reads import host_reads_are_free
 from ranking_plugins.kernel.inputs import (
     Batch,
@@ -264,6 +264,7 @@ __all__ = [
     "ShardedEmbeddingScores",
     "TopItems",
     "Unranked",
+    "broadcast_shape",
     "check_embedding_inputs",
     "check_grades",
     "check_grouped",

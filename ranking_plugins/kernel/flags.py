@@ -84,6 +84,18 @@ def counts_fit_in_float(width: int) -> bool:
     return width < FLOAT_EXACT_COUNT
 
 
+def broadcast_shape(first: tuple[int, ...], second: tuple[int, ...]) -> torch.Size:
+    """The shape two tensors of these (broadcastable) shapes broadcast to.
+
+    Written out because ``torch.broadcast_shapes`` imports sympy on its first
+    call: a quarter of a second or more that a user's first call would pay.
+    """
+    rank = max(len(first), len(second))
+    a = (1,) * (rank - len(first)) + tuple(first)
+    b = (1,) * (rank - len(second)) + tuple(second)
+    return torch.Size(y if x == 1 else x for x, y in zip(a, b, strict=True))
+
+
 def count_compared(
     op: Comparison, block: Tensor, other: object, buffer: Tensor, out: Tensor
 ) -> None:
@@ -97,7 +109,7 @@ def count_compared(
     several times faster than one that writes bools, and the sums are exact
     for rows shorter than 2^24 (:func:`counts_fit_in_float`).
     """
-    shape = torch.broadcast_shapes(block.shape, getattr(other, "shape", ()))
+    shape = broadcast_shape(block.shape, tuple(getattr(other, "shape", ())))
     flags = buffer[tuple(slice(0, size) for size in shape)]
     op(block, other, out=flags)
     torch.sum(flags, dim=-1, out=out)
