@@ -170,13 +170,13 @@ def test_batches_of_one_list_length_ranked_in_one_call(monkeypatch: pytest.Monke
     """Batches whose lists all have one length share one kernel call; a batch of another
     length, or of uneven lengths, is ranked alone."""
     calls: list[int] = []
-    evaluate = pending._kernel_evaluate
+    evaluate = pending._kernel_rank
 
     def counted(*args: Any, **kwargs: Any) -> Any:
         calls.append(args[1].numel())
         return evaluate(*args, **kwargs)
 
-    monkeypatch.setattr(pending, "_kernel_evaluate", counted)
+    monkeypatch.setattr(pending, "_kernel_rank", counted)
     data = batches(5, uniform=True)  # batch 4 of another length
     for batch in data:
         batch.pop("mask", None)
@@ -196,13 +196,13 @@ def test_ids_in_order_ranked_in_one_call(monkeypatch: pytest.MonkeyPatch, first:
     """Ids in query order, lists of one length: one kernel call, whichever batch's length
     differs (a length read off the first query is checked against every query)."""
     calls: list[int] = []
-    evaluate = pending._kernel_evaluate
+    evaluate = pending._kernel_rank
 
     def counted(*args: Any, **kwargs: Any) -> Any:
         calls.append(args[1].numel())
         return evaluate(*args, **kwargs)
 
-    monkeypatch.setattr(pending, "_kernel_evaluate", counted)
+    monkeypatch.setattr(pending, "_kernel_rank", counted)
     data = batches(9, uniform=True, queries=4, ordered=True)  # batch 4: lists of 9
     for batch in data:
         batch.pop("mask", None)
