@@ -370,6 +370,9 @@ class _PendingEntry:
     inputs: tuple[weakref.ref[Tensor] | None, ...] = ()
     copies: tuple[weakref.ref[Tensor], ...] = ()
     runs: list[_HeldRun] = field(default_factory=list)
+    #: the copies themselves where the metric that made them ranked them at once (at
+    #: the cap), dropping them: alive for the next metrics, whose runs end with them
+    ranked_at_once: tuple[Tensor, ...] = ()
 
 
 def _entry() -> _PendingEntry:
@@ -411,7 +414,18 @@ def shared_pending(
     entry.inputs = tuple(None if t is None else weakref.ref(t) for t in inputs)
     entry.copies = tuple(weakref.ref(t) for t in own)
     entry.runs = [held for held in entry.runs if held.alive()]
+    entry.ranked_at_once = ()
     return own
+
+
+def keep_alive(copies: list[Tensor]) -> None:
+    """Keep the last batch's copies alive past the ranking that drops them (the cap's),
+    for the next metrics given the batch (:attr:`_PendingEntry.ranked_at_once`)."""
+    entry = last_batch.held(_PendingEntry)
+    if entry is not None and all(
+        ref() is copy for ref, copy in zip(entry.copies, copies, strict=True)
+    ):
+        entry.ranked_at_once = tuple(copies)
 
 
 def _same_inputs(entry: _PendingEntry, inputs: tuple[Tensor | None, ...]) -> bool:
@@ -463,8 +477,10 @@ class PendingRanking(FixedDtypes):
         # proving a batch equal to the previous metric's copies reads values: with
         # validate_args=False only where that costs no device sync
         may_read = self.request.options.validate_args or host_reads_are_free(preds)
-        pending.extend(shared_pending((preds, target, indexes, mask, judged), may_read))
+        copies = shared_pending((preds, target, indexes, mask, judged), may_read)
+        pending.extend(copies)
         if pending_entries(pending) >= PENDING_ENTRIES:
+            keep_alive(copies)
             self._rank_pending()
 
     def _rank_pending(self) -> None:
