@@ -29,6 +29,16 @@ every query is ranked in a row of the width its batch alone gives it, and
 each batch's sums are taken over its own queries and added to the state in
 update order (:meth:`~ranking_plugins.totals.Totals.of_parts`).
 
+The metrics of a ``MetricCollection`` (MRR, NDCG, MAP) see the same batch one
+after the other. The first keeps copies of it; the next ones keep the *same*
+copies when their inputs are the same objects and prove equal to them
+(:func:`shared_pending`, as the grouped layout's ``shared_copies``), and the
+first to rank a run of pending batches holds its plan and rankings for the
+next ones, whose pending states hold the very same copies (by weak reference:
+copies never handed to user code, so the same objects prove the same
+content): a collection keeps one copy of each batch and ranks it once. Both
+go through the package's one cache slot, ``batch_cache.last_batch``.
+
 The pending state is a "cat" list of tensors, :data:`FIELDS` per batch (a
 missing mask or ``judged`` as an empty tensor), so that it
 moves with the metric's device, is deep-copied with the other states by
@@ -422,8 +432,10 @@ def keep_alive(copies: list[Tensor]) -> None:
     """Keep the last batch's copies alive past the ranking that drops them (the cap's),
     for the next metrics given the batch (:attr:`_PendingEntry.ranked_at_once`)."""
     entry = last_batch.held(_PendingEntry)
-    if entry is not None and all(
-        ref() is copy for ref, copy in zip(entry.copies, copies, strict=True)
+    if (
+        entry is not None
+        and len(entry.copies) == len(copies)
+        and all(ref() is copy for ref, copy in zip(entry.copies, copies, strict=True))
     ):
         entry.ranked_at_once = tuple(copies)
 
