@@ -16,7 +16,8 @@ import torch
 from torchmetrics import MetricCollection
 from torchmetrics.wrappers import BootStrapper, MetricTracker
 
-from ranking_plugins.torchmetrics import MRR, NDCG, RankingMetrics, pending
+from ranking_plugins.batch_cache import last_batch
+from ranking_plugins.torchmetrics import MAP, MRR, NDCG, RankingMetrics, pending
 from ranking_plugins.totals import Totals, per_query_matrix
 
 Batch = dict[str, Any]
@@ -170,13 +171,13 @@ def test_batches_of_one_list_length_ranked_in_one_call(monkeypatch: pytest.Monke
     """Batches whose lists all have one length share one kernel call; a batch of another
     length, or of uneven lengths, is ranked alone."""
     calls: list[int] = []
-    evaluate = pending._kernel_evaluate
+    evaluate = pending._kernel_rank
 
     def counted(*args: Any, **kwargs: Any) -> Any:
         calls.append(args[1].numel())
         return evaluate(*args, **kwargs)
 
-    monkeypatch.setattr(pending, "_kernel_evaluate", counted)
+    monkeypatch.setattr(pending, "_kernel_rank", counted)
     data = batches(5, uniform=True)  # batch 4 of another length
     for batch in data:
         batch.pop("mask", None)
@@ -196,13 +197,13 @@ def test_ids_in_order_ranked_in_one_call(monkeypatch: pytest.MonkeyPatch, first:
     """Ids in query order, lists of one length: one kernel call, whichever batch's length
     differs (a length read off the first query is checked against every query)."""
     calls: list[int] = []
-    evaluate = pending._kernel_evaluate
+    evaluate = pending._kernel_rank
 
     def counted(*args: Any, **kwargs: Any) -> Any:
         calls.append(args[1].numel())
         return evaluate(*args, **kwargs)
 
-    monkeypatch.setattr(pending, "_kernel_evaluate", counted)
+    monkeypatch.setattr(pending, "_kernel_rank", counted)
     data = batches(9, uniform=True, queries=4, ordered=True)  # batch 4: lists of 9
     for batch in data:
         batch.pop("mask", None)
@@ -451,3 +452,135 @@ def test_an_error_of_the_ranking_keeps_the_other_batches(monkeypatch: pytest.Mon
         metric.compute()
     assert not getattr(metric, metric._pending_name)
     assert same(metric.totals.sums, expected_sums(metric, data)[0])
+
+
+# -- the metrics of a collection share the pending copies and their ranking ---------
+
+
+def counted_ranks(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The entries of every kernel ranking of pending batches, appended as they happen."""
+    calls: list[int] = []
+    rank = pending._kernel_rank
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        calls.append(args[1].numel())
+        return rank(*args, **kwargs)
+
+    monkeypatch.setattr(pending, "_kernel_rank", counted)
+    return calls
+
+
+def whole_collection(**options: Any) -> MetricCollection:
+    return MetricCollection(
+        {
+            "mrr": MRR(whole_queries=True, **options),
+            "ndcg": NDCG(whole_queries=True, **options),
+            "map": MAP(whole_queries=True, **options),
+        }
+    )
+
+
+@pytest.mark.parametrize("cap", [1, 60, 10**9])
+@pytest.mark.parametrize(
+    "options", [{}, {"ties": "first"}, {"validate_args": False}, {"ignore_index": 2}], ids=str
+)
+@pytest.mark.parametrize("uniform", [False, True], ids=["uneven lists", "one length"])
+def test_collection_ranks_each_run_once(
+    monkeypatch: pytest.MonkeyPatch, cap: int, options: dict[str, Any], uniform: bool
+) -> None:
+    """A collection of whole_queries metrics ranks its pending batches as often as one
+    metric does (the next metrics read the first one's ranking of the same copies),
+    and each metric's sums are each batch ranked alone, to the bit."""
+    monkeypatch.setattr(pending, "PENDING_ENTRIES", cap)
+    calls = counted_ranks(monkeypatch)
+    data = batches(3, uniform=uniform, updates=8)
+    last_batch.clear()
+    single = MAP(whole_queries=True, **options)
+    feed(single, data)
+    single.compute()
+    alone = list(calls)
+    calls.clear()
+    last_batch.clear()
+    collection = whole_collection(**options)
+    feed(collection, data)
+    collection.compute()
+    if "ignore_index" in options:  # each metric drops the entries into tensors of its own
+        assert len(calls) == 3 * len(alone)
+    else:
+        assert calls == alone
+    for metric in collection.values():
+        assert not getattr(metric, metric._pending_name)
+        assert same(metric.totals.sums, expected_sums(metric, data)[0])
+
+
+@pytest.mark.usefixtures("never_at_cap")
+def test_collection_shares_the_copies() -> None:
+    """The next metric given the same input objects keeps the first one's copies."""
+    data = batches(4)
+    collection = whole_collection()
+    feed(collection, data)
+    held = [getattr(metric, metric._pending_name) for metric in collection.values()]
+    assert len(held[0]) == pending.FIELDS * len(data)
+    for other in held[1:]:
+        assert all(a is b for a, b in zip(held[0], other, strict=True))
+
+
+def interleaved(first: Any, second: Any, data: list[Batch]) -> list[Batch]:
+    """Each batch to ``first``, then rewritten in place (scores and grades), then to
+    ``second``; the batches as ``second`` got them."""
+    rewritten = []
+    for batch in data:
+        first.update(**batch)
+        batch["preds"].neg_()
+        batch["target"].fill_(1)
+        second.update(**batch)
+        rewritten.append({name: value.clone() for name, value in batch.items()})
+    return rewritten
+
+
+@pytest.mark.usefixtures("never_at_cap")
+def test_copies_not_shared_once_the_input_changed() -> None:
+    """A batch rewritten in place between two metrics' updates is copied again: the
+    first metric's copies no longer prove equal to it."""
+    data = batches(5)
+    original = [{name: value.clone() for name, value in batch.items()} for batch in data]
+    first, second = MRR(whole_queries=True), NDCG(whole_queries=True)
+    rewritten = interleaved(first, second, data)
+    held = [getattr(metric, metric._pending_name) for metric in (first, second)]
+    assert not any(a is b for a, b in zip(*held, strict=True))
+    assert same(first.totals.sums, expected_sums(first, original)[0])
+    assert same(second.totals.sums, expected_sums(second, rewritten)[0])
+
+
+@pytest.mark.usefixtures("never_at_cap")
+def test_copies_not_shared_where_reading_is_not_allowed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With validate_args=False where host reads are not free (an accelerator), no
+    proof of equality is made: each metric copies the batch itself."""
+    monkeypatch.setattr(pending, "host_reads_are_free", lambda tensor: False)
+    data = batches(6)
+    collection = whole_collection(validate_args=False)
+    feed(collection, data)
+    held = [getattr(metric, metric._pending_name) for metric in collection.values()]
+    assert not any(a is b for a, b in zip(held[0], held[1], strict=True))
+    for metric in collection.values():
+        assert same(metric.totals.sums, expected_sums(metric, data)[0])
+
+
+@pytest.mark.parametrize("cap", [1, 10**9])
+def test_collection_of_other_rankings(monkeypatch: pytest.MonkeyPatch, cap: int) -> None:
+    """Metrics that rank otherwise (another ``ties``, a ranking too shallow for the next
+    metric) never read each other's ranking: each is its batches ranked alone."""
+    monkeypatch.setattr(pending, "PENDING_ENTRIES", cap)
+    data = batches(9, updates=8, integer=True)  # ties: "first" ranks otherwise
+    collection = MetricCollection(
+        {
+            "a": NDCG(whole_queries=True, top_k=2),
+            "b": MAP(whole_queries=True),
+            "c": MAP(whole_queries=True, ties="first"),
+            "d": NDCG(whole_queries=True, top_k=3),
+        }
+    )
+    feed(collection, data)
+    collection.compute()
+    for metric in collection.values():
+        assert same(metric.totals.sums, expected_sums(metric, data)[0])

@@ -29,6 +29,16 @@ every query is ranked in a row of the width its batch alone gives it, and
 each batch's sums are taken over its own queries and added to the state in
 update order (:meth:`~ranking_plugins.totals.Totals.of_parts`).
 
+The metrics of a ``MetricCollection`` (MRR, NDCG, MAP) see the same batch one
+after the other. The first keeps copies of it; the next ones keep the *same*
+copies when their inputs are the same objects and prove equal to them
+(:func:`shared_pending`, as the grouped layout's ``shared_copies``), and the
+first to rank a run of pending batches holds its plan and rankings for the
+next ones, whose pending states hold the very same copies (by weak reference:
+copies never handed to user code, so the same objects prove the same
+content): a collection keeps one copy of each batch and ranks it once. Both
+go through the package's one cache slot, ``batch_cache.last_batch``.
+
 The pending state is a "cat" list of tensors, :data:`FIELDS` per batch (a
 missing mask or ``judged`` as an empty tensor), so that it
 moves with the metric's device, is deep-copied with the other states by
@@ -41,15 +51,19 @@ into the sums they share.
 from __future__ import annotations
 
 import itertools
+import weakref
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import torch
 from torch import Tensor
 from torchmetrics import Metric
 
+from ranking_plugins.batch_cache import last_batch
+from ranking_plugins.kernel import RankedBatch, host_reads_are_free
 from ranking_plugins.request import RankingRequest
 from ranking_plugins.torchmetrics.dtypes import FixedDtypes
-from ranking_plugins.torchmetrics.errors import _kernel_evaluate
+from ranking_plugins.torchmetrics.errors import _kernel_rank, _kernel_read
 from ranking_plugins.totals import Totals, per_query_matrix
 
 #: how many pending entries are ranked together: large enough that the kernel's
@@ -227,23 +241,38 @@ def rank_run(
 ) -> tuple[list[Tensor], list[Tensor]]:
     """Batches of one kind (:func:`runs`), ranked in as few kernel calls as the numbers
     allow (:func:`_groups`): each batch's (5, K) sums and, when kept, every query's
-    values, in update order."""
+    values, in update order.
+
+    The plan and the rankings are held for the next metric whose pending batches are
+    the very same copies (:func:`shared_pending`): a collection ranks a run once."""
+    held = _held_run(run)
     if len(run) == 1:
-        return _rank_group(request, run[0][:FIELDS], None, keep_per_query)
-    plan = plan_run(run)
+        groups, plan = [range(1)], None
+    else:
+        if held.plan is None:
+            held.plan = plan_run(run)
+        plan = held.plan
+        groups = _ranked_together(plan.shapes)
     sums: list[Tensor] = []
     per_query: list[Tensor] = []
     starts = [0, *itertools.accumulate(b[0].numel() for b in run)]
-    for group in _ranked_together(plan.shapes):
-        if len(group) == 1:
-            fields, queries = run[group.start], None
-        else:
-            batches = run[group.start : group.stop]
-            fields = [torch.cat([b[i] for b in batches]) for i in (0, 1, 4)]
-            fields.insert(2, plan.key[starts[group.start] : starts[group.stop]])
-            fields.insert(3, _masks(batches))
-            queries = plan.queries[group.start : group.stop]
-        found, values = _rank_group(request, fields, queries, keep_per_query)
+    for group in groups:
+        queries = (
+            None if plan is None or len(group) == 1 else plan.queries[group.start : group.stop]
+        )
+        ranked = held.ranking(group.start, request, run[group.start][1])
+        intents = None
+        if ranked is None:
+            if plan is None or len(group) == 1:
+                fields = run[group.start]
+            else:
+                batches = run[group.start : group.stop]
+                fields = [torch.cat([b[i] for b in batches]) for i in (0, 1, 4)]
+                fields.insert(2, plan.key[starts[group.start] : starts[group.stop]])
+                fields.insert(3, _masks(batches))
+            ranked, intents = _rank_group(request, fields)
+            held.keep(group.start, request, ranked)
+        found, values = _read_group(request, ranked, intents, queries, keep_per_query)
         sums += found
         per_query += values
     return sums, per_query
@@ -261,28 +290,178 @@ def _masks(batches: list[list[Tensor]]) -> Tensor:
     )
 
 
-def _rank_group(
-    request: RankingRequest, fields: list[Tensor], queries: list[int] | None, keep: bool
-) -> tuple[list[Tensor], list[Tensor]]:
-    """One kernel call on ``fields`` (one batch, or several with ``queries`` each)."""
+def _rank_group(request: RankingRequest, fields: list[Tensor]) -> tuple[RankedBatch, Tensor | None]:
+    """One kernel call on ``fields`` (one batch, or several), and the subtopic relevance."""
     preds, target, key, mask, judged = fields
     extra = {"judged": judged} if judged.numel() else {}
-    evaluation = _kernel_evaluate(
-        request,
-        preds,
-        target,
-        indexes=key,
-        mask=mask if mask.numel() else None,
-        # checked at update (``validate_args``); the grades' checks run here
-        scores_checked=request.options.validate_args,
-        **extra,
-    )
+    target, intents = request.split_intents(preds, target, key)
+    held = last_batch.held(_PendingEntry)
+    try:
+        ranked = _kernel_rank(
+            request,
+            preds,
+            target,
+            indexes=key,
+            mask=mask if mask.numel() else None,
+            # checked at update (``validate_args``); the grades' checks run here
+            scores_checked=request.options.validate_args,
+            **extra,
+        )
+    finally:
+        if held is not None:  # the kernel keeps its own entry in the slot: ours back
+            last_batch.hold(held)
+    return ranked, intents
+
+
+def _read_group(
+    request: RankingRequest,
+    ranked: RankedBatch,
+    intents: Tensor | None,
+    queries: list[int] | None,
+    keep: bool,
+) -> tuple[list[Tensor], list[Tensor]]:
+    """The sums (each batch's, with ``queries`` each) and per-query values of a ranking."""
+    evaluation = _kernel_read(request, ranked, intents)
     keys, weighted = request.query_keys, request.options.weighted
     if queries is None:
         sums = [Totals.of(evaluation, keys, weighted).sums]
     else:
         sums = [part.sums for part in Totals.of_parts(evaluation, keys, weighted, queries)]
     return sums, [per_query_matrix(evaluation, keys)] if keep else []
+
+
+# -- what the metrics of a collection share, held in the package's one cache slot ----
+
+
+@dataclass
+class _HeldRun:
+    """A run of pending batches (its tensors by weak reference), its plan and the
+    ranking of each group (by the group's first batch), for the next metric whose
+    pending batches are the very same tensors: the pending copies are the metrics'
+    own, never handed to user code, so the same objects prove the same content."""
+
+    tensors: tuple[weakref.ref[Tensor], ...]
+    plan: RunPlan | None = None
+    #: by group start: the ranking key and depth it was made for, and the ranking
+    ranked: dict[int, tuple[tuple[object, ...], int | None, RankedBatch]] = field(
+        default_factory=dict
+    )
+
+    def alive(self) -> bool:
+        return all(ref() is not None for ref in self.tensors)
+
+    def holds(self, run: list[list[Tensor]]) -> bool:
+        tensors = [t for batch in run for t in batch]
+        return len(tensors) == len(self.tensors) and all(
+            ref() is t for ref, t in zip(self.tensors, tensors, strict=True)
+        )
+
+    def ranking(self, start: int, request: RankingRequest, target: Tensor) -> RankedBatch | None:
+        """The group's ranking if it serves ``request`` (which reads no subtopics:
+        those split the grades before the ranking)."""
+        if start not in self.ranked or request.intents or target.ndim != 1:
+            return None
+        key, depth, ranked = self.ranked[start]
+        if not request.reads(key, depth) or (request.identities and not ranked.identities):
+            return None
+        return ranked
+
+    def keep(self, start: int, request: RankingRequest, ranked: RankedBatch) -> None:
+        if ranked.reusable:  # ranked block by block when read: nothing to keep
+            depth = None if ranked.whole_lists else request.depth
+            self.ranked[start] = (request.ranking_key, depth, ranked)
+
+
+@dataclass
+class _PendingEntry:
+    """The last batch's pending copies (as :func:`shared_pending` made them, for the
+    next metric given the same input objects) and the runs last ranked."""
+
+    inputs: tuple[weakref.ref[Tensor] | None, ...] = ()
+    copies: tuple[weakref.ref[Tensor], ...] = ()
+    runs: list[_HeldRun] = field(default_factory=list)
+    #: the copies themselves where the metric that made them ranked them at once (at
+    #: the cap), dropping them: alive for the next metrics, whose runs end with them
+    ranked_at_once: tuple[Tensor, ...] = ()
+
+
+def _entry() -> _PendingEntry:
+    """The entry in the slot, put there if another kind was."""
+    entry = last_batch.held(_PendingEntry)
+    if entry is None:
+        entry = _PendingEntry()
+        last_batch.hold(entry)
+    return entry
+
+
+def _held_run(run: list[list[Tensor]]) -> _HeldRun:
+    """What is held of ``run`` (these very tensors), held anew where nothing is."""
+    entry = _entry()
+    for held in entry.runs:
+        if held.holds(run):
+            return held
+    held = _HeldRun(tuple(weakref.ref(t) for batch in run for t in batch))
+    entry.runs = [*(other for other in entry.runs if other.alive()), held]
+    return held
+
+
+def shared_pending(
+    inputs: tuple[Tensor, Tensor, Tensor, Tensor | None, Tensor | None], may_read: bool
+) -> list[Tensor]:
+    """The pending copies of a checked batch: those the previous metric made of the
+    same input objects where they prove equal to them (``may_read``: whether
+    comparing, which reads values, is allowed), else made here and held for the next."""
+    entry = last_batch.held(_PendingEntry)
+    if may_read and entry is not None and _same_inputs(entry, inputs):
+        copies = [ref() for ref in entry.copies]
+        kept = [copy for copy in copies if copy is not None]
+        if len(kept) == FIELDS and all(
+            _equal(given, copy) for given, copy in zip(_compared(inputs), kept, strict=True)
+        ):
+            return kept
+    own = pending_batch(*inputs)
+    entry = _entry()
+    entry.inputs = tuple(None if t is None else weakref.ref(t) for t in inputs)
+    entry.copies = tuple(weakref.ref(t) for t in own)
+    entry.runs = [held for held in entry.runs if held.alive()]
+    entry.ranked_at_once = ()
+    return own
+
+
+def keep_alive(copies: list[Tensor]) -> None:
+    """Keep the last batch's copies alive past the ranking that drops them (the cap's),
+    for the next metrics given the batch (:attr:`_PendingEntry.ranked_at_once`)."""
+    entry = last_batch.held(_PendingEntry)
+    if (
+        entry is not None
+        and len(entry.copies) == len(copies)
+        and all(ref() is copy for ref, copy in zip(entry.copies, copies, strict=True))
+    ):
+        entry.ranked_at_once = tuple(copies)
+
+
+def _same_inputs(entry: _PendingEntry, inputs: tuple[Tensor | None, ...]) -> bool:
+    return len(entry.inputs) == len(inputs) and all(
+        (None if ref is None else ref()) is given
+        for ref, given in zip(entry.inputs, inputs, strict=True)
+    )
+
+
+def _compared(inputs: tuple[Tensor, Tensor, Tensor, Tensor | None, Tensor | None]) -> list[Tensor]:
+    """The inputs as :func:`pending_batch` copies them (a missing flag: empty)."""
+    preds, target, indexes, mask, judged = inputs
+    empty = torch.empty(0, dtype=torch.bool, device=preds.device)
+    flags = [empty if t is None else t.detach() for t in (mask, judged)]
+    return [preds.detach(), target.detach(), indexes.detach().to(torch.int64), *flags]
+
+
+def _equal(given: Tensor, copy: Tensor) -> bool:
+    return (
+        given.dtype == copy.dtype
+        and given.shape == copy.shape
+        and given.device == copy.device
+        and bool(torch.equal(given, copy))
+    )
 
 
 class PendingRanking(FixedDtypes):
@@ -307,8 +486,13 @@ class PendingRanking(FixedDtypes):
     ) -> None:
         """Keep a checked whole-query batch until it is ranked (at the cap: now)."""
         pending = getattr(self, self._pending_name)
-        pending.extend(pending_batch(preds, target, indexes, mask, judged))
+        # proving a batch equal to the previous metric's copies reads values: with
+        # validate_args=False only where that costs no device sync
+        may_read = self.request.options.validate_args or host_reads_are_free(preds)
+        copies = shared_pending((preds, target, indexes, mask, judged), may_read)
+        pending.extend(copies)
         if pending_entries(pending) >= PENDING_ENTRIES:
+            keep_alive(copies)
             self._rank_pending()
 
     def _rank_pending(self) -> None:
