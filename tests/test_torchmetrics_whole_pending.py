@@ -170,14 +170,7 @@ def test_judged_batches_to_the_bit(seed: int) -> None:
 def test_batches_of_one_list_length_ranked_in_one_call(monkeypatch: pytest.MonkeyPatch) -> None:
     """Batches whose lists all have one length share one kernel call; a batch of another
     length, or of uneven lengths, is ranked alone."""
-    calls: list[int] = []
-    evaluate = pending._kernel_rank
-
-    def counted(*args: Any, **kwargs: Any) -> Any:
-        calls.append(args[1].numel())
-        return evaluate(*args, **kwargs)
-
-    monkeypatch.setattr(pending, "_kernel_rank", counted)
+    calls = counted_ranks(monkeypatch)
     data = batches(5, uniform=True)  # batch 4 of another length
     for batch in data:
         batch.pop("mask", None)
@@ -196,14 +189,7 @@ def test_batches_of_one_list_length_ranked_in_one_call(monkeypatch: pytest.Monke
 def test_ids_in_order_ranked_in_one_call(monkeypatch: pytest.MonkeyPatch, first: int) -> None:
     """Ids in query order, lists of one length: one kernel call, whichever batch's length
     differs (a length read off the first query is checked against every query)."""
-    calls: list[int] = []
-    evaluate = pending._kernel_rank
-
-    def counted(*args: Any, **kwargs: Any) -> Any:
-        calls.append(args[1].numel())
-        return evaluate(*args, **kwargs)
-
-    monkeypatch.setattr(pending, "_kernel_rank", counted)
+    calls = counted_ranks(monkeypatch)
     data = batches(9, uniform=True, queries=4, ordered=True)  # batch 4: lists of 9
     for batch in data:
         batch.pop("mask", None)
@@ -266,6 +252,19 @@ def test_update_keeps_copies(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 # -- the points where the pending batches must be ranked --------------------------
+
+
+def counted_ranks(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The entries of every kernel ranking of pending batches, appended as they happen."""
+    calls: list[int] = []
+    rank = pending._kernel_rank
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        calls.append(args[1].numel())
+        return rank(*args, **kwargs)
+
+    monkeypatch.setattr(pending, "_kernel_rank", counted)
+    return calls
 
 
 @pytest.fixture
@@ -455,19 +454,6 @@ def test_an_error_of_the_ranking_keeps_the_other_batches(monkeypatch: pytest.Mon
 
 
 # -- the metrics of a collection share the pending copies and their ranking ---------
-
-
-def counted_ranks(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """The entries of every kernel ranking of pending batches, appended as they happen."""
-    calls: list[int] = []
-    rank = pending._kernel_rank
-
-    def counted(*args: Any, **kwargs: Any) -> Any:
-        calls.append(args[1].numel())
-        return rank(*args, **kwargs)
-
-    monkeypatch.setattr(pending, "_kernel_rank", counted)
-    return calls
 
 
 def whole_collection(**options: Any) -> MetricCollection:
