@@ -8,6 +8,7 @@ from fractions import Fraction
 
 import pytest
 import torch
+from exact import assert_same_values
 
 import ranking_plugins.kernel as kernel
 from ranking_plugins import rank_metrics
@@ -63,15 +64,7 @@ def test_err_gives_the_same_bits_on_both_paths(ties: str, grades: str, gain: str
             cpu = _err(preds, target, top_k, ties, gain, False, mask)
             accelerator = _err(preds, target, top_k, ties, gain, True, mask)
             assert cpu.keys() == accelerator.keys()
-            for key, values in cpu.items():
-                torch.testing.assert_close(
-                    accelerator[key],
-                    values,
-                    rtol=0,
-                    atol=0,
-                    equal_nan=True,
-                    msg=f"{key} (trial {trial}, top_k {top_k})",
-                )
+            assert_same_values(accelerator, cpu, f"(trial {trial}, top_k {top_k})")
 
 
 def _definition(ranking: list[int], grades: list[int], k: int) -> Fraction:

@@ -22,6 +22,7 @@ from ranking_plugins.kernel import host_reads
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "benchmarks"))
 import ops_per_call
+from exact import assert_same_values
 
 AT_K = ["hit_rate", "mrr", "precision", "recall", "f1", "map", "ndcg", "fall_out"]
 WHOLE_LIST = ["auc", "r_precision", "mean_rank"]
@@ -104,15 +105,7 @@ def test_accelerator_paths_give_the_cpu_paths_bits(
                         )
                     )
                 cpu, accelerator_run = runs
-                for key, values in cpu.items():
-                    torch.testing.assert_close(
-                        accelerator_run[key],
-                        values,
-                        rtol=0,
-                        atol=0,
-                        equal_nan=True,
-                        msg=f"{key} (trial {trial}, {gain} gain)",
-                    )
+                assert_same_values(accelerator_run, cpu, f"(trial {trial}, {gain} gain)")
 
 
 def _first_hit_problem(dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
@@ -162,10 +155,7 @@ def test_first_hits_from_counts_give_the_ranked_lists_bits(
                 last_batch.clear()
                 runs.append(rank_metrics(preds, target, metrics, ks, reduction="none", **options))
             cpu, accelerator_run = runs
-            for key, values in cpu.items():
-                torch.testing.assert_close(
-                    accelerator_run[key], values, rtol=0, atol=0, equal_nan=True, msg=key
-                )
+            assert_same_values(accelerator_run, cpu)
     assert len(made) == 9  # every accelerator run, none on the CPU paths
 
 
@@ -194,8 +184,7 @@ def test_first_hit_statistics_serve_a_later_request_of_other_metrics(
     assert ranked  # served by the first-hit statistics, which ranked when read
     last_batch.clear()
     want = rank_metrics(preds, target, [*AT_K, "err"], [1, 10], reduction="none")
-    for key, values in want.items():
-        torch.testing.assert_close(got[key], values, rtol=0, atol=0, equal_nan=True, msg=key)
+    assert_same_values(got, want)
     # the exposure metrics need the items of each list: ranked, not served by them
     last_batch.clear()
     for _ in range(2):
@@ -240,8 +229,7 @@ def test_float_grades_take_the_integer_grades_path(
         got = rank_metrics(preds, grades, metrics, [1, 5, 10], gain=gain, reduction="none")
         assert not walks
         want = rank_metrics(preds, grades.long(), metrics, [1, 5, 10], gain=gain, reduction="none")
-        for key, values in want.items():
-            torch.testing.assert_close(got[key], values, rtol=0, atol=0, equal_nan=True)
+        assert_same_values(got, want, f"({gain} gain)")
     # a metric that reads R still counts it
     rank_metrics(preds, grades, ["recall"], 10)
     assert walks

@@ -16,6 +16,7 @@ import math
 
 import pytest
 import torch
+from exact import assert_same_values
 
 from ranking_plugins import rank_metrics
 from ranking_plugins.batch_cache import last_batch
@@ -125,15 +126,8 @@ def test_nan_scores_rank_first_on_every_path(
             reference = _reference_scores(preds, ties)
             want = _run(reference, target, metrics, top_k, ties, layout, mask, True)
             cpu, accelerator_run = runs
-            for key, values in cpu.items():
-                torch.testing.assert_close(
-                    accelerator_run[key],
-                    values,
-                    rtol=0,
-                    atol=0,
-                    equal_nan=True,
-                    msg=f"{key}: accelerator paths against CPU paths (trial {trial}, {metrics})",
-                )
+            where = f"accelerator paths against CPU paths (trial {trial}, {metrics})"
+            assert_same_values(accelerator_run, cpu, where)
             for got, path in zip(runs, ("CPU", "accelerator"), strict=True):
                 assert got.keys() == want.keys()
                 for key, values in want.items():
